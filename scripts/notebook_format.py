@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Keep the tutorial notebook canonical: nbformat 4.5 with cell ids, Colab GPU metadata, no outputs.
+
+    python scripts/notebook_format.py --check [NOTEBOOK ...]   # exit 1 and list what is off
+    python scripts/notebook_format.py --fix   [NOTEBOOK ...]   # rewrite in canonical form
+
+Canonical means: nbformat 4.5; every cell has a unique id; notebook metadata holds exactly
+`accelerator: GPU`, `colab: {gpuType: T4, provenance: []}` (Colab opens a notebook on a CPU runtime
+unless asked for a GPU), the python3 kernelspec and language_info; code cells have no outputs and
+no execution count; cells carry no Colab save noise (executionInfo, outputId, widget state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+
+DEFAULT_NOTEBOOK = Path(__file__).resolve().parent.parent / "nsight_python_t4_tutorial.ipynb"
+CANONICAL_METADATA = {
+    "accelerator": "GPU",
+    "colab": {"gpuType": "T4", "provenance": []},
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+# Cell metadata worth keeping (Jupyter's own); everything else is editor or Colab noise.
+KEPT_CELL_METADATA = ("tags", "jupyter")
+
+
+def canonical(notebook: dict) -> dict:
+    """Return the canonical form of a notebook given as parsed JSON."""
+    fixed = {"cells": [], "metadata": CANONICAL_METADATA, "nbformat": 4, "nbformat_minor": 5}
+    seen_ids: set[str] = set()
+    for cell in notebook.get("cells", []):
+        cell_id = cell.get("id")
+        if not cell_id or cell_id in seen_ids:
+            cell_id = uuid.uuid4().hex[:8]
+        seen_ids.add(cell_id)
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        metadata = {key: value for key, value in cell.get("metadata", {}).items() if key in KEPT_CELL_METADATA}
+        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": metadata, "source": source}
+        if cell["cell_type"] == "code":
+            new["execution_count"] = None
+            new["outputs"] = []
+        fixed["cells"].append(new)
+    return fixed
+
+
+def render(notebook: dict) -> str:
+    # The layout nbformat itself writes (indent 1, sorted keys), with the source split into lines.
+    for cell in notebook["cells"]:
+        cell["source"] = cell["source"].splitlines(keepends=True)
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def problems(path: Path) -> list[str]:
+    """Human-readable differences between a notebook and its canonical form ([] if canonical)."""
+    try:
+        notebook = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        return [f"cannot read {path} as JSON: {error}"]
+    found = []
+    if (notebook.get("nbformat"), notebook.get("nbformat_minor")) != (4, 5):
+        found.append(f"nbformat is {notebook.get('nbformat')}.{notebook.get('nbformat_minor')}, not 4.5")
+    metadata = notebook.get("metadata", {})
+    for key, value in CANONICAL_METADATA.items():
+        if metadata.get(key) != value:
+            found.append(f"metadata.{key} is {metadata.get(key)!r}, expected {value!r}")
+    extra = sorted(set(metadata) - set(CANONICAL_METADATA))
+    if extra:
+        found.append(f"extra notebook metadata: {', '.join(extra)}")
+    ids = [cell.get("id") for cell in notebook.get("cells", [])]
+    if None in ids or len(set(ids)) != len(ids):
+        found.append("cell ids are missing or repeated")
+    for index, cell in enumerate(notebook.get("cells", [])):
+        if cell.get("outputs"):
+            found.append(f"cell {index} ({cell.get('id')}) has outputs")
+        if cell.get("execution_count") is not None:
+            found.append(f"cell {index} ({cell.get('id')}) has an execution count")
+        noise = sorted(set(cell.get("metadata", {})) - set(KEPT_CELL_METADATA))
+        if noise:
+            found.append(f"cell {index} ({cell.get('id')}) has editor metadata: {', '.join(noise)}")
+    if not found and path.read_text() != render(canonical(notebook)):
+        found.append("JSON layout differs from the canonical one")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="report what is not canonical; exit 1 if anything")
+    mode.add_argument("--fix", action="store_true", help="rewrite the notebooks in canonical form")
+    parser.add_argument("notebooks", nargs="*", type=Path, default=[DEFAULT_NOTEBOOK])
+    args = parser.parse_args(argv)
+    status = 0
+    for path in args.notebooks:
+        if not path.is_file():
+            print(f"{path}: no such notebook", file=sys.stderr)
+            status = 2
+            continue
+        if args.fix:
+            path.write_text(render(canonical(json.loads(path.read_text()))))
+            print(f"{path}: canonical")
+            continue
+        found = problems(path)
+        for problem in found:
+            print(f"{path}: {problem}")
+        if found:
+            print(f"Fix with: python {Path(__file__).name} --fix {path}")
+            status = 1
+        else:
+            print(f"{path}: canonical")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
