@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Download every wheel the notebook and the headless harness need, for an offline GPU machine.
+
+    python scripts/make_wheelhouse.py --dest .whl                       # cp312, manylinux x86_64
+    python scripts/make_wheelhouse.py --dest .whl --skip-installed runner-freeze.txt
+
+Run it on a machine with internet. The wheelhouse has two parts, as the notebook installs them:
+  DEST/        nsight-python and its dependencies, plus the harness (pytest, nbmake, ipykernel, ...)
+  DEST/cupti/  the CUPTI set from requirements.txt, installed by the notebook with --target
+On the GPU machine: `pip install --no-index --find-links DEST -r requirements.txt-main-part ...`
+is what scripts/run_headless does, and NSPY_TUTORIAL_WHEELHOUSE=DEST makes the notebook's own
+install cells use it. --skip-installed takes a `pip freeze` (or a list of names) of the target's
+Python and drops the wheels it already has, to keep the wheelhouse small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PLATFORMS = [
+    "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_25_x86_64",
+    "manylinux_2_27_x86_64", "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64",
+    "manylinux1_x86_64", "linux_x86_64",
+]  # fmt: skip
+CUPTI_MARKER = "# [cupti]"
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_requirements(path: Path) -> tuple[list[str], list[str]]:
+    """(main pins, CUPTI pins) from requirements.txt: the CUPTI set follows the '# [cupti]' line."""
+    main, cupti, current = [], [], None
+    current = main
+    for line in path.read_text().splitlines():
+        if line.startswith(CUPTI_MARKER):
+            current = cupti
+        line = line.split("#", 1)[0].strip()
+        if line:
+            current.append(line)
+    return main, cupti
+
+
+def read_installed(path: Path | None) -> dict[str, str]:
+    """{normalized name: version or ''} from a pip freeze or a plain list of names."""
+    if path is None:
+        return {}
+    installed = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(r"([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line)
+        if match:
+            installed[normalize(match.group(1))] = match.group(2) or ""
+    return installed
+
+
+def wheel_name(path: Path) -> str:
+    return normalize(path.name.split("-")[0])
+
+
+def download(requirements: list[str], dest: Path, python_version: str, platforms: list[str], deps: bool) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
+               "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]  # fmt: skip
+    for platform in platforms:
+        command += ["--platform", platform]
+    if not deps:
+        command.append("--no-deps")
+    command += requirements
+    print("$ " + " ".join(command))
+    subprocess.run(command, check=True)
+
+
+def size_mb(folder: Path) -> float:
+    return sum(path.stat().st_size for path in folder.rglob("*.whl")) / 2**20
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, default=ROOT / ".whl", help="wheelhouse folder (default: .whl)")
+    parser.add_argument("--python-version", default="3.12", help="target Python, e.g. 3.12 (default) or 3.13")
+    parser.add_argument("--platform", action="append", help="pip platform tag; repeat; default manylinux x86_64")
+    parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
+    parser.add_argument("--no-harness", action="store_true", help="only the notebook's packages, not the harness")
+    args = parser.parse_args(argv)
+    platforms = args.platform or DEFAULT_PLATFORMS
+    main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
+    requirements = list(main_pins)
+    if not args.no_harness:
+        requirements += ["-r", str(ROOT / "requirements-harness.txt")]
+    installed = read_installed(args.skip_installed)
+    try:
+        download(requirements, args.dest, args.python_version, platforms, deps=True)
+        download(cupti_pins, args.dest / "cupti", args.python_version, platforms, deps=False)
+    except subprocess.CalledProcessError as error:
+        print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
+              f"available for Python {args.python_version} on {platforms[0]}?", file=sys.stderr)  # fmt: skip
+        return 1
+    pinned = {normalize(re.split(r"[=<>!~ ]", pin)[0]) for pin in main_pins}
+    for wheel in sorted(args.dest.glob("*.whl")):
+        # What the target already has is dropped, except what the notebook pins itself.
+        if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
+            wheel.unlink()
+    target_bindings = installed.get("cuda-bindings", "")
+    if target_bindings.split(".")[0].isdigit() and int(target_bindings.split(".")[0]) >= 13:
+        # Mirrors the notebook: the CUPTI folder only gets cuda-bindings when the target's is older than 13.
+        for wheel in (args.dest / "cupti").glob("cuda_bindings-*.whl"):
+            wheel.unlink()
+    for folder in (args.dest, args.dest / "cupti"):
+        names = sorted(path.name for path in folder.glob("*.whl"))
+        print(f"{folder}: {len(names)} wheels, {size_mb(folder):.1f} MiB")
+    print(f"wheelhouse total: {size_mb(args.dest):.1f} MiB in {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
