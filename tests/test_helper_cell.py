@@ -1,0 +1,218 @@
+"""The notebook's helper cell, executed on its own in a real kernel, behaves as the sections rely on."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from conftest import cell_by_id
+from kernel_session import CellError, KernelSession
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    return tmp_path / "out"
+
+
+@pytest.fixture
+def helpers(notebook, out_dir, tmp_path):
+    """A fresh kernel that has run the notebook's own helper cell, writing to a temporary folder."""
+    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(out_dir)}, cwd=tmp_path)
+    session.run(cell_by_id(notebook, "helpers").source)
+    yield session
+    session.close()
+
+
+def test_helper_cell_creates_and_reports_the_output_folder(helpers, out_dir):
+    assert out_dir.is_dir(), "the helper cell must create OUT_DIR"
+    assert helpers.value("str(OUT_DIR)") == str(out_dir.resolve())
+
+
+def test_ncu_version_is_parsed_from_the_version_line(helpers):
+    text = "NVIDIA (R) Nsight Compute Command Line Profiler\\nCopyright (c) 2018-2026\\nVersion 2026.3.1.0 (build 1)"
+    assert helpers.value(f"parse_ncu_version({text!r})") == [2026, 3, 1]
+    assert helpers.value("parse_ncu_version('ncu: command not found')") is None
+
+
+@pytest.mark.parametrize(
+    ("version", "recent"),
+    [((2026, 2, 1), True), ((2026, 3, 1), True), ((2027, 1, 0), True), ((2026, 2, 0), False), ((2025, 3, 1), False)],
+)
+def test_ncu_threshold_is_2026_2_1(helpers, version, recent):
+    assert helpers.value(f"ncu_is_recent({version!r})") is recent
+    assert helpers.value("ncu_is_recent(None)") is False
+
+
+def test_ncu_path_folder_is_searched_before_path(helpers, tmp_path):
+    fake = tmp_path / "ncu_dir" / "ncu"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version 2026.2.1.0 (build 7)'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    found = helpers.value(f"[str(p) for p in ncu_candidates({{'NCU_PATH': {str(fake.parent)!r}, 'PATH': ''}})]")
+    assert found == [str(fake)]
+    assert helpers.value(f"ncu_version_of({str(fake)!r})") == [2026, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "label", "fp16"),
+    [("Tesla T4", "T4", 65.0), ("NVIDIA L4", "L4", 121.0), ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM", 312.0),
+     ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.0), ("NVIDIA H200", "H200 SXM", 989.0)],
+)  # fmt: skip
+def test_peaks_are_found_for_known_gpus(helpers, gpu, label, fp16):
+    found_label, peaks = helpers.value(f"lookup_peaks({gpu!r})")
+    assert (found_label, peaks["fp16_tflops"]) == (label, fp16)
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA GeForce RTX 4090", "NVIDIA H200 NVL", "NVIDIA H100 PCIe", "", None])
+def test_unknown_gpus_get_no_peaks_rather_than_another_gpus(helpers, gpu):
+    assert helpers.value(f"lookup_peaks({gpu!r})") == [None, None]
+
+
+def test_figures_on_an_unknown_gpu_read_na_and_are_not_judged(helpers):
+    helpers.run(
+        "ENVIRONMENT['gpu'] = 'NVIDIA GeForce RTX 4090'\nfig = record_figure(5, 'x', 50.0, 'TFLOP/s', 'fp16_tflops')"
+    )
+    assert helpers.value("fig['check']") == "unchecked" and helpers.value("fig['pct_of_peak']") is None
+    assert "n/a" in helpers.value("describe_figure(fig)")
+
+
+@pytest.mark.parametrize(
+    ("value", "check"), [(4900.0, "SUSPECT"), (4000.0, "ok"), (100.0, "SUSPECT"), (float("nan"), "SUSPECT")]
+)
+def test_figures_above_peak_or_below_the_floor_are_suspect(helpers, value, check):
+    helpers.run("ENVIRONMENT['gpu'] = 'NVIDIA H200'")
+    assert helpers.value(f"record_figure(3, 'add', float({str(value)!r}), 'GB/s', 'dram_gbs')['check']") == check
+
+
+@pytest.mark.parametrize(
+    ("environ", "on_colab", "expected"),
+    [({"NSPY_TUTORIAL_OUT": "/tmp/custom"}, True, "/tmp/custom"), ({}, True, "/content/nspy_tutorial")],
+)
+def test_output_folder_is_env_override_then_colab_default(helpers, environ, on_colab, expected):
+    assert helpers.value(f"str(choose_output_dir({environ!r}, on_colab={on_colab}))") == expected
+
+
+def test_output_folder_off_colab_is_local(helpers, tmp_path):
+    assert helpers.value("str(choose_output_dir({}, on_colab=False))") == str(tmp_path / "nspy_tutorial_out")
+
+
+def test_profiler_choice_defaults_to_auto_and_rejects_typos(helpers):
+    assert helpers.value("read_profiler_choice({})") == "auto"
+    assert helpers.value("read_profiler_choice({'NSPY_TUTORIAL_PROFILER': ' CUPTI '})") == "cupti"
+    with pytest.raises(CellError) as raised:
+        helpers.run("read_profiler_choice({'NSPY_TUTORIAL_PROFILER': 'nsys'})")
+    assert raised.value.ename == "ValueError" and "auto, ncu, cupti" in raised.value.evalue
+
+
+def test_a_raising_section_is_failed_and_the_next_section_still_runs(helpers):
+    output = helpers.run(
+        "begin_section(2, 'two')\n"
+        "@section_step(2)\ndef boom():\n    raise ZeroDivisionError('first line\\nsecond line')\n"
+        "@section_step(2)\ndef after_boom():\n    print('MUST NOT RUN')\n"
+        "begin_section(3, 'three')\n"
+        "@section_step(3)\ndef fine():\n    return 42\n"
+    )
+    assert "MUST NOT RUN" not in output, "a step of an already FAILED section must not run"
+    sections = helpers.value("SECTIONS")
+    assert sections["2"]["status"] == "FAILED" and sections["2"]["reason"] == "ZeroDivisionError: first line"
+    assert sections["3"]["status"] == "ok" and helpers.value("fine") == 42
+
+
+def test_a_skipped_section_runs_none_of_its_steps(helpers):
+    output = helpers.run(
+        "begin_section(4, 'four', skip_reason='needs Nsight Compute')\n"
+        "@section_step(4)\ndef counters():\n    print('MUST NOT RUN')\n"
+    )
+    assert "MUST NOT RUN" not in output
+    section = helpers.value("SECTIONS[4]")
+    assert (section["status"], section["reason"], section["environment_limit"]) == (
+        "SKIPPED", "needs Nsight Compute", True
+    )  # fmt: skip
+
+
+def test_summary_json_records_environment_sections_figures_and_times(helpers, out_dir):
+    helpers.run(
+        "ENVIRONMENT.update(gpu='NVIDIA H200', profiler='cupti')\n"
+        "begin_section(1, 'Set up')\nset_headline(1, 'ready')\n"
+        "begin_section(4, 'Cache', skip_reason='needs ncu')\n"
+        "begin_section(5, 'Sweep')\nrecord_figure(5, 'fp16 matmul 4096', 791.2, 'TFLOP/s', 'fp16_tflops')\n"
+        "summary, path = write_summary(strict=True)\n"
+    )
+    written = json.loads((out_dir / "summary.json").read_text())
+    assert written["environment"]["gpu"] == "NVIDIA H200" and written["strict"] is True
+    by_number = {s["number"]: s for s in written["sections"]}
+    assert sorted(by_number) == list(range(1, 11))
+    assert by_number[1]["status"] == "ok" and by_number[1]["headline"] == "ready"
+    assert by_number[4]["status"] == "SKIPPED" and by_number[4]["environment_limit"] is True
+    assert by_number[2]["status"] == "NOT RUN", "a section whose cells never ran must not count as ok"
+    assert all(isinstance(by_number[n]["seconds"], float) for n in (1, 4, 5))
+    assert written["figures"][0]["pct_of_peak"] == 80.0 and written["figures"][0]["check"] == "ok"
+    assert written["counts"] == {"ok": 2, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 7}
+    assert written["total_seconds"] >= 0
+
+
+def _run_all_sections(helpers, failing=None, skipped=None):
+    lines = []
+    for number in range(1, 11):
+        reason = "needs Nsight Compute" if number == skipped else None
+        lines.append(f"begin_section({number}, 's{number}', skip_reason={reason!r})")
+        if number == failing:
+            lines.append(f"@section_step({number})\ndef broken():\n    raise RuntimeError('boom')")
+    helpers.run("\n".join(lines) + "\nsummary, _ = write_summary(strict=True)")
+
+
+def test_strict_mode_raises_when_a_section_failed(helpers):
+    _run_all_sections(helpers, failing=6)
+    with pytest.raises(CellError) as raised:
+        helpers.run("enforce_strict_mode(summary, strict=True)")
+    assert "section 6 FAILED: RuntimeError: boom" in raised.value.evalue
+    assert helpers.value("len(enforce_strict_mode(summary, strict=False))") == 1, "non-strict runs only report"
+
+
+def test_strict_mode_accepts_a_skipped_section(helpers):
+    _run_all_sections(helpers, skipped=4)
+    assert helpers.value("enforce_strict_mode(summary, strict=True)") == []
+
+
+def test_strict_mode_raises_on_a_suspect_figure(helpers):
+    _run_all_sections(helpers)
+    helpers.run(
+        "ENVIRONMENT['gpu'] = 'Tesla T4'\nrecord_figure(6, 'x * 2', 900.0, 'GB/s', 'dram_gbs')\n"
+        "summary, _ = write_summary(strict=True)"
+    )
+    with pytest.raises(CellError) as raised:
+        helpers.run("enforce_strict_mode(summary, strict=True)")
+    assert "SUSPECT figure in section 6" in raised.value.evalue
+
+
+def test_missing_libcupti_says_which_cell_to_rerun(helpers, tmp_path):
+    with pytest.raises(CellError) as raised:
+        helpers.run(f"preload_libcupti({str(tmp_path)!r})")
+    assert raised.value.ename == "FileNotFoundError" and "Re-run the CUPTI install cell" in raised.value.evalue
+
+
+def test_failed_pip_install_raises_with_pips_error_and_what_to_do(helpers, tmp_path):
+    empty_wheelhouse = tmp_path / "wheels"
+    empty_wheelhouse.mkdir()
+    with pytest.raises(CellError) as raised:
+        helpers.run(f"pip_install(['no-such-package-xyz==1.0'], wheelhouse={str(empty_wheelhouse)!r})", timeout=300)
+    assert raised.value.ename == "RuntimeError"
+    assert "no-such-package-xyz" in raised.value.evalue and "NSPY_TUTORIAL_WHEELHOUSE" in raised.value.evalue
+
+
+def test_ncu_install_without_apt_explains_what_to_do(helpers, tmp_path):
+    path, message = helpers.value(
+        f"(lambda saved: (os.environ.__setitem__('PATH', {str(tmp_path)!r}),"
+        f" install_ncu_with_apt(['2026.3.1'], {str(tmp_path / 'log')!r}),"
+        " os.environ.__setitem__('PATH', saved))[1])(os.environ['PATH'])"
+    )
+    assert path is None and "NCU_PATH" in message
+
+
+def test_nothing_is_written_outside_the_output_folder(helpers, out_dir, tmp_path):
+    helpers.run("begin_section(1, 'Set up')\nsummary, _ = write_summary()")
+    outside = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if not p.is_relative_to(out_dir))
+    assert outside == ["out"] or outside == [], f"the helpers wrote outside OUT_DIR: {outside}"
+    assert os.listdir(out_dir) == ["summary.json"]

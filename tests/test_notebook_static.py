@@ -1,0 +1,208 @@
+"""What can be checked without running anything: structure, import order, the nsight API, pins, format."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+import typing
+
+import nbformat
+import nsight
+import pytest
+from conftest import NOTEBOOK, ROOT, cell_by_id
+from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import notebook_format  # noqa: E402
+
+SECTION_TITLES = re.compile(r"^## (\d+)\. ", re.M)
+
+
+def test_notebook_validates_against_the_nbformat_schema(notebook):
+    nbformat.validate(notebook)
+
+
+def test_notebook_opens_with_title_colab_badge_and_overview(notebook):
+    first, second = notebook.cells[0], notebook.cells[1]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), "cell 1 must be the '# ' title"
+    assert "colab.research.google.com/github/" in first.source and "colab-badge.svg" in first.source, (
+        "the title cell needs an Open in Colab badge linking to the notebook on GitHub"
+    )
+    assert second.source.startswith("## Overview"), "the cell after the title must be the '## Overview'"
+
+
+def test_ten_numbered_sections_appear_in_order_then_a_summary(notebook):
+    headings = [
+        int(match.group(1))
+        for cell in notebook.cells
+        if cell.cell_type == "markdown"
+        for match in SECTION_TITLES.finditer(cell.source)
+    ]
+    assert headings == list(range(1, 11)), f"expected '## 1.' to '## 10.' once each, in order; found {headings}"
+    last_heading = [c.source for c in notebook.cells if c.cell_type == "markdown" and c.source.startswith("## ")][-1]
+    assert last_heading.startswith("## Summary"), "the notebook must end with a '## Summary' section"
+
+
+def test_every_code_cell_parses_as_python(notebook):
+    for cell in code_cells(notebook):
+        try:
+            ast.parse(cell_python(cell))
+        except SyntaxError as error:
+            pytest.fail(f"cell {cell.get('id')} does not parse: {error}")
+
+
+def _first_position(notebook, predicate):
+    for index, (_, tree) in enumerate(parsed_cells(notebook)):
+        for node in sorted(ast.walk(tree), key=lambda n: getattr(n, "lineno", 0)):
+            if predicate(node):
+                return (index, node.lineno)
+    return None
+
+
+def _imports(module):
+    def predicate(node):
+        if isinstance(node, ast.Import):
+            return any(alias.name.split(".")[0] == module for alias in node.names)
+        return isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == module
+
+    return predicate
+
+
+def _touches_cuda(node):
+    text = ast.unparse(node) if isinstance(node, ast.Call) else ""
+    return isinstance(node, ast.Call) and ("cuda" in text and "torch" in text or 'device="cuda"' in text)
+
+
+def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
+    nsight_at = _first_position(notebook, _imports("nsight"))
+    torch_at = _first_position(notebook, _imports("torch"))
+    cuda_at = _first_position(notebook, _touches_cuda)
+    assert nsight_at is not None, "the notebook never imports nsight"
+    assert torch_at is not None and nsight_at < torch_at, (
+        f"import nsight {nsight_at} must precede import torch {torch_at}"
+    )
+    assert cuda_at is None or nsight_at < cuda_at, f"CUDA is used at {cuda_at}, before import nsight at {nsight_at}"
+
+
+def test_helper_cell_imports_neither_torch_nor_nsight(notebook):
+    tree = ast.parse(cell_python(cell_by_id(notebook, "helpers")))
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    } | {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"torch", "nsight", "cupti"}, f"the helper cell imports {imported & {'torch', 'nsight'}}"
+
+
+@pytest.mark.parametrize("decorator", ["nsight.analyze.kernel", "nsight.analyze.plot"])
+def test_decorator_keywords_are_accepted_by_installed_nsight(notebook, decorator):
+    signature = inspect.signature(eval(decorator, {"nsight": nsight}))  # noqa: S307 - a dotted name from our list
+    calls = calls_to(all_trees(notebook), decorator)
+    assert calls, f"the notebook never calls {decorator}"
+    for call, keywords in calls:
+        unknown = set(keywords) - set(signature.parameters)
+        assert not unknown, f"{decorator} in 1.1.0 has no keyword {sorted(unknown)}: {ast.unparse(call)[:120]}"
+
+
+def test_literal_options_use_values_nsight_accepts(notebook):
+    # nsight checks cache_control, clock_control and replay_mode, but not thermal_mode: a typo there
+    # silently means "manual". So every constant given to a Literal parameter is checked here.
+    signature = inspect.signature(nsight.analyze.kernel)
+    for _, keywords in calls_to(all_trees(notebook), "nsight.analyze.kernel"):
+        for name, value in keywords.items():
+            annotation = signature.parameters[name].annotation
+            if typing.get_origin(annotation) is typing.Literal and isinstance(value, ast.Constant):
+                allowed = typing.get_args(annotation)
+                assert value.value in allowed, f"{name}={value.value!r} is not one of {allowed}"
+
+
+def test_every_benchmark_writes_inside_the_output_folder(notebook):
+    for call, keywords in calls_to(all_trees(notebook), "nsight.analyze.kernel"):
+        prefix = keywords.get("output_prefix")
+        assert prefix is not None, f"without output_prefix nsight writes to /tmp: {ast.unparse(call)[:100]}"
+        text = ast.unparse(prefix)
+        assert text.startswith("out_prefix(") or text == "sys.argv[1]", f"output_prefix={text} escapes OUT_DIR"
+
+
+def _nsight_attribute_chains(notebook):
+    """Every nsight.X.Y the notebook uses, and names imported from nsight modules."""
+    chains, from_imports = set(), set()
+    for tree in all_trees(notebook):
+        for node in ast.walk(tree):
+            name = dotted(node) if isinstance(node, ast.Attribute) else None
+            if name and name.startswith("nsight."):
+                chains.add(name)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nsight"):
+                from_imports.update((node.module, alias.name) for alias in node.names)
+    return chains, from_imports
+
+
+def test_every_nsight_name_used_exists_in_the_installed_library(notebook):
+    chains, from_imports = _nsight_attribute_chains(notebook)
+    assert "nsight.annotate" in chains and "nsight.experimental.collect" in chains
+    for chain in sorted(chains):
+        obj = nsight
+        for part in chain.split(".")[1:]:
+            assert hasattr(obj, part), f"{chain}: nsight {nsight.__version__} has no attribute {part!r}"
+            obj = getattr(obj, part)
+    for module, name in from_imports:
+        assert hasattr(importlib.import_module(module), name), f"from {module} import {name}: no such name"
+
+
+def test_cupti_is_activated_only_with_tool_enum_after_disabling_ncu_at_import(notebook):
+    source = "\n".join(cell_python(cell) for cell in code_cells(notebook))
+    assert "nsight.activate(nsight.Tool.CUPTI)" in source
+    assert 'os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"' in source, "CUPTI needs NCU kept off at import"
+    assert not re.search(r"activate\(\s*['\"]", source), "nsight.activate takes a nsight.Tool, not a string"
+
+
+def _requirements_pins():
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[name.strip()] = version.strip()
+    return pins
+
+
+def test_install_cell_pins_equal_requirements_txt(notebook):
+    tree = ast.parse(cell_python(cell_by_id(notebook, "s1-pip-code")))
+    notebook_pins = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) in ("PINS", "CUPTI_PINS"):
+            notebook_pins.update(ast.literal_eval(node.value))
+    assert notebook_pins == _requirements_pins(), "PINS/CUPTI_PINS in the notebook and requirements.txt disagree"
+
+
+def test_requirements_never_ask_for_torch():
+    for path in ROOT.glob("requirements*.txt"):
+        assert not re.search(r"^\s*torch\b", path.read_text(), re.M), f"{path.name} would pull a (CUDA) torch"
+
+
+def test_nsight_python_is_installed_from_pypi_not_git(notebook):
+    source = "\n".join(cell.source for cell in code_cells(notebook))
+    assert "git+" not in source and "nsight-python==" in source
+
+
+def test_committed_notebook_metadata_is_canonical():
+    assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+
+
+def test_committed_notebook_has_no_outputs_or_execution_counts(notebook):
+    dirty = [c.get("id") for c in code_cells(notebook) if c.outputs or c.execution_count is not None]
+    assert not dirty, f"cells with outputs or counts: {dirty}; run scripts/notebook_format.py --fix"
+
+
+def test_ruff_lint_passes_on_notebook_scripts_and_tests():
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, f"ruff check failed; fix or run `ruff check --fix .`:\n{done.stdout}{done.stderr}"
+
+
+def test_ruff_format_is_clean():
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"run `ruff format .`:\n{done.stdout}{done.stderr}"
