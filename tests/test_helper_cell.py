@@ -216,3 +216,18 @@ def test_nothing_is_written_outside_the_output_folder(helpers, out_dir, tmp_path
     outside = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if not p.is_relative_to(out_dir))
     assert outside == ["out"] or outside == [], f"the helpers wrote outside OUT_DIR: {outside}"
     assert os.listdir(out_dir) == ["summary.json"]
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "base"),
+    [(1500.0, "ns", 1.5e-6), (1500.0, "nsecond", 1.5e-6), (2.0, "usecond", 2e-6), (3.0, "Mbyte", 3e6),
+     (7.0, "byte", 7.0), (1.59, "cycle/nsecond", 1.59e9), (1.59e9, "cycle/second", 1.59e9), (585.0, "MHz", 5.85e8)],
+)  # fmt: skip
+def test_ncu_units_convert_to_base_units(helpers, value, unit, base):
+    assert helpers.value(f"to_base_units({value}, {unit!r})") == pytest.approx(base)
+
+
+def test_an_unknown_unit_is_an_error_not_a_silent_factor(helpers):
+    with pytest.raises(CellError) as raised:
+        helpers.run("to_base_units(1.0, 'percent')")
+    assert raised.value.ename == "ValueError" and "unexpected unit" in raised.value.evalue
