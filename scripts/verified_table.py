@@ -37,10 +37,15 @@ def row(summary_path: Path) -> str:
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
     folder = summary_path.parent.relative_to(ROOT).as_posix()
+    wall = f"{summary['total_seconds']:.0f} s in sections"
+    run_info_path = summary_path.parent / "run_info.json"
+    if run_info_path.exists():  # written by scripts/run_headless: the whole run, installs and kernel start included
+        run_info = json.loads(run_info_path.read_text())
+        wall += f", {run_info['wall_seconds']} s whole run (commit {run_info['commit'][:7]})"
     cells = [
         env.get("gpu", "?"), env.get("driver", "?"), env.get("profiler", "?"), env.get("nsight_python", "?"),
         env.get("torch", "?"), summary["created_utc"][:10], f"{counts['ok']} / {counts['SKIPPED']} / {failed}",
-        f"{summary['total_seconds']:.0f} s", figures, f"[{folder}]({folder}/)",
+        wall, figures, f"[{folder}]({folder}/)",
     ]  # fmt: skip
     return "| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |"
 
