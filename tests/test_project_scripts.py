@@ -157,6 +157,8 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
         assert folder.name.endswith(f"-{summary['environment']['profiler']}")
         assert summary["counts"]["FAILED"] == 0 and summary["counts"]["NOT RUN"] == 0
         assert summary["suspect_figures"] == 0
+        run_info = json.loads((folder / "run_info.json").read_text())
+        assert run_info["pytest_exit"] == 0 and len(run_info["commit"]) == 40, "run_info.json must name a passing run"
 
 
 def test_license_is_apache_2():
