@@ -34,7 +34,8 @@ def test_readme_test_command_is_exactly_what_ci_runs():
     assert test_command == ["python -m pytest"], f"README's test command changed: {test_command}"
     ci_lines = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
     assert test_command[0] in ci_lines, ".ci/run must call README.md's test command verbatim"
-    assert "python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints-ci.txt" in ci_lines
+    install = "python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints-ci.txt"
+    assert install in ci_lines, ".ci/run must install the CPU suite's pinned environment"
 
 
 def test_readme_headless_command_is_what_run_headless_and_the_workflow_use():
