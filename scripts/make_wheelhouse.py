@@ -2,15 +2,15 @@
 """Download every wheel the notebook and the headless harness need, for an offline GPU machine.
 
     python scripts/make_wheelhouse.py --dest .whl                       # cp312, manylinux x86_64
-    python scripts/make_wheelhouse.py --dest .whl --skip-installed runner-freeze.txt
+    python scripts/make_wheelhouse.py --dest .whl --skip-installed scripts/gpu-runner-installed.txt
 
 Run it on a machine with internet. The wheelhouse has two parts, as the notebook installs them:
   DEST/        nsight-python and its dependencies, plus the harness (pytest, nbmake, ipykernel, ...)
   DEST/cupti/  the CUPTI set from requirements.txt, installed by the notebook with --target
-On the GPU machine: `pip install --no-index --find-links DEST -r requirements.txt-main-part ...`
-is what scripts/run_headless does, and NSPY_TUTORIAL_WHEELHOUSE=DEST makes the notebook's own
-install cells use it. --skip-installed takes a `pip freeze` (or a list of names) of the target's
-Python and drops the wheels it already has, to keep the wheelhouse small.
+On the GPU machine, `pip install --no-index --find-links DEST -r requirements-harness.txt` installs
+the harness, and NSPY_TUTORIAL_WHEELHOUSE=DEST makes the notebook's own install cells use DEST.
+--skip-installed takes a `pip freeze` (or a list of names) of the target's Python and drops the
+wheels it already has, except the notebook's own pins, to keep the wheelhouse small.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def normalize(name: str) -> str:
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
     """(main pins, CUPTI pins) from requirements.txt: the CUPTI set follows the '# [cupti]' line."""
-    main, cupti, current = [], [], None
+    main, cupti = [], []
     current = main
     for line in path.read_text().splitlines():
         if line.startswith(CUPTI_MARKER):
