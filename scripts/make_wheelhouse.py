@@ -77,8 +77,9 @@ def download(requirements: list[str], dest: Path, python_version: str, platforms
     subprocess.run(command, check=True)
 
 
-def size_mb(folder: Path) -> float:
-    return sum(path.stat().st_size for path in folder.rglob("*.whl")) / 2**20
+def size_mb(folder: Path, recursive: bool = False) -> float:
+    wheels = folder.rglob("*.whl") if recursive else folder.glob("*.whl")
+    return sum(path.stat().st_size for path in wheels) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in (args.dest, args.dest / "cupti"):
         names = sorted(path.name for path in folder.glob("*.whl"))
         print(f"{folder}: {len(names)} wheels, {size_mb(folder):.1f} MiB")
-    print(f"wheelhouse total: {size_mb(args.dest):.1f} MiB in {args.dest}")
+    print(f"wheelhouse total: {size_mb(args.dest, recursive=True):.1f} MiB in {args.dest}")
     return 0
 
 
