@@ -17,6 +17,7 @@ from conftest import NOTEBOOK, ROOT, cell_by_id
 from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
 
 sys.path.insert(0, str(ROOT / "scripts"))
+import make_wheelhouse  # noqa: E402
 import notebook_format  # noqa: E402
 
 SECTION_TITLES = re.compile(r"^## (\d+)\. ", re.M)
@@ -159,13 +160,8 @@ def test_cupti_is_activated_only_with_tool_enum_after_disabling_ncu_at_import(no
 
 
 def _requirements_pins():
-    pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, version = line.split("==")
-            pins[name.strip()] = version.strip()
-    return pins
+    main, cupti = make_wheelhouse.read_requirements(ROOT / "requirements.txt")
+    return dict(pin.split("==") for pin in main + cupti)
 
 
 def test_install_cell_pins_equal_requirements_txt(notebook):
