@@ -8,6 +8,10 @@ Canonical means: nbformat 4.5; every cell has a unique id; notebook metadata hol
 `accelerator: GPU`, `colab: {gpuType: T4, provenance: []}` (Colab opens a notebook on a CPU runtime
 unless asked for a GPU), the python3 kernelspec and language_info; code cells have no outputs and
 no execution count; cells carry no Colab save noise (executionInfo, outputId, widget state).
+
+Plumbing is folded the Colab way: a code cell whose first line is `# @title ...` carries exactly
+`cellView: form` (Colab shows only its title) and the tag `remove-input` (the HTML rendering drops
+its code, through nbconvert's TagRemovePreprocessor). Every other cell carries no metadata at all.
 """
 
 from __future__ import annotations
@@ -25,8 +29,20 @@ CANONICAL_METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
     "language_info": {"name": "python"},
 }
-# Cell metadata worth keeping (Jupyter's own); everything else is editor or Colab noise.
-KEPT_CELL_METADATA = ("tags", "jupyter")
+# The only cell metadata a cell may carry: that of a folded plumbing cell. Everything else is noise.
+FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
+HIDDEN_INPUT_TAG = "remove-input"
+
+
+def is_folded(cell: dict) -> bool:
+    """A code cell that Colab folds: its first line is a `# @title` form title."""
+    source = cell.get("source", "")
+    source = "".join(source) if isinstance(source, list) else source
+    return cell.get("cell_type") == "code" and source.lstrip().startswith("# @title")
+
+
+def expected_cell_metadata(cell: dict) -> dict:
+    return dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
 
 
 def canonical(notebook: dict) -> dict:
@@ -40,8 +56,7 @@ def canonical(notebook: dict) -> dict:
         seen_ids.add(cell_id)
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
-        metadata = {key: value for key, value in cell.get("metadata", {}).items() if key in KEPT_CELL_METADATA}
-        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": metadata, "source": source}
+        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": expected_cell_metadata(cell), "source": source}
         if cell["cell_type"] == "code":
             new["execution_count"] = None
             new["outputs"] = []
@@ -80,9 +95,9 @@ def problems(path: Path) -> list[str]:
             found.append(f"cell {index} ({cell.get('id')}) has outputs")
         if cell.get("execution_count") is not None:
             found.append(f"cell {index} ({cell.get('id')}) has an execution count")
-        noise = sorted(set(cell.get("metadata", {})) - set(KEPT_CELL_METADATA))
-        if noise:
-            found.append(f"cell {index} ({cell.get('id')}) has editor metadata: {', '.join(noise)}")
+        if cell.get("metadata", {}) != expected_cell_metadata(cell):
+            want = expected_cell_metadata(cell) or "none"
+            found.append(f"cell {index} ({cell.get('id')}) has metadata {cell.get('metadata')!r}, expected {want}")
     if not found and path.read_text() != render(canonical(notebook)):
         found.append("JSON layout differs from the canonical one")
     return found

@@ -89,8 +89,9 @@ def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
     assert cuda_at is None or nsight_at < cuda_at, f"CUDA is used at {cuda_at}, before import nsight at {nsight_at}"
 
 
-def test_helper_cell_imports_neither_torch_nor_nsight(notebook):
-    tree = ast.parse(cell_python(cell_by_id(notebook, "helpers")))
+@pytest.mark.parametrize("cell_id", ["harness", "setup-helpers"])
+def test_folded_helper_cells_import_neither_torch_nor_nsight(notebook, cell_id):
+    tree = ast.parse(cell_python(cell_by_id(notebook, cell_id)))
     imported = {
         alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
     } | {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

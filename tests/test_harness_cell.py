@@ -1,4 +1,4 @@
-"""The notebook's helper cell, executed on its own in a real kernel, behaves as the sections rely on."""
+"""The notebook's folded harness and setup-helper cells, executed in a real kernel, behave as the sections rely on."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ def out_dir(tmp_path):
 
 @pytest.fixture
 def helpers(notebook, out_dir, tmp_path):
-    """A fresh kernel that has run the notebook's own helper cell, writing to a temporary folder."""
+    """A fresh kernel that has run the notebook's own harness and setup-helper cells, writing to a temporary folder."""
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(out_dir)}, cwd=tmp_path)
-    session.run(cell_by_id(notebook, "helpers").source)
+    session.run(cell_by_id(notebook, "harness").source)
+    session.run(cell_by_id(notebook, "setup-helpers").source)
     yield session
     session.close()
 
@@ -106,30 +107,44 @@ def test_profiler_choice_defaults_to_auto_and_rejects_typos(helpers):
     assert raised.value.ename == "ValueError" and "auto, ncu, cupti" in raised.value.evalue
 
 
-def test_a_raising_section_is_failed_and_the_next_section_still_runs(helpers):
-    output = helpers.run(
-        "begin_section(2, 'two')\n"
-        "@section_step(2)\ndef boom():\n    raise ZeroDivisionError('first line\\nsecond line')\n"
-        "@section_step(2)\ndef after_boom():\n    print('MUST NOT RUN')\n"
-        "begin_section(3, 'three')\n"
-        "@section_step(3)\ndef fine():\n    return 42\n"
-    )
-    assert "MUST NOT RUN" not in output, "a step of an already FAILED section must not run"
+def _open(number, title="s", skip_reason=None):
+    """What a section's folded opener cell runs."""
+    return f"# @title Section {number}\nbegin_section({number}, {title!r}, skip_reason={skip_reason!r})"
+
+
+def test_a_raising_cell_fails_its_section_and_the_next_section_still_runs(helpers):
+    helpers.run(_open(2, "two"))
+    output = helpers.run("raise ZeroDivisionError('first line\\nsecond line')")  # no CellError: Run all goes on
+    assert "Section 2 FAILED: ZeroDivisionError: first line" in output, output
+    after = helpers.run("print('MUST NOT RUN')")
+    assert "MUST NOT RUN" not in after and "not run: section 2 FAILED" in after
+    helpers.run(_open(3, "three"))
+    assert helpers.run("print(6 * 7)").strip() == "42", "a section after a FAILED one must run normally"
     sections = helpers.value("SECTIONS")
     assert sections["2"]["status"] == "FAILED" and sections["2"]["reason"] == "ZeroDivisionError: first line"
-    assert sections["3"]["status"] == "ok" and helpers.value("fine") == 42
+    assert sections["3"]["status"] == "ok"
 
 
-def test_a_skipped_section_runs_none_of_its_steps(helpers):
-    output = helpers.run(
-        "begin_section(4, 'four', skip_reason='needs Nsight Compute')\n"
-        "@section_step(4)\ndef counters():\n    print('MUST NOT RUN')\n"
-    )
-    assert "MUST NOT RUN" not in output
+def test_guarded_cells_keep_their_names_and_show_their_last_value(helpers):
+    helpers.run(_open(2))
+    helpers.run("def scaled(x):\n    return 3 * x\n\nresult = scaled(14)")
+    assert helpers.value("result") == 42 and helpers.value("scaled.__name__") == "scaled"
+
+
+def test_a_skipped_section_runs_none_of_its_cells_and_says_so_once(helpers):
+    opened = helpers.run(_open(4, "four", skip_reason="needs Nsight Compute"))
+    assert opened.count("SKIPPED") == 1 and "see the banner" in opened
+    assert helpers.run("print('MUST NOT RUN')") == "", "cells of a SKIPPED section print nothing and run nothing"
     section = helpers.value("SECTIONS[4]")
     assert (section["status"], section["reason"], section["environment_limit"]) == (
         "SKIPPED", "needs Nsight Compute", True
     )  # fmt: skip
+
+
+def test_errors_after_the_last_section_stop_run_all(helpers):
+    helpers.run(_open(10) + "\nend_sections()")
+    with pytest.raises(CellError):
+        helpers.run("raise RuntimeError('summary broke')")
 
 
 def test_summary_json_records_environment_sections_figures_and_times(helpers, out_dir):
@@ -154,19 +169,18 @@ def test_summary_json_records_environment_sections_figures_and_times(helpers, ou
 
 
 def _run_all_sections(helpers, failing=None, skipped=None):
-    lines = []
     for number in range(1, 11):
         reason = "needs Nsight Compute" if number == skipped else None
-        lines.append(f"begin_section({number}, 's{number}', skip_reason={reason!r})")
+        helpers.run(_open(number, f"s{number}", reason))
         if number == failing:
-            lines.append(f"@section_step({number})\ndef broken():\n    raise RuntimeError('boom')")
-    helpers.run("\n".join(lines) + "\nsummary, _ = write_summary(strict=True)")
+            helpers.run("raise RuntimeError('boom')")
+    helpers.run("# @title Summary\nend_sections()\nsummary, _ = write_summary(strict=True)")
 
 
 def test_strict_mode_raises_when_a_section_failed(helpers):
     _run_all_sections(helpers, failing=6)
     with pytest.raises(CellError) as raised:
-        helpers.run("enforce_strict_mode(summary, strict=True)")
+        helpers.run("# @title Strict mode\nenforce_strict_mode(summary, strict=True)")
     assert "section 6 FAILED: RuntimeError: boom" in raised.value.evalue
     assert helpers.value("len(enforce_strict_mode(summary, strict=False))") == 1, "non-strict runs only report"
 
@@ -183,7 +197,7 @@ def test_strict_mode_raises_on_a_suspect_figure(helpers):
         "summary, _ = write_summary(strict=True)"
     )
     with pytest.raises(CellError) as raised:
-        helpers.run("enforce_strict_mode(summary, strict=True)")
+        helpers.run("# @title Strict mode\nenforce_strict_mode(summary, strict=True)")
     assert "SUSPECT figure in section 6" in raised.value.evalue
 
 
@@ -212,7 +226,7 @@ def test_ncu_install_without_apt_explains_what_to_do(helpers, tmp_path):
 
 
 def test_nothing_is_written_outside_the_output_folder(helpers, out_dir, tmp_path):
-    helpers.run("begin_section(1, 'Set up')\nsummary, _ = write_summary()")
+    helpers.run(_open(1) + "\nsummary, _ = write_summary()")
     outside = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if not p.is_relative_to(out_dir))
     assert outside == ["out"] or outside == [], f"the helpers wrote outside OUT_DIR: {outside}"
     assert os.listdir(out_dir) == ["summary.json"]
