@@ -98,7 +98,7 @@ def test_folded_helper_cells_import_neither_torch_nor_nsight(notebook, cell_id):
     assert not imported & {"torch", "nsight", "cupti"}, f"the helper cell imports {imported & {'torch', 'nsight'}}"
 
 
-@pytest.mark.parametrize("decorator", ["nsight.analyze.kernel", "nsight.analyze.plot"])
+@pytest.mark.parametrize("decorator", ["nsight.analyze.kernel"])
 def test_decorator_keywords_are_accepted_by_installed_nsight(notebook, decorator):
     signature = inspect.signature(eval(decorator, {"nsight": nsight}))  # noqa: S307 - a dotted name from our list
     calls = calls_to(all_trees(notebook), decorator)
