@@ -56,7 +56,12 @@ def canonical(notebook: dict) -> dict:
         seen_ids.add(cell_id)
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
-        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": expected_cell_metadata(cell), "source": source}
+        new = {
+            "cell_type": cell["cell_type"],
+            "id": cell_id,
+            "metadata": expected_cell_metadata(cell),
+            "source": source,
+        }
         if cell["cell_type"] == "code":
             new["execution_count"] = None
             new["outputs"] = []

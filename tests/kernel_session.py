@@ -48,7 +48,8 @@ class KernelSession:
 
         The probe is a folded '# @title' cell, so the notebook's section guard never skips or wraps it.
         """
-        probe = f"# @title test probe\nimport json as _json\nprint({RESULT_MARK!r} + _json.dumps({expression}, default=str))"
+        dump = f"print({RESULT_MARK!r} + _json.dumps({expression}, default=str))"
+        probe = f"# @title test probe\nimport json as _json\n{dump}"
         out = self.run(probe)
         return json.loads(out.rsplit(RESULT_MARK, 1)[1])
 
