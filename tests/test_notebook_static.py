@@ -203,3 +203,58 @@ def test_ruff_format_is_clean():
         [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, f"run `ruff format .`:\n{done.stdout}{done.stderr}"
+
+
+def _folded(cell) -> bool:
+    return notebook_format.is_folded(cell)
+
+
+def _section_of_each_cell(notebook):
+    """(section number or None, cell) for every cell, by the '## N.' headings before it."""
+    number = None
+    for cell in notebook.cells:
+        match = SECTION_TITLES.match(cell.source) if cell.cell_type == "markdown" else None
+        if match:
+            number = int(match.group(1))
+        elif cell.cell_type == "markdown" and cell.source.startswith("## "):
+            number = None
+        yield number, cell
+
+
+def test_visible_code_cells_fit_on_a_screen(notebook):
+    long_cells = {
+        cell.get("id"): lines
+        for cell in code_cells(notebook)
+        if not _folded(cell) and (lines := sum(1 for line in cell.source.splitlines() if line.strip())) > 40
+    }
+    assert not long_cells, (
+        f"visible code cells over 40 lines (split them, or fold plumbing with # @title): {long_cells}"
+    )
+
+
+@pytest.mark.parametrize("number", range(2, 11))
+def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, number):
+    cells = [
+        cell for section, cell in _section_of_each_cell(notebook) if section == number and cell.cell_type == "code"
+    ]
+    assert cells, f"section {number} has no code"
+    opener = cells[0]
+    calls = [node for node in ast.walk(ast.parse(cell_python(opener))) if isinstance(node, ast.Call)]
+    begins = [call for call in calls if dotted(call.func) == "begin_section"]
+    assert _folded(opener) and begins, (
+        f"section {number}'s first code cell must be a folded '# @title' cell calling begin_section({number}, ...), "
+        "so that a failure in its cells marks it FAILED instead of stopping Run all"
+    )
+    assert ast.literal_eval(begins[0].args[0]) == number, f"section {number}'s opener begins another section"
+
+
+def test_learner_cells_do_not_call_the_harness(notebook):
+    harness = ("begin_section", "end_sections", "record_figure", "set_headline", "section_figures", "write_summary")
+    offenders = []
+    for section, cell in _section_of_each_cell(notebook):
+        if cell.cell_type != "code" or _folded(cell) or section is None:
+            continue
+        names = {dotted(node) for node in ast.walk(ast.parse(cell_python(cell))) if isinstance(node, ast.Name)}
+        if names & set(harness):
+            offenders.append((cell.get("id"), sorted(names & set(harness))))
+    assert not offenders, f"visible section code calls harness bookkeeping; move it to a folded cell: {offenders}"
