@@ -1,0 +1,74 @@
+"""The notebook's own section cells, run in a real kernel without a GPU: skipping and failing stay contained.
+
+The harness cell arms a guard on every section cell. These tests run the real cells of whole sections in
+the two situations a reader meets without seeing the plumbing: CUPTI mode (the counter sections are
+SKIPPED with one short line and run nothing) and a section that breaks (it is FAILED, the next section
+still runs, and strict mode refuses the run at the summary).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import cell_by_id
+from kernel_session import CellError, KernelSession
+
+SECTION_HEADING = re.compile(r"^## (\d+)\. ")
+COUNTER_SECTIONS = (4, 6, 7, 10)
+
+
+def section_code_cells(notebook, number):
+    """The code cells under the '## {number}.' heading, in order."""
+    current, cells = None, []
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            match = SECTION_HEADING.match(cell.source)
+            current = int(match.group(1)) if match else None
+        elif cell.cell_type == "code" and current == number:
+            cells.append(cell)
+    return cells
+
+
+@pytest.fixture
+def kernel(notebook, tmp_path):
+    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out")}, cwd=tmp_path)
+    session.run(cell_by_id(notebook, "harness").source)
+    yield session
+    session.close()
+
+
+def test_counter_sections_are_skipped_with_one_line_each_in_cupti_mode(notebook, kernel):
+    kernel.run("NCU_ONLY_SKIP = 'this run uses CUPTI because: no ncu 2026.2.1+'")
+    for number in COUNTER_SECTIONS:
+        cells = section_code_cells(notebook, number)
+        printed = [kernel.run(cell.source) for cell in cells]  # none may raise: torch and nsight are absent here
+        assert printed[0].strip().startswith("SKIPPED"), f"section {number}'s opener must say SKIPPED: {printed[0]!r}"
+        assert "CUPTI because" not in printed[0], "the reason belongs to the banner, said once, not to every section"
+        chatter = {cell.get("id"): text for cell, text in zip(cells[1:], printed[1:], strict=True) if text.strip()}
+        assert not chatter, f"cells of SKIPPED section {number} printed or ran something: {chatter}"
+        section = kernel.value(f"SECTIONS[{number}]")
+        assert (section["status"], section["environment_limit"]) == ("SKIPPED", True), section
+
+
+def test_counter_sections_are_not_skipped_when_nsight_compute_is_in_use(notebook, kernel):
+    kernel.run("NCU_ONLY_SKIP = ''")
+    opener = section_code_cells(notebook, 4)[0]
+    assert "SKIPPED" not in kernel.run(opener.source)
+    assert kernel.value("SECTIONS[4]['status']") == "ok"
+
+
+def test_a_broken_section_fails_alone_and_strict_mode_refuses_the_run(notebook, kernel):
+    # Without a GPU there is no torch or nsight: section 2's first real cell raises NameError.
+    outputs = [kernel.run(cell.source) for cell in section_code_cells(notebook, 2)]
+    assert any("Section 2 FAILED: NameError" in text for text in outputs), outputs
+    assert any("not run: section 2 FAILED" in text for text in outputs[2:]), "later cells must say they did not run"
+    kernel.run("# @title (what section 1 leaves behind in CUPTI mode)\nNCU_ONLY_SKIP = 'no ncu'")
+    for cell in section_code_cells(notebook, 4):
+        kernel.run(cell.source)
+    assert kernel.value("SECTIONS[4]['status']") == "SKIPPED", "a failure must not leak into the next section"
+    kernel.run("# @title (headless runs)\nSTRICT = True")
+    with pytest.raises(CellError) as raised:
+        kernel.run(cell_by_id(notebook, "summary-code").source)
+    assert "section 2 FAILED: NameError" in raised.value.evalue, raised.value.evalue
+    assert "section 3 NOT RUN" in raised.value.evalue, "sections whose cells never ran must fail strict mode too"
