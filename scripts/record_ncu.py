@@ -25,7 +25,7 @@ ncu_matmul_frame, ...) end up holding exactly what to_dataframe() built from rea
 Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest):
   recording.json                 provenance, every call (settings, ncu wall time, raw frame), the notebook's
                                  variables (frames with dtypes), each executed cell's stdout
-  s7_fusion/                     the section 7 report and ncu log, for section 10
+  s7_fusion/                     what section 7's call left in its folder (report as .ncu-rep.xz), for s10
   tu104_metrics.txt              `ncu --query-metrics --chip tu104` lines of the metric families the notebook uses
   tu104_metric_suffixes.txt      `ncu --query-metrics-mode suffix --chip tu104` for the notebook's base metrics
   record_ncu.log                 what this script printed (when run with tee)
@@ -41,6 +41,8 @@ import datetime
 import hashlib
 import io
 import json
+import linecache
+import lzma
 import math
 import os
 import pickle
@@ -64,16 +66,15 @@ NVTX_INCLUDE = "regex:nsight-python@.+"  # nsight.utils.NVTX_DOMAIN, as nsight's
 PRELUDE_CELLS = ("harness", "setup-helpers")
 PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES")  # run the cells that define these (sections 2, 5)
 SECTIONS = {
-    4: {"define": ("s4-define",), "run": ("s4-run",), "analysis": ("s4-table", "s4-plot", "s4-record"),
-        "names": ("doubling_frames",)},
-    6: {"define": ("s6-define",), "run": ("s6-run",), "analysis": ("s6-table", "s6-check", "s6-record"),
-        "names": ("limits_frame",)},
-    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run"), "analysis": ("s7-table", "s7-plot", "s7-record"),
-        "names": ("several_kernels_error", "fusion_frame")},
-    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu"), "analysis": ("s9-compare", "s9-record"),
+    4: {"define": ("s4-define",), "run": ("s4-run",), "names": ("doubling_frames",)},
+    6: {"define": ("s6-define",), "run": ("s6-run",), "names": ("limits_frame",)},
+    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run"), "names": ("several_kernels_error", "fusion_frame")},
+    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu"),
         "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s")},
-    10: {"define": (), "run": (), "analysis": ("s10-list", "s10-report", "s10-record"), "names": ()},
+    10: {"define": (), "run": (), "names": ()},
 }  # fmt: skip
+# Every other code cell of these sections (id s<N>-..., after the folded opener s<N>-open) only reads what the
+# define and run cells made: those are the analysis cells that the tests and the rendered page execute on CPU.
 OUTER_ONLY_CELLS = ("s9-cupti",)  # never replayed under ncu: its CUPTI child must not be profiled by ncu
 FUSION_REPORT_FOLDER = "s7_fusion"  # out_prefix("s7_fusion"): section 10 opens the report found there
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
@@ -106,6 +107,18 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
         f"the notebook has no code cell with id {cell_id!r}; scripts/record_ncu.py runs the notebook's cells by id "
         "(the cell contract). Update SECTIONS/PRELUDE_CELLS there if the notebook's cell ids changed."
     )
+
+
+def section_cells(cells: list[dict], number: int) -> list[dict]:
+    """The cells of section `number` (ids s<N> and s<N>-...), in notebook order."""
+    return [cell for cell in cells if cell["id"] == f"s{number}" or (cell["id"] or "").startswith(f"s{number}-")]
+
+
+def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
+    """Section `number`'s code cells other than its opener, define and run cells."""
+    spec = SECTIONS[number]
+    skip = {f"s{number}-open", *spec["define"], *spec["run"]}
+    return [cell["id"] for cell in section_cells(cells, number) if cell["type"] == "code" and cell["id"] not in skip]
 
 
 def top_level_names(source: str) -> set[str]:
@@ -229,10 +242,67 @@ def _hashable(key):
 
 
 def load_recording(folder: Path) -> dict:
-    """recording.json of a recording folder, with the notebook's variables decoded."""
+    """recording.json of a recording folder, with the notebook's variables and environment decoded."""
     recording = json.loads((Path(folder) / "recording.json").read_text())
     recording["variables"] = {name: decode(value) for name, value in recording["variables"].items()}
+    recording["environment"] = decode(recording["environment"])
     return recording
+
+
+def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
+    """A folded cell for a kernel that ran the harness: section 1's names, from a recording, without a GPU.
+
+    Used by tests/test_ncu_recordings.py and scripts/render_recorded.py (which passes paths relative to the
+    repository). No torch: the define cells name it only inside benchmark bodies, which never run here; the
+    recorded frames stand in for the profiled calls.
+    """
+    return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)
+import os
+import sys
+
+os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # nothing to load: the frames were recorded on the GPU machine
+sys.path.insert(0, {json.dumps(str(scripts))})
+import matplotlib.pyplot as plt
+import nsight
+import numpy as np
+import record_ncu as _record_ncu
+from IPython.display import Image, display
+
+RECORDING = _record_ncu.load_recording({json.dumps(str(folder))})
+ENVIRONMENT.update(RECORDING["environment"])
+L2_BYTES = ENVIRONMENT["l2_bytes"]
+USE_NCU, NCU_ONLY_SKIP, CUPTI_REASON = True, "", ""
+QUIET = nsight.VerbosityLevel.SILENT
+CUPTI_DIR = Path("/nonexistent-cupti-dir")  # the CUPTI side of section 9 is recorded too
+"""
+
+
+def inject_source(number: int) -> str:
+    """A folded cell that sets section `number`'s recorded variables (after cpu_section_one_source ran)."""
+    names = json.dumps(list(SECTIONS[number]["names"]))
+    return (
+        f"# @title Section {number}: the variables its profiled calls produced on the GPU machine (recorded)\n"
+        f'globals().update({{name: RECORDING["variables"][name] for name in {names}}})\n'
+    )
+
+
+def restore_fusion_report(folder: Path, out_dir: Path) -> list[Path]:
+    """Put the recorded section 7 report (decompressed) and log where out_prefix("s7_fusion") points."""
+    target = Path(out_dir) / FUSION_REPORT_FOLDER
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted((Path(folder) / FUSION_REPORT_FOLDER).iterdir()):
+        if path.suffix == ".xz":
+            written.append(target / path.stem)
+            written[-1].write_bytes(lzma.decompress(path.read_bytes()))
+        else:
+            written.append(target / path.name)
+            shutil.copy2(path, written[-1])
+    return written
+
+
+def recording_folders(root: Path = ROOT) -> list[Path]:
+    return sorted(path.parent for path in (root / "docs" / "verified").glob("*/recording.json"))
 
 
 # ---------------------------------------------------------------- nsight internals, pinned
@@ -290,8 +360,9 @@ class InnerDone(BaseException):
 class ProfiledCalls:
     """The replacement for NCUCollector.collect, in the outer process or in an inner one (under ncu)."""
 
-    def __init__(self, work: Path, role: str, target: int | None = None, ncu: str | None = None, log=print):
-        self.work, self.role, self.target, self.ncu, self.log = work, role, target, ncu, log
+    def __init__(self, work: Path, role: str, target: int | None = None, ncu: str | None = None, log=None):
+        self.work, self.role, self.target, self.ncu = work, role, target, ncu
+        self.log = log or log_line
         self.index = 0
         self.where = (None, None)  # (section, cell id) being executed
         self.calls: list[dict] = []  # outer: what each call did
@@ -419,6 +490,12 @@ class ProfiledCalls:
         return raw
 
 
+def log_line(text: str) -> None:
+    """The recorder's own log: straight to the terminal, never into a cell's captured output."""
+    sys.__stdout__.write(f"{text}\n")
+    sys.__stdout__.flush()
+
+
 def child_env(work: Path) -> dict:
     env = dict(os.environ)
     env.update(NSPY_NCU_INIT_AT_IMPORT="0", NSPY_TUTORIAL_OUT=str(work / "out"), MPLBACKEND="Agg")
@@ -479,12 +556,14 @@ def run_cell(namespace: dict, cells: list[dict], cell_id: str) -> str:
             buffer.write(text)
             return sys.__stdout__.write(text)
 
+    filename = f"<notebook cell {cell_id}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # for inspect
     with contextlib.redirect_stdout(Tee()):
-        exec(compile(source, f"<notebook cell {cell_id}>", "exec"), namespace)
+        exec(compile(source, filename, "exec"), namespace)
     return buffer.getvalue()
 
 
-def replay(role: str, work: Path, calls: ProfiledCalls, ncu_version: str, log=print) -> tuple[dict, dict]:
+def replay(role: str, work: Path, calls: ProfiledCalls, ncu_version: str, log=log_line) -> tuple[dict, dict]:
     """Run the plan's cells; return (namespace, {cell id: stdout})."""
     cells = load_cells()
     namespace: dict = {"__name__": "__main__"}
@@ -496,7 +575,17 @@ def replay(role: str, work: Path, calls: ProfiledCalls, ncu_version: str, log=pr
         calls.where = (section, cell_id)
         calls.allowed = section is not None
         log(f"[record] cell {cell_id}")
-        outputs[cell_id] = run_cell(namespace, cells, cell_id)
+        try:
+            outputs[cell_id] = run_cell(namespace, cells, cell_id)
+        except InnerDone:
+            raise
+        except BaseException:
+            if role == "inner":
+                raise
+            outputs[cell_id] = "FAILED\n" + traceback.format_exc()
+            log(outputs[cell_id])
+            namespace["__record_failed__"] = cell_id
+            break
         if cell_id == "harness":  # then the names section 1 defines, before any cell that uses them
             section_one_names(namespace, ncu_version)
             calls.install()
@@ -631,6 +720,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         "calls": calls.calls,
         "variables": {},
         "cell_output": outputs,
+        "failed_cell": namespace.get("__record_failed__"),
     }
     for number, spec in SECTIONS.items():
         for name in spec["names"]:
@@ -642,19 +732,21 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         (call["error"] for call in calls.calls if call.get("error") and call["section"] == 7), None
     )
     (dest / "recording.json").write_text(json.dumps(recording, indent=1, allow_nan=False) + "\n")
-    fusion = [call for call in calls.calls if call["report"].startswith(f"out/{FUSION_REPORT_FOLDER}/")]
-    if fusion:
+    fusion_folder = work / "out" / FUSION_REPORT_FOLDER
+    if fusion_folder.is_dir():  # everything section 7's call left there (report, log, nsight's CSVs): section 10
         target = dest / FUSION_REPORT_FOLDER
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir()
-        for call in fusion:
-            report = work / call["report"]
-            for path in (report, report.with_suffix(".log")):
-                if path.exists():
-                    shutil.copy2(path, target / path.name)
+        for path in sorted(fusion_folder.iterdir()):
+            if path.suffix == ".ncu-rep":  # it embeds the cubin of each kernel's module (torch's: megabytes)
+                (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
+            elif path.is_file():
+                shutil.copy2(path, target / path.name)
     bases = sorted({metric.split(".", 1)[0] for metric in notebook_metrics(cells)})
     print("[record] query-metrics:", query_metrics(ncu, bases, dest, version))
     print(f"[record] wrote {dest} in {total:.1f} s; per section: {json.dumps(per_section)}")
+    if namespace.get("__record_failed__"):
+        raise RecorderError(f"cell {namespace['__record_failed__']} failed; the recording in {dest} is partial")
     if not keep_work:
         shutil.rmtree(work / "calls", ignore_errors=True)
     return dest

@@ -5,7 +5,9 @@
     python scripts/verified_table.py --check  # exit 1 if README.md's table differs from the files
 
 Each docs/verified/<gpu>-<profiler>/ folder holds summary.json and the HTML rendering exactly as
-scripts/run_headless wrote them. The table is never typed by hand.
+scripts/run_headless wrote them. Each docs/verified/<gpu>-ncu-<version>/ folder holds a Nsight Compute
+recording (recording.json, by scripts/record_ncu.py on the GPU machine) and the page that
+scripts/render_recorded.py made from it (figures.json, recorded_sections.html). The table is never typed by hand.
 """
 
 from __future__ import annotations
@@ -50,8 +52,32 @@ def row(summary_path: Path) -> str:
     return "| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |"
 
 
+def recorded_row(recording_path: Path) -> str:
+    """A row for a Nsight Compute recording and the page rendered from it on a CPU."""
+    recording = json.loads(recording_path.read_text())
+    folder = recording_path.parent
+    provenance, wall = recording["provenance"], recording["wall_s"]["per_section"]
+    page = json.loads((folder / "figures.json").read_text())
+    statuses = [info["status"] for info in page["sections"].values()]
+    ok, skipped = statuses.count("ok"), statuses.count("SKIPPED")
+    calls = sum(info["calls"] for info in wall.values())
+    ncu_seconds = sum(info["ncu_wall_s"] for info in wall.values())
+    link = folder.relative_to(ROOT).as_posix()
+    cells = [
+        provenance["gpu"], provenance["driver"],
+        f"ncu {provenance['ncu_version']}, launch mode (recorded; sections {', '.join(page['sections'])})",
+        provenance["nsight_python"], provenance["torch"], recording["created_utc"][:10],
+        f"{ok} / {skipped} / {len(statuses) - ok - skipped}",
+        f"{ncu_seconds:.0f} s of ncu in {calls} profiled calls (commit {provenance['notebook_commit'][:7]})",
+        "; ".join(figure_text(figure) for figure in page["figures"]) or "none",
+        f"[{link}/recorded_sections.html]({link}/recorded_sections.html)",
+    ]  # fmt: skip
+    return "| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |"
+
+
 def table(root: Path = ROOT) -> str:
     rows = [row(path) for path in sorted((root / "docs" / "verified").glob("*/summary.json"))]
+    rows += [recorded_row(path) for path in sorted((root / "docs" / "verified").glob("*/recording.json"))]
     if not rows:
         return "No verified run is committed yet."
     return HEADER + "\n" + "\n".join(rows)
@@ -74,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     updated = replace_table(readme, table())
     if args.check:
         if updated != readme:
-            print("README.md's Verified-on table differs from docs/verified/*/summary.json; run "
+            print("README.md's Verified-on table differs from docs/verified/*/summary.json and recording.json; run "
                   "python scripts/verified_table.py")  # fmt: skip
             return 1
         print("README.md's Verified-on table matches docs/verified")

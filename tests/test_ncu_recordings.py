@@ -1,0 +1,359 @@
+"""The Nsight Compute sections' own analysis cells, run on real Nsight Compute data recorded on a GPU machine.
+
+scripts/record_ncu.py ran the notebook's benchmark cells under the ncu command line (launch mode) and saved the
+frames that nsight-python's own extraction and aggregation built. Here a real kernel runs the notebook's harness,
+its define cells and its analysis cells (by id, never copied), with the recorded frames under the notebook's own
+variable names, and each section's lesson is checked with bands set by physics (datasheet peaks, the L2 size,
+tensor sizes), not by one run's digits. A recording sits in docs/verified/<gpu>-ncu-<version>/; every one found is
+tested, so a T4 recording beside the H200 one gets the same checks.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from conftest import ROOT, cell_by_id
+from kernel_session import KernelSession
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import record_ncu  # noqa: E402
+
+FOLDERS = record_ncu.recording_folders()
+RERECORD = "re-run scripts/record_ncu.py on a GPU machine, then scripts/render_recorded.py, and commit the folder"
+EXPECTED_UNITS = {
+    "gpu__time_duration.sum": "ns",
+    "gpc__cycles_elapsed.avg.per_second": "hz",
+    "dram__bytes_read.sum": "byte",
+    "dram__bytes_write.sum": "byte",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "%",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "%",
+}
+
+
+def test_a_recording_is_committed():
+    assert FOLDERS, f"no docs/verified/*/recording.json: the Nsight Compute sections are untested; {RERECORD}"
+
+
+class RecordedNotebook:
+    """A kernel with the harness, section 1's names from the recording, and the prelude cells; sections on demand."""
+
+    def __init__(self, notebook, folder, tmp_path):
+        self.notebook, self.folder, self.out = notebook, folder, tmp_path / "out"
+        self.recording = record_ncu.load_recording(folder)
+        self.session = KernelSession(
+            env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
+            cwd=tmp_path,
+        )
+        self.session.run(cell_by_id(notebook, "harness").source)
+        self.session.run(record_ncu.cpu_section_one_source(folder))
+        cells = record_ncu.load_cells()
+        for cell_id in record_ncu.prelude_cell_ids(cells)[1:]:
+            self.session.run(cell_by_id(notebook, cell_id).source)
+        self.outputs: dict[int, str] = {}
+
+    def section(self, number: int) -> str:
+        """Run section `number`: its opener, define cells, the recorded variables, its analysis cells."""
+        if number in self.outputs:
+            return self.outputs[number]
+        spec = record_ncu.SECTIONS[number]
+        if number == 10:
+            record_ncu.restore_fusion_report(self.folder, self.out)
+        printed = [self.session.run(cell_by_id(self.notebook, f"s{number}-open").source)]
+        printed += [self.session.run(cell_by_id(self.notebook, cell_id).source) for cell_id in spec["define"]]
+        printed.append(self.session.run(record_ncu.inject_source(number)))
+        analysis = record_ncu.analysis_cell_ids(record_ncu.load_cells(), number)
+        for cell_id in analysis:
+            printed.append(self.session.run(cell_by_id(self.notebook, cell_id).source, timeout=300))
+        self.outputs[number] = "\n".join(printed)
+        status = self.value(f"SECTIONS[{number}]")
+        assert status["status"] == "ok", (
+            f"section {number}'s own cells {analysis} failed on the recorded frames: {status['reason']}\n"
+            f"Fix the notebook cell named in the traceback (or {RERECORD} if its benchmarks changed).\n"
+            f"{self.outputs[number][-3000:]}"
+        )
+        return self.outputs[number]
+
+    def value(self, expression: str):
+        return self.session.value(expression)
+
+    def figure(self, number: int) -> dict:
+        figures = [figure for figure in self.value("FIGURES") if figure["section"] == number]
+        assert figures, f"section {number}'s record cell recorded no figure"
+        return figures[0]
+
+    def peaks(self) -> dict:
+        label, peaks = self.value("lookup_peaks(ENVIRONMENT['gpu'])")
+        assert peaks, f"{self.recording['provenance']['gpu']} has no datasheet peaks in the harness's GPU_PEAKS"
+        return peaks
+
+
+@pytest.fixture(scope="module", params=FOLDERS, ids=[folder.name for folder in FOLDERS])
+def recorded(request, notebook, tmp_path_factory):
+    runner = RecordedNotebook(notebook, request.param, tmp_path_factory.mktemp(request.param.name))
+    yield runner
+    runner.session.close()
+
+
+# ---------------------------------------------------------------- the recording and the notebook agree
+def _plain(value):
+    """Tuples as lists, as JSON gives them back from the kernel."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def test_recording_was_made_from_the_notebooks_current_benchmark_settings(recorded):
+    for number in (4, 6, 7, 9):
+        recorded.section(number)  # runs the define cells
+    then = {name: _plain(record_ncu.decode(value)) for name, value in recorded.recording["define_values"].items()}
+    now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
+    stale = {
+        name: f"recorded {str(then[name])[:80]!r}, now {str(now[name])[:80]!r}"
+        for name in then
+        if then[name] != now[name]
+    }
+    assert not stale, (
+        f"the notebook's define cells changed since the recording {recorded.folder.name}: {stale}; {RERECORD}"
+    )
+
+
+def test_every_metric_the_notebook_requests_exists_for_a_t4():
+    listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metric_suffixes.txt"))
+    assert listings, "no committed tu104 metric list (scripts/record_ncu.py writes tu104_metric_suffixes.txt)"
+    listing = listings[-1]
+    known = {line.split()[0] for line in listing.read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
+    requested = record_ncu.notebook_metrics(record_ncu.load_cells())
+    unknown = [metric for metric in requested if metric not in known]
+    assert not unknown, (
+        f"metrics the notebook requests are not in `ncu --query-metrics-mode suffix --chip tu104` ({listing.name}): "
+        f"{unknown}. Misspelt? Fix the name in the notebook; a new base metric needs that list re-made "
+        "(scripts/record_ncu.py writes it)."
+    )
+
+
+def test_recorded_units_are_the_ones_nsight_reports(recorded):
+    variables = recorded.recording["variables"]
+    frames = [*variables["doubling_frames"].values(), variables["limits_frame"], variables["fusion_frame"]]
+    frames.append(variables["ncu_matmul_frame"])
+    units = {(metric, unit) for frame in frames for metric, unit in zip(frame.Metric, frame.Unit, strict=True)}
+    wrong = {(metric, unit) for metric, unit in units if EXPECTED_UNITS.get(metric, unit) != unit}
+    assert not wrong, f"units in the recorded frames differ from Nsight Compute's base units: {wrong}"
+    clocks = {clock for frame in frames for clock in frame.ComputeClock}
+    assert len(clocks) == 1, f"ComputeClock is a rated device attribute and must not vary: {clocks}"
+
+
+# ---------------------------------------------------------------- section 4: cache and clock control
+def _clock_rows(recorded):
+    recorded.section(4)
+    rows = recorded.value("clock_table.to_dict('records')")
+    small, large = sorted({row["input (MiB)"] for row in rows})
+    table = {(row["cache"], row["clock"], row["input (MiB)"]): row for row in rows}
+    return table, small, large
+
+
+def test_s4_inputs_are_a_quarter_and_sixteen_times_the_l2(recorded):
+    _, small, large = _clock_rows(recorded)
+    l2_mib = recorded.recording["environment"]["l2_bytes"] / 2**20
+    assert small == pytest.approx(l2_mib / 4, rel=1e-6) and large == pytest.approx(16 * l2_mib, rel=1e-6), (
+        f"s4-table's 'input (MiB)' ({small}, {large}) is not L2/4 and 16 x L2 ({l2_mib} MiB): check its bytes per "
+        "float32 element (4) and the MiB conversion"
+    )
+
+
+def test_s4_a_warm_cache_speeds_up_only_the_input_that_fits_in_l2(recorded):
+    table, small, large = _clock_rows(recorded)
+    cold, warm = table[("all", "none", small)]["time (us)"], table[("none", "none", small)]["time (us)"]
+    assert warm < 0.95 * cold, f"small input: cache='none' {warm:.2f} us should beat 'all' {cold:.2f} us (L2-resident)"
+    cold, warm = table[("all", "none", large)]["time (us)"], table[("none", "none", large)]["time (us)"]
+    assert abs(warm / cold - 1) < 0.05, f"large input (16 x L2): cache setting should not matter: {cold} vs {warm} us"
+
+
+def test_s4_base_clock_lowers_the_measured_clock_and_never_the_computeclock_column(recorded):
+    table, _, _ = _clock_rows(recorded)
+    rated = {row["ComputeClock (MHz)"] for row in table.values()}
+    assert len(rated) == 1, f"ComputeClock (MHz) must be one rated value in every row: {rated}"
+    rated_mhz = rated.pop()
+    assert 300 < rated_mhz < 3000, f"ComputeClock (MHz) = {rated_mhz}: the column is kHz, so divide by 1e3"
+    for (cache, clock, size), row in table.items():
+        measured = row["SM clock (MHz)"]
+        assert 0.2 * rated_mhz < measured <= 1.02 * rated_mhz, (
+            f"SM clock (MHz) {measured} for {cache}/{clock}/{size} MB is outside (0.2, 1.02] x the rated "
+            f"{rated_mhz} MHz: check the hz -> MHz conversion in s4-table"
+        )
+        if clock == "base":
+            boost = table[(cache, "none", size)]["SM clock (MHz)"]
+            assert measured < 0.9 * boost, f"clock='base' ({measured} MHz) should be below boost ({boost} MHz)"
+
+
+def test_s4_base_clock_slows_the_small_input_but_barely_the_dram_bound_large_one(recorded):
+    table, small, large = _clock_rows(recorded)
+    slowdown = {
+        (cache, size): table[(cache, "base", size)]["time (us)"] / table[(cache, "none", size)]["time (us)"] - 1
+        for cache in ("all", "none")
+        for size in (small, large)
+    }
+    for cache in ("all", "none"):
+        assert abs(slowdown[(cache, large)]) < 0.02, (
+            f"cache={cache}: the DRAM-bound large input moved {slowdown[(cache, large)]:+.1%} at base clock"
+        )
+    small_mean = (slowdown[("all", small)] + slowdown[("none", small)]) / 2
+    large_mean = (slowdown[("all", large)] + slowdown[("none", large)]) / 2
+    assert small_mean > large_mean + 0.01, (
+        f"base clock should slow the small input (mean {small_mean:+.1%}) more than the DRAM-bound large one "
+        f"(mean {large_mean:+.1%}): check s4-table's time column and the (cache, clock) keys of doubling_frames"
+    )
+
+
+def test_s4_large_input_streams_at_a_physical_share_of_dram_bandwidth(recorded):
+    table, _, large = _clock_rows(recorded)
+    row = table[("all", "none", large)]
+    from_time = 2 * large * 2**20 / (row["time (us)"] * 1e3)  # read x, write 2x: bytes per ns = GB/s
+    peak = recorded.peaks()["dram_gbs"]
+    assert 0.5 * peak < from_time <= peak, (
+        f"x * 2.0 on {large:,.0f} MiB in {row['time (us)']:,.1f} us is {from_time:,.0f} GB/s, outside 50-100% of the "
+        f"{peak:,.0f} GB/s DRAM peak: a unit slip in s4-table's time column or in the harness's to_base_units"
+    )
+    assert row["GB/s"] == pytest.approx(from_time, rel=1e-3), (
+        f"s4-table's GB/s {row['GB/s']:,.0f} differs from bytes over time {from_time:,.0f}: check its bytes (2 x 4 n)"
+    )
+    assert recorded.figure(4)["check"] == "ok", f"s4-record judged its figure {recorded.figure(4)}"
+
+
+# ---------------------------------------------------------------- section 6: compute- or memory-bound
+def _limits(recorded):
+    recorded.section(6)
+    table = recorded.value("limits_table.to_dict('index')")
+    kernels = recorded.value("limits_frame.groupby('Annotation', sort=False).Kernel.first().to_dict()")
+    by_kind = {}
+    for annotation, kernel in kernels.items():  # which region is which, by the kernel that ran in it
+        kind = "matmul" if re.search("gemm|xmma|sm90|cutlass", kernel) else "softmax" if "softmax" in kernel else None
+        kind = kind or ("scale" if "elementwise" in kernel else annotation)
+        by_kind[kind] = table[annotation]
+    assert set(by_kind) == {"matmul", "scale", "softmax"}, f"unexpected kernels in section 6: {kernels}"
+    return by_kind
+
+
+def test_s6_matmul_is_compute_bound_scale_memory_bound_softmax_neither(recorded):
+    rows = _limits(recorded)
+    matmul, scale, softmax = rows["matmul"], rows["scale"], rows["softmax"]
+    assert matmul["SM %"] > 70 and matmul["DRAM %"] < 30, f"fp16 matmul should be compute-bound: {matmul}"
+    assert scale["DRAM %"] > 70 and scale["SM %"] < 20, f"x * 2.0 should be memory-bound: {scale}"
+    assert 25 < softmax["SM %"] < 75 and 25 < softmax["DRAM %"] < 75, f"softmax should be middling on both: {softmax}"
+    verdicts = (matmul["bottleneck"], scale["bottleneck"], softmax["bottleneck"])
+    assert verdicts[0] == "compute" and verdicts[1] == "memory" and verdicts[2].startswith("neither"), (
+        f"s6-table's verdicts {verdicts} should be compute / memory / neither: are the SM % and DRAM % columns "
+        "swapped in its rename, or bottleneck() changed?"
+    )
+
+
+def test_s6_bandwidth_from_bytes_and_time_agrees_with_the_dram_counter(recorded):
+    rows = _limits(recorded)
+    scale_gbs, peak = recorded.value("scale_gbs"), recorded.peaks()["dram_gbs"]
+    from_counter = rows["scale"]["DRAM %"] / 100 * peak
+    assert 0.85 < scale_gbs / from_counter < 1.2, (
+        f"s6-check's bandwidth {scale_gbs:,.0f} GB/s disagrees with Nsight Compute's DRAM % ({from_counter:,.0f} "
+        "GB/s): check the bytes it counts (read and write: 2 x 4 bytes per element) and the time unit"
+    )
+    assert 0.5 * peak < scale_gbs <= peak, f"{scale_gbs:,.0f} GB/s is not 50-100% of the {peak:,.0f} GB/s peak"
+    assert recorded.figure(6)["check"] == "ok", f"s6-record judged its figure {recorded.figure(6)}"
+
+
+# ---------------------------------------------------------------- section 7: fusion in bytes
+def test_s7_without_a_combiner_nsight_refuses_a_region_with_two_kernels(recorded):
+    text = recorded.recording["variables"]["several_kernels_error"]
+    assert "More than one (total=2) kernel" in text and "combine_kernel_metrics" in text, text
+    errors = [call["error"] for call in recorded.recording["calls"] if call.get("error")]
+    assert [error["type"] for error in errors] == ["RuntimeError"], f"only s7-error's call may fail: {errors}"
+
+
+def _fusion(recorded):
+    recorded.section(7)
+    two, one = recorded.value("fusion_table.to_dict('records')")
+    tensor_mb = 4 * recorded.value("FUSION_ELEMENTS") / 1e6
+    return two, one, tensor_mb
+
+
+def test_s7_dram_bytes_match_the_tensors_each_version_must_move(recorded):
+    two, one, tensor_mb = _fusion(recorded)
+    l2_mb = recorded.recording["environment"]["l2_bytes"] / 1e6
+    for name, row, reads, writes in (("multiply, then add", two, 4, 2), ("addcmul", one, 3, 1)):
+        assert row["read (MB)"] == pytest.approx(reads * tensor_mb, rel=0.1), (
+            f"{name}: {row['read (MB)']:.1f} MB read, but it must read {reads} tensors of {tensor_mb:.1f} MB: "
+            "check the MB conversion in s7-table (or a swapped read/written column)"
+        )
+        assert row["must read (MB)"] == pytest.approx(row["read (MB)"], rel=0.1), (
+            f"{name}: s7-table says it must read {row['must read (MB)']:.1f} MB but {row['read (MB)']:.1f} MB were "
+            "counted: is its tensor count right?"
+        )
+        # Writes still in L2 when the kernel ends are not counted: at most one L2's worth goes missing.
+        must = row["must write (MB)"]
+        assert must - 1.1 * l2_mb <= row["written (MB)"] <= 1.02 * must, (
+            f"{name}: {row['written (MB)']:.1f} MB written against {must:.1f} MB it must write (L2 {l2_mb:.0f} MB): "
+            f"it writes {writes} tensor(s); check s7-table's tensor count and its MB conversion"
+        )
+
+
+def test_s7_fused_kernel_is_faster_in_step_with_the_bytes_it_saves(recorded):
+    two, one, _ = _fusion(recorded)
+    speedup = two["time (us)"] / one["time (us)"]
+    traffic = (two["read (MB)"] + two["written (MB)"]) / (one["read (MB)"] + one["written (MB)"])
+    assert 1.2 < speedup < 2.0 and 1.2 < traffic < 1.7, f"fusion: {speedup:.2f}x faster, {traffic:.2f}x fewer bytes"
+    assert abs(speedup / traffic - 1) < 0.15, "both versions are memory-bound: time should follow the bytes"
+    gbs = (one["read (MB)"] + one["written (MB)"]) * 1e6 / (one["time (us)"] * 1e3)
+    peak = recorded.peaks()["dram_gbs"]
+    assert 0.5 * peak < gbs <= peak, f"addcmul: {gbs:,.0f} GB/s against a {peak:,.0f} GB/s peak: time unit?"
+    assert recorded.figure(7)["check"] == "ok", f"s7-record judged its figure {recorded.figure(7)}"
+
+
+# ---------------------------------------------------------------- section 9: CUPTI against Nsight Compute
+def test_s9_both_tools_agree_on_the_long_products_and_time_them_physically(recorded):
+    recorded.section(9)
+    rows = recorded.value("comparison.reset_index().to_dict('records')")
+    largest = max(rows, key=lambda row: row["n"])
+    assert 0.9 < largest["CUPTI / ncu"] < 1.1, f"n={largest['n']}: CUPTI and ncu should agree: {largest}"
+    assert all(0.5 < row["CUPTI / ncu"] < 1.2 for row in rows), f"CUPTI / ncu out of band: {rows}"
+    tflops = 2 * largest["n"] ** 3 / (largest["ncu (us)"] * 1e-6) / 1e12
+    peak = recorded.peaks()["fp32_tflops"]
+    assert 0.3 * peak < tflops <= peak, (
+        f"fp32 {largest['n']} product from the 'ncu (us)' column: {tflops:.1f} TFLOP/s against a {peak} peak: "
+        "check s9-compare's ns -> us conversion"
+    )
+    assert recorded.value("ncu_wall_s") > recorded.value("cupti_result['wall_s']"), "CUPTI should cost less wall time"
+    assert recorded.value("SECTIONS[9]['headline']"), "s9-record set no headline"
+
+
+# ---------------------------------------------------------------- section 10: keep the evidence
+def test_s10_opens_the_recorded_fusion_report_with_ncu_report(recorded):
+    recorded.section(10)
+    frame = recorded.recording["variables"]["fusion_frame"]
+    runs = int(frame.NumRuns.iloc[0])
+    kernels = sum(kernel.count("|") + 1 for kernel in frame.groupby("Annotation").Kernel.first())
+    launches = recorded.value("launches.to_dict('records')")
+    assert len(launches) == runs * kernels, f"the report should hold {runs} runs x {kernels} kernels: {launches}"
+    times = [launch["time (ns)"] for launch in launches]
+    assert recorded.value("report.range_by_idx(0).action_by_idx(0)['gpu__time_duration.sum'].unit()") == "ns"
+    assert sum(times) / runs == pytest.approx(frame[frame.Metric == "gpu__time_duration.sum"].AvgValue.sum()), (
+        "the report's kernel times should add up to section 7's frame (time per run)"
+    )
+    assert min(launch["metrics stored"] for launch in launches) > 3, "a report stores more metrics than requested"
+    files = recorded.value("sorted(path.name for path in evidence_dir.iterdir())")
+    assert any(name.endswith(".ncu-rep") for name in files) and any(name.endswith(".log") for name in files), files
+
+
+# ---------------------------------------------------------------- the rendered page
+@pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
+def test_rendered_page_says_how_the_data_was_recorded_and_every_section_was_ok(folder):
+    recording = record_ncu.load_recording(folder)
+    page = folder / "recorded_sections.html"
+    assert page.exists(), f"no rendered page in {folder.name}: run python scripts/render_recorded.py"
+    text = page.read_text()
+    for fact in (recording["provenance"]["gpu"], recording["provenance"]["ncu_version"], "launch mode", "not attach"):
+        assert fact in text, f"the rendered page must say {fact!r}; re-render with python scripts/render_recorded.py"
+    figures = record_ncu.json.loads((folder / "figures.json").read_text())
+    assert all(info["status"] == "ok" for info in figures["sections"].values()), figures["sections"]
+    assert figures["figures"] and all(figure["check"] == "ok" for figure in figures["figures"]), figures["figures"]
+    assert figures["recording_created_utc"] == recording["created_utc"], "the page was rendered from another recording"
