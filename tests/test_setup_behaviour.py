@@ -1,0 +1,413 @@
+"""Section 1's decisions as behaviour: its real cells, run in a real kernel on simulated machines.
+
+Each scenario builds a FakeMachine (tests/fake_env.py: nvidia-smi, ncu launchers, apt-get, dpkg and
+pip as small executables) and runs the notebook's own section 1 cells in order, in a fresh kernel,
+against the real nsight-python. It asserts what a careless edit would change: which ncu nsight will
+find, PATH order as shutil.which sees it, the apt packages tried, what pip was asked to install and
+where, which backend and why, and the message the user reads.
+
+Where a GPU is really needed the run stops, and each test says where: nsight's own check of the
+Nsight Compute injection library, `import torch`, or loading libcupti.so.13.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import NOTEBOOK, cell_by_id
+from fake_env import FakeMachine, clean_environment, make_wheelhouse
+from jupyter_client.manager import KernelManager
+from kernel_session import CellError, KernelSession
+
+SECTION_1 = ["gpu-check", "harness", "setup-helpers", "s1-choice-code", "s1-ncu-code", "s1-pip-code",
+             "s1-cupti-code", "s1-probe-code", "s1-import-code"]  # fmt: skip
+RERUN = SECTION_1[3:]  # a second Run all re-executes these in the same kernel
+NB = nbformat.read(NOTEBOOK, as_version=4)
+HAVE_CC = bool(shutil.which("cc") or shutil.which("gcc"))  # to build a loadable fake injection library
+
+
+class MachineKernel(KernelSession):
+    """A kernel whose environment is exactly the simulated machine's (no settings leak in from outside)."""
+
+    def __init__(self, env: dict[str, str], cwd: Path):
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(env={**clean_environment(), **env}, cwd=str(cwd))
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=120)
+
+
+@dataclass
+class Run:
+    machine: FakeMachine
+    kernel: MachineKernel
+    outputs: dict[str, str] = field(default_factory=dict)
+    stopped_at: str | None = None
+    error: CellError | None = None
+
+    def text(self) -> str:
+        return "\n".join(self.outputs.values()) + (f"\n{self.error.ename}: {self.error.evalue}" if self.error else "")
+
+    def value(self, expression: str):
+        return self.kernel.value(expression)
+
+
+def run_cells(run: Run, cells: list[str], before: dict[str, str] | None = None) -> Run:
+    """Run cells by id until one raises; `before` holds code to run right before a given cell."""
+    run.stopped_at, run.error = None, None
+    for cell_id in cells:
+        if before and cell_id in before:
+            run.kernel.run("# @title test set-up\n" + before[cell_id])
+        try:
+            run.outputs[cell_id] = run.kernel.run(cell_by_id(NB, cell_id).source, timeout=300)
+        except CellError as error:
+            run.outputs[cell_id] = error.stdout
+            run.stopped_at, run.error = cell_id, error
+            break
+    return run
+
+
+def start(tmp_path_factory, name: str, **machine_options) -> Run:
+    machine = FakeMachine(tmp_path_factory.mktemp(name), **machine_options)
+    env = machine.build()
+    return Run(machine, MachineKernel(env, machine.root / "cwd"))
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    """Start scenarios on demand; every kernel is shut down at the end of the module."""
+    started: list[Run] = []
+
+    def begin(name: str, cells=SECTION_1, before=None, **machine_options) -> Run:
+        run = start(tmp_path_factory, name, **machine_options)
+        started.append(run)
+        return run_cells(run, cells, before)
+
+    yield begin
+    for run in started:
+        run.kernel.close()
+
+
+def pip_targets(machine: FakeMachine) -> list[tuple[str, set[str]]]:
+    """(target folder, requirements) of every pip call; the folder is '' when pip had no --target."""
+    calls = []
+    for call in machine.calls("pip"):
+        argv = call["argv"]
+        target = argv[argv.index("--target") + 1] if "--target" in argv else ""
+        calls.append((target, {arg for arg in argv if "==" in arg}))
+    return calls
+
+
+def stops_where_a_gpu_is_needed(run: Run) -> None:
+    """On these machines the CUPTI branch stops at the fake libcupti.so.13: a real one needs the CUPTI wheels."""
+    assert run.stopped_at == "s1-import-code", f"stopped at {run.stopped_at}: {run.error}\n{run.text()[-3000:]}"
+    assert run.error.ename == "OSError" and "libcupti.so.13" in run.error.evalue, run.error
+    # The preload comes first: nothing that could load another libcupti has been imported yet.
+    assert run.value("[m for m in ('nsight', 'cupti', 'torch') if m in sys.modules]") == []
+
+
+# ---------------------------------------------------------------- Colab as it is, and a second Run all
+@pytest.fixture(scope="module")
+def colab(scenario):
+    run = scenario("colab", injection="loadable" if HAVE_CC else "missing")
+    first = {tool: len(run.machine.calls(tool)) for tool in ("apt-get", "pip")}
+    first_output = run.text()
+    run_cells(run, RERUN)
+    return run, first, first_output
+
+
+def test_colab_installs_the_newest_current_ncu_with_apt_noninteractively(colab):
+    run, _, output = colab
+    assert run.machine.apt_installs()[0] == "nsight-compute-2026.3.1", "apt must try the newest package first"
+    assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "after a success apt must stop"
+    assert all(call["DEBIAN_FRONTEND"] == "noninteractive" for call in run.machine.calls("apt-get"))
+    assert "installed nsight-compute-2026.3.1 with apt-get" in output
+
+
+def test_colab_puts_the_new_ncu_first_on_path_for_nsight(colab):
+    run, _, output = colab
+    launcher = run.machine.root / "opt/nvidia/nsight-compute/2026.3.1/ncu"
+    assert run.value("shutil.which('ncu')") == str(launcher), "nsight would find Colab's old ncu"
+    assert run.value("os.environ['PATH'].split(os.pathsep)[0]") == str(launcher.parent)
+    assert f"ncu for nsight: {launcher}" in output
+
+
+def test_colab_installs_only_into_the_tutorials_folders(colab):
+    run, _, output = colab
+    home = run.machine.root / "home/.cache/nspy_tutorial"
+    calls = pip_targets(run.machine)
+    assert all(target for target, _ in calls), f"pip was asked to change this Python's own packages: {calls}"
+    assert calls[0] == (str(home / "packages"), {"cuda-core==1.2.2", "nvidia-ml-py==13.610.43"}), calls
+    cupti_set = {"cupti-python==13.4.0", "nvidia-cuda-cupti==13.5.25", "pyelftools==0.33", "cuda-bindings==13.3.1"}
+    assert calls[1] == (str(home / "cupti13"), cupti_set), "Colab's cuda-bindings is 12.x: the CUPTI set needs 13"
+    assert "Colab's site-packages were not changed" in output
+    assert "cuda-core 1.2.2 into" in output and "(this Python has 0.3.2)" in output
+
+
+def test_colab_probe_profiles_for_real_and_the_fallback_names_its_cause(colab):
+    run, _, output = colab
+    assert (run.machine.root / "out/ncu_probe.log").exists(), "a current ncu was found, so the probe must run"
+    if HAVE_CC:  # nsight loaded the (fake) injection library; the probe stops at the first GPU step
+        assert "the Nsight Compute probe failed at 'import torch'" in output
+        assert "needs a CUDA build of PyTorch" in output
+    else:
+        assert "the Nsight Compute probe failed at 'import nsight'" in output
+    assert "backend: CUPTI, because the Nsight Compute probe failed" in output
+    assert run.value("USE_NCU") is False
+
+
+def test_colab_second_run_all_installs_nothing_again(colab):
+    run, first, _ = colab
+    assert run.error is not None and run.stopped_at == "s1-import-code"  # the second pass stops where the first did
+    assert len(run.machine.calls("apt-get")) == first["apt-get"], "a second Run all ran apt-get again"
+    assert len(run.machine.calls("pip")) == first["pip"], f"a second Run all reinstalled: {pip_targets(run.machine)}"
+    path = run.value("os.environ['PATH'].split(os.pathsep)")
+    assert path.count(path[0]) == 1 and path[0].endswith("nsight-compute/2026.3.1")
+    assert "ncu 2026.3.1 was already there" in run.outputs["s1-ncu-code"]
+
+
+def test_colab_after_a_runtime_restart_finds_the_apt_install_through_dpkg(colab):
+    """A restart resets PATH, but the package is still installed: dpkg names it and apt-get stays idle."""
+    run, _, _ = colab
+    apt_calls = len(run.machine.calls("apt-get"))
+    pip_calls = len(run.machine.calls("pip"))
+    restarted = Run(run.machine, MachineKernel(run.machine.build_env(), run.machine.root / "cwd"))
+    try:
+        run_cells(restarted, SECTION_1)
+        assert "installed by apt-get earlier" in restarted.outputs["s1-ncu-code"]
+        assert len(run.machine.calls("apt-get")) == apt_calls and len(run.machine.calls("pip")) == pip_calls
+        assert restarted.value("shutil.which('ncu')").endswith("nsight-compute/2026.3.1/ncu")
+    finally:
+        restarted.kernel.close()
+
+
+def test_colab_stops_only_where_a_gpu_is_needed(colab):
+    run, _, _ = colab
+    stops_where_a_gpu_is_needed(run)
+
+
+def test_nothing_is_written_outside_the_output_and_install_folders(colab):
+    run, _, _ = colab
+    root = run.machine.root
+    assert list((root / "cwd").iterdir()) == [], "the notebook wrote into the working directory"
+    ours = {p.relative_to(root / "home").parts[:2] for p in (root / "home").rglob("*") if p.is_file()}
+    tools_own = {(".cache", "matplotlib")}  # IPython's history and matplotlib's font cache are not the notebook's
+    unexpected = {p for p in ours if p[0] != ".ipython" and p not in tools_own and p != (".cache", "nspy_tutorial")}
+    assert not unexpected, f"written outside OUT_DIR and ~/.cache/nspy_tutorial: {unexpected}"
+    written = {p.name for p in (root / "out").iterdir()}
+    logs = {"ncu_install.log", "ncu_probe.log", "pip_install.log", "pip_install_cupti.log"}
+    assert logs <= written <= logs | {"s1_probe"}, f"unexpected files in OUT_DIR: {written - logs}"
+
+
+# ---------------------------------------------------------------- apt unreachable or hanging
+def test_apt_unreachable_tries_each_current_version_then_falls_back_to_cupti(scenario):
+    run = scenario("apt_unreachable", apt="unreachable")
+    assert run.machine.apt_installs() == ["nsight-compute-2026.3.1", "nsight-compute-2026.2.1"], (
+        "apt must try the current versions newest first, and nothing older than 2026.2.1"
+    )
+    assert not (run.machine.root / "out/ncu_probe.log").exists(), "without a current ncu there is nothing to probe"
+    reason = run.value("CUPTI_REASON")
+    assert "apt-get could not install" in reason and "Could not resolve host" in reason
+    assert "found: 2025.1.1 at" in reason
+    assert "backend: CUPTI, because no ncu 2026.2.1+ here" in run.text()
+    stops_where_a_gpu_is_needed(run)
+
+
+def test_apt_that_hangs_is_stopped_and_run_all_goes_on(scenario):
+    started = time.perf_counter()
+    run = scenario("apt_hangs", apt="hangs", before={"s1-choice-code": "TIME_LIMITS_S['apt_update'] = 2"})
+    assert time.perf_counter() - started < 120
+    assert "apt-get update did not finish within 2 s" in run.value("CUPTI_REASON")
+    pid = int((run.machine.root / "apt.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], (
+        "the hanging apt-get was left running"
+    )
+    stops_where_a_gpu_is_needed(run)  # Run all went on past the time-out, to the CUPTI branch
+
+
+def test_apt_install_that_hangs_is_stopped_too(scenario):
+    run = scenario(
+        "apt_install_hangs",
+        cells=SECTION_1[:5],
+        apt="install_hangs",
+        before={"s1-choice-code": "TIME_LIMITS_S['apt_install'] = 2"},
+    )
+    assert run.error is None, run.error
+    assert "apt-get install nsight-compute-2026.3.1 did not finish within 2 s" in run.outputs["s1-ncu-code"]
+
+
+# ---------------------------------------------------------------- ncu already there
+def test_current_ncu_on_path_is_used_without_apt(scenario):
+    run = scenario("current_on_path", path_ncus=["2026.3.1"])
+    assert run.machine.calls("apt-get") == [], "a current ncu was on PATH: apt-get must not run"
+    assert run.value("shutil.which('ncu')").endswith("path-ncu-2026.3.1/ncu")
+    assert "ncu 2026.3.1 was already there" in run.outputs["s1-ncu-code"]
+    assert (run.machine.root / "out/ncu_probe.log").exists()
+    stops_where_a_gpu_is_needed(run)
+
+
+def test_current_ncu_behind_an_old_one_is_moved_first(scenario):
+    run = scenario("behind_old", path_ncus=["2025.1.1", "2026.2.1"])
+    assert run.machine.calls("apt-get") == []
+    new = str(run.machine.root / "path-ncu-2026.2.1")
+    assert run.value("shutil.which('ncu')") == f"{new}/ncu", "nsight would still find the old ncu first"
+    path = run.value("os.environ['PATH'].split(os.pathsep)")
+    assert path[0] == new and path.count(new) == 1
+    assert "found ncu 2025.1.1" in run.outputs["s1-ncu-code"] and "found ncu 2026.2.1" in run.outputs["s1-ncu-code"]
+
+
+def test_ncu_path_is_chosen_and_put_first(scenario):
+    run = scenario("ncu_path_given", ncu_path_version="2026.2.1", cells=SECTION_1[:5])
+    given = str(run.machine.root / "given-ncu-2026.2.1")
+    assert run.value("shutil.which('ncu')") == f"{given}/ncu"
+    assert run.value("os.environ['PATH'].split(os.pathsep)[0]") == given
+    assert run.machine.calls("apt-get") == []
+
+
+# ---------------------------------------------------------------- offline, as on the GPU runner
+def test_offline_wheelhouse_uses_no_apt_and_only_the_wheelhouse(scenario, tmp_path_factory):
+    wheelhouse = make_wheelhouse(
+        tmp_path_factory.mktemp("wheelhouse"),
+        {"nvidia-ml-py": "13.610.43"},
+        {"cupti-python": "13.4.0", "nvidia-cuda-cupti": "13.5.25", "pyelftools": "0.33"},
+    )
+    run = scenario("offline", site={}, path_ncus=["2025.3.1"], env={"NSPY_TUTORIAL_WHEELHOUSE": str(wheelhouse)})
+    assert run.machine.calls("apt-get") == [], "with a wheelhouse the machine is offline: no apt-get"
+    for call in run.machine.calls("pip"):
+        assert "--no-index" in call["argv"], f"pip went to an index: {call['argv']}"
+    links = [call["argv"][call["argv"].index("--find-links") + 1] for call in run.machine.calls("pip")]
+    assert links == [str(wheelhouse), str(wheelhouse / "cupti")], "the CUPTI set comes from the cupti subfolder"
+    cupti_call = pip_targets(run.machine)[1][1]
+    assert not any(pin.startswith("cuda-bindings") for pin in cupti_call), "this Python has cuda-bindings 13"
+    reason = run.value("CUPTI_REASON")
+    assert "found: 2025.3.1 at" in reason and "apt-get was not tried" in reason and "NCU_PATH" in reason
+    stops_where_a_gpu_is_needed(run)
+
+
+def test_failed_pip_install_stops_run_all_with_pips_error(scenario):
+    run = scenario("pip_fails", pip_fails=True, path_ncus=["2026.3.1"])
+    assert run.stopped_at == "s1-pip-code" and run.error.ename == "RuntimeError"
+    assert "network unreachable" in run.error.evalue and "NSPY_TUTORIAL_WHEELHOUSE" in run.error.evalue
+
+
+# ---------------------------------------------------------------- NSPY_TUTORIAL_PROFILER
+def test_profiler_cupti_skips_ncu_entirely(scenario):
+    run = scenario("choice_cupti", env={"NSPY_TUTORIAL_PROFILER": "cupti"})
+    assert run.machine.calls("apt-get") == [] and run.machine.calls("dpkg") == []
+    assert not (run.machine.root / "out/ncu_probe.log").exists()
+    assert "NSPY_TUTORIAL_PROFILER=cupti" in run.value("CUPTI_REASON")
+    stops_where_a_gpu_is_needed(run)
+
+
+def test_profiler_ncu_without_a_usable_ncu_stops_with_the_cause(scenario):
+    run = scenario("choice_ncu_no_ncu", apt="unreachable", env={"NSPY_TUTORIAL_PROFILER": "ncu"})
+    assert run.stopped_at == "s1-probe-code" and run.error.ename == "RuntimeError"
+    assert "NSPY_TUTORIAL_PROFILER=ncu, but Nsight Compute is not usable" in run.error.evalue
+    assert "apt-get could not install" in run.error.evalue
+
+
+def test_profiler_ncu_stops_when_the_probe_fails(scenario):
+    run = scenario("choice_ncu_probe", path_ncus=["2026.3.1"], env={"NSPY_TUTORIAL_PROFILER": "ncu"})
+    assert run.stopped_at == "s1-probe-code", run.text()[-2000:]
+    assert "the Nsight Compute probe failed" in run.error.evalue
+
+
+def test_unknown_profiler_value_stops_with_the_choices(scenario):
+    run = scenario("choice_bad", env={"NSPY_TUTORIAL_PROFILER": "nsys"})
+    assert run.stopped_at == "s1-choice-code" and run.error.ename == "ValueError"
+    assert "auto, ncu, cupti" in run.error.evalue
+    assert run.machine.calls("apt-get") == [] and run.machine.calls("pip") == []
+
+
+# ---------------------------------------------------------------- the probe itself
+def test_probe_that_hangs_is_stopped_and_named(scenario):
+    run = scenario(
+        "probe_hangs",
+        path_ncus=["2026.3.1"],
+        injection="hangs",
+        before={"s1-choice-code": "TIME_LIMITS_S['probe'] = 5"},
+        cells=SECTION_1[:-1],
+    )
+    assert run.error is None, run.error
+    assert "the Nsight Compute probe did not finish within 5 s" in run.value("CUPTI_REASON")
+
+
+@pytest.mark.parametrize(
+    ("error", "remedy"),
+    [
+        ("ProfilerException: PROFILING FAILED \nErrors:\n- ==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+         "permission", "NVreg_RestrictProfilingToAdminUsers=0"),
+        ("ProfilerException: NVIDIA Nsight Compute 2026.2.1.0 or later is required, but found 2025.3.1.0",
+         "Nsight Compute 2026.2.1+ first on PATH"),
+        ("ModuleNotFoundError: No module named 'torch'", "CUDA build of PyTorch"),
+    ],
+)  # fmt: skip
+def test_probe_failures_name_cause_and_remedy(colab, error, remedy):
+    run, _, _ = colab
+    text = run.value(f"explain_probe_failure({{'stage': 'profile one kernel', 'error': {error!r}}})")
+    assert remedy in text and "profile one kernel" in text
+    if "==ERROR==" in error:
+        assert "ERR_NVGPUCTRPERM" in text, "the cause sits on a later line of nsight's message: it must be shown"
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="needs a C compiler to build a loadable fake injection library")
+def test_leftover_init_at_import_zero_is_cleared_in_the_ncu_branch(scenario):
+    """A user's NSPY_NCU_INIT_AT_IMPORT=0 must not keep Nsight Compute from loading once the probe said yes.
+
+    The probe cannot pass without a GPU, so the test sets USE_NCU as a passing probe would, then runs
+    the import cell: nsight must activate Nsight Compute; the cell then stops at `import torch`.
+    """
+    run = scenario(
+        "init_at_import_zero",
+        path_ncus=["2026.3.1"],
+        injection="loadable",
+        env={"NSPY_NCU_INIT_AT_IMPORT": "0"},
+        before={"s1-import-code": "USE_NCU = True  # what a probe that profiled on a GPU would decide"},
+    )
+    assert run.stopped_at == "s1-import-code"
+    assert run.error.ename == "ModuleNotFoundError" and "torch" in run.error.evalue, run.error
+    assert run.value("str(nsight.get_active_tool())") == "Tool.NCU"
+    assert run.value("'NSPY_NCU_INIT_AT_IMPORT' in os.environ") is False
+
+
+# ---------------------------------------------------------------- the GPU check
+@pytest.mark.parametrize(
+    ("gpu", "message"),
+    [(None, "Runtime > Change runtime type > T4 GPU"), ("Tesla K80, 3.7", "compute capability 3.7")],
+)
+def test_no_usable_gpu_stops_at_the_first_cell_before_any_install(scenario, gpu, message):
+    run = scenario(f"gpu_{gpu}".replace(" ", "_").replace(",", ""), gpu=gpu)
+    assert run.stopped_at == "gpu-check" and run.error.ename == "RuntimeError"
+    assert message in run.error.evalue
+    assert run.machine.calls("apt-get") == [] and run.machine.calls("pip") == []
+    assert not (run.machine.root / "out").exists()
+
+
+def test_a_t4_passes_the_gpu_check(colab):
+    run, _, _ = colab
+    assert "GPU 0: Tesla T4, compute capability 7.5" in run.outputs["gpu-check"]
+
+
+# ---------------------------------------------------------------- libcupti that CUPTI really resolved
+def test_cupti_library_check_accepts_only_the_preloaded_file(colab, tmp_path):
+    run, _, _ = colab
+    preloaded, other = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12"
+    preloaded.write_text("13")
+    other.write_text("12")
+    same = run.value(f"str(check_cupti_library({str(preloaded)!r}, {{'NVTX_INJECTION64_PATH': {str(preloaded)!r}}}))")
+    assert same == str(preloaded)
+    for resolved in (str(other), ""):
+        with pytest.raises(CellError) as raised:
+            run.kernel.run(f"check_cupti_library({str(preloaded)!r}, {{'NVTX_INJECTION64_PATH': {resolved!r}}})")
+        assert "not the preloaded" in raised.value.evalue
+
+
+def test_apt_versions_are_newest_first_and_never_below_the_floor(colab):
+    run, _, _ = colab
+    tried = run.value("apt_versions_to_try(('2026.2.1', '2025.1.1', '2027.1.0', '2026.3.1', '2026.2.0'))")
+    assert tried == ["2027.1.0", "2026.3.1", "2026.2.1"]
