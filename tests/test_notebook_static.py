@@ -181,7 +181,7 @@ def test_requirements_never_ask_for_torch():
 
 def test_nsight_python_is_installed_from_pypi_not_git(notebook):
     source = "\n".join(cell.source for cell in code_cells(notebook))
-    assert "git+" not in source and "\"nsight-python\": \"1.1.0\"" in source  # pinned in PINS, from PyPI
+    assert "git+" not in source and '"nsight-python": "1.1.0"' in source  # pinned in PINS, from PyPI
 
 
 def test_committed_notebook_metadata_is_canonical():
