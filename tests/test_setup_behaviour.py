@@ -411,3 +411,36 @@ def test_apt_versions_are_newest_first_and_never_below_the_floor(colab):
     run, _, _ = colab
     tried = run.value("apt_versions_to_try(('2026.2.1', '2025.1.1', '2027.1.0', '2026.3.1', '2026.2.0'))")
     assert tried == ["2027.1.0", "2026.3.1", "2026.2.1"]
+
+
+# ---------------------------------------------------------------- pins
+def test_ncu_report_pin_is_at_least_the_newest_ncu_apt_installs(colab):
+    """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
+    run, _, _ = colab
+    report = tuple(int(p) for p in run.value("PINS['ncu-report']").split(".")[:2])
+    newest_apt = tuple(int(p) for p in run.value("apt_versions_to_try()[0]").split(".")[:2])
+    assert report >= newest_apt, f"ncu-report {report} is older than the ncu {newest_apt} apt installs"
+
+
+def test_installs_without_dependencies_still_bring_everything_nsight_needs(colab):
+    """pip runs with --no-deps, so every requirement of a pinned package must be pinned or expected present."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    run, _, _ = colab
+    pins, present = run.value("PINS"), run.value("EXPECTED_PRESENT")
+    covered = {name.replace("_", "-").lower() for name in [*pins, *present]}
+    checked = set()
+    for name in pins:
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:  # nvidia-ml-py is not in the CPU suite's environment; it has no requirements
+            continue
+        checked.add(name)
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            assert requirement.name.replace("_", "-").lower() in covered, f"{name} needs {requirement.name}"
+    assert {"nsight-python", "cuda-core", "deepdiff"} <= checked
