@@ -31,7 +31,7 @@ NVIDIA_SMI_T4 = "Tesla T4, 7.5"
 TOOL = textwrap.dedent(
     """\
     #!{python}
-    import json, os, sys, time
+    import json, os, subprocess, sys, time
     from pathlib import Path
 
     ROOT = Path({root!r})
@@ -67,6 +67,8 @@ TOOL = textwrap.dedent(
         (ROOT / "apt.pid").write_text(str(os.getpid()))
         mode = machine["apt"]
         if mode == "hangs" or (mode == "install_hangs" and args[0] == "install"):
+            helper = subprocess.Popen(["sleep", "3600"])  # real apt-get hangs in a helper (its http method)
+            (ROOT / "apt-helper.pid").write_text(str(helper.pid))
             time.sleep(3600)
         if mode == "unreachable":
             print("E: Failed to fetch https://developer.download.nvidia.com/compute/cuda/repos/ "
@@ -240,7 +242,8 @@ def clean_environment() -> dict[str, str]:
     return {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("NSPY_", "NCU_", "NVTX_", "NV_COMPUTE_")) and key not in ("PYTHONPATH", "HOME")
+        if not key.startswith(("NSPY_", "NCU_", "NVTX_", "NV_COMPUTE_"))
+        and key not in ("PYTHONPATH", "HOME", "DEBIAN_FRONTEND")
     }
 
 
