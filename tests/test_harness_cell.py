@@ -245,3 +245,22 @@ def test_an_unknown_unit_is_an_error_not_a_silent_factor(helpers):
     with pytest.raises(CellError) as raised:
         helpers.run("to_base_units(1.0, 'percent')")
     assert raised.value.ename == "ValueError" and "unexpected unit" in raised.value.evalue
+
+
+@pytest.mark.parametrize(
+    ("kernel", "short"),
+    [
+        ("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE",
+         "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)",
+         "at::native::vectorized_elementwise_kernel"),
+        ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
+    ],
+)  # fmt: skip
+def test_kernel_names_are_shortened_to_what_a_reader_can_use(helpers, kernel, short):
+    assert helpers.value(f"short_kernel_name({kernel!r})") == short
+
+
+def test_long_kernel_names_are_cut_to_fit_a_table(helpers):
+    shortened = helpers.value(f"short_kernel_name({'sm90_xmma_gemm_' + 'x' * 80!r})")
+    assert len(shortened) == 48 and shortened.endswith("..."), shortened
