@@ -258,3 +258,16 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
 
 def test_license_is_apache_2():
     assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize(
+    "page",
+    ["docs/verified/nvidia-h200-cupti/nsight_python_t4_tutorial.html",
+     "docs/verified/nvidia-h200-ncu-2025.3.1/recorded_sections.html"],
+)  # fmt: skip
+def test_published_pages_show_the_lesson_code_but_not_the_plumbing(page):
+    text = re.sub(r"<[^>]+>", "", (ROOT / page).read_text())  # the page as a reader sees it, without markup
+    assert "class SectionGuard" not in text and "def record_figure" not in text, (
+        f"{page} shows the folded harness code: render with nbconvert's TagRemovePreprocessor (tag remove-input)"
+    )
+    assert "nsight.annotate(" in text, f"{page} lost the learner's code: only the folded cells' input may be dropped"
