@@ -264,3 +264,16 @@ def test_kernel_names_are_shortened_to_what_a_reader_can_use(helpers, kernel, sh
 def test_long_kernel_names_are_cut_to_fit_a_table(helpers):
     shortened = helpers.value(f"short_kernel_name({'sm90_xmma_gemm_' + 'x' * 80!r})")
     assert len(shortened) == 48 and shortened.endswith("..."), shortened
+
+
+def test_figure_cells_run_only_for_a_healthy_section_and_a_raise_there_fails_it(helpers):
+    helpers.run(_open(5, "five"))
+    helpers.run(_open(6, "six", skip_reason="needs Nsight Compute"))
+    ran = helpers.run(
+        "# @title Record figures\n"
+        "@section_figures(6)\ndef _():\n    print('MUST NOT RUN')\n"
+        "@section_figures(5)\ndef _():\n    raise KeyError('fp16')\n"
+    )
+    assert "MUST NOT RUN" not in ran, "a SKIPPED section's figures must not be recorded"
+    assert helpers.value("SECTIONS[5]['status']") == "FAILED" and "KeyError" in helpers.value("SECTIONS[5]['reason']")
+    assert helpers.value("SECTIONS[6]['status']") == "SKIPPED"
