@@ -27,6 +27,7 @@ from nbconvert import HTMLExporter
 from nbconvert.preprocessors import TagRemovePreprocessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import notebook_format  # noqa: E402
 import record_ncu  # noqa: E402
 
 ROOT = record_ncu.ROOT
@@ -124,8 +125,8 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             if not injected and cell["id"] not in (f"s{number}-open", *spec["define"]):
                 notebook.cells.append(folded(record_ncu.inject_source(number)))
                 injected = True
-            notebook.cells.append(folded(cell["source"]) if cell["source"].startswith("# @title") else
-                                  nbformat.v4.new_code_cell(cell["source"]))  # fmt: skip
+            is_folded = notebook_format.is_folded({"cell_type": "code", **cell})
+            notebook.cells.append(folded(cell["source"]) if is_folded else nbformat.v4.new_code_cell(cell["source"]))
     notebook.cells.append(
         folded(
             "# @title Section status and figures, for figures.json\n"

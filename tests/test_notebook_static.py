@@ -13,7 +13,7 @@ import typing
 import nbformat
 import nsight
 import pytest
-from conftest import NOTEBOOK, ROOT, cell_by_id
+from conftest import NOTEBOOK, ROOT, cell_by_id, cells_with_section, section_code_cells
 from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -209,18 +209,6 @@ def _folded(cell) -> bool:
     return notebook_format.is_folded(cell)
 
 
-def _section_of_each_cell(notebook):
-    """(section number or None, cell) for every cell, by the '## N.' headings before it."""
-    number = None
-    for cell in notebook.cells:
-        match = SECTION_TITLES.match(cell.source) if cell.cell_type == "markdown" else None
-        if match:
-            number = int(match.group(1))
-        elif cell.cell_type == "markdown" and cell.source.startswith("## "):
-            number = None
-        yield number, cell
-
-
 def test_visible_code_cells_fit_on_a_screen(notebook):
     long_cells = {
         cell.get("id"): lines
@@ -234,9 +222,7 @@ def test_visible_code_cells_fit_on_a_screen(notebook):
 
 @pytest.mark.parametrize("number", range(2, 11))
 def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, number):
-    cells = [
-        cell for section, cell in _section_of_each_cell(notebook) if section == number and cell.cell_type == "code"
-    ]
+    cells = section_code_cells(notebook, number)
     assert cells, f"section {number} has no code"
     opener = cells[0]
     calls = [node for node in ast.walk(ast.parse(cell_python(opener))) if isinstance(node, ast.Call)]
@@ -251,7 +237,7 @@ def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, nu
 def test_learner_cells_do_not_call_the_harness(notebook):
     harness = ("begin_section", "end_sections", "record_figure", "set_headline", "section_figures", "write_summary")
     offenders = []
-    for section, cell in _section_of_each_cell(notebook):
+    for section, cell in cells_with_section(notebook):
         if cell.cell_type != "code" or _folded(cell) or section is None:
             continue
         names = {dotted(node) for node in ast.walk(ast.parse(cell_python(cell))) if isinstance(node, ast.Name)}

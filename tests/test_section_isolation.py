@@ -8,26 +8,11 @@ still runs, and strict mode refuses the run at the summary).
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from conftest import cell_by_id
+from conftest import cell_by_id, section_code_cells
 from kernel_session import CellError, KernelSession
 
-SECTION_HEADING = re.compile(r"^## (\d+)\. ")
 COUNTER_SECTIONS = (4, 6, 7, 10)
-
-
-def section_code_cells(notebook, number):
-    """The code cells under the '## {number}.' heading, in order."""
-    current, cells = None, []
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            match = SECTION_HEADING.match(cell.source)
-            current = int(match.group(1)) if match else None
-        elif cell.cell_type == "code" and current == number:
-            cells.append(cell)
-    return cells
 
 
 @pytest.fixture
