@@ -543,7 +543,8 @@ def section_one_names(namespace: dict, ncu_version: str):
             "python": sys.version.split()[0],
         }
     )
-    namespace["ENVIRONMENT"]["peaks_from"] = namespace["lookup_peaks"](props.name)[0] or "n/a"
+    namespace["PEAKS_LABEL"], namespace["PEAKS"] = namespace["lookup_peaks"](props.name)
+    namespace["ENVIRONMENT"]["peaks_from"] = namespace["PEAKS_LABEL"] or "n/a"
 
 
 def run_cell(namespace: dict, cells: list[dict], cell_id: str) -> str:
