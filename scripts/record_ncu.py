@@ -56,13 +56,17 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the plumbing package, the same modules the notebook embeds
+from plumbing.cells import section_of  # noqa: E402
+from plumbing.setup_helpers import parse_ncu_version, version_text  # noqa: E402
+
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 NSIGHT_VERSION = "1.1.0"
 MIN_NCU = (2025, 1)
 NVTX_INCLUDE = "regex:nsight-python@.+"  # nsight.utils.NVTX_DOMAIN, as nsight's attach command passes it
 
-# The notebook's cells, by id (docs: /work/briefs/contract.md, "Cell contract"). Section 1's names are made here
-# the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
+# The notebook's cells, by id (plumbing/cells.py says which section each belongs to). Section 1's names are made
+# here the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
 PRELUDE_CELLS = ("harness", "setup-helpers")
 PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES")  # run the cells that define these (sections 2, 5)
 SECTIONS = {
@@ -110,8 +114,8 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
 
 
 def section_cells(cells: list[dict], number: int) -> list[dict]:
-    """The cells of section `number` (ids s<N> and s<N>-...), in notebook order."""
-    return [cell for cell in cells if cell["id"] == f"s{number}" or (cell["id"] or "").startswith(f"s{number}-")]
+    """The cells of section `number` (plumbing/cells.py), in notebook order."""
+    return [cell for cell in cells if section_of(cell["id"]) == number]
 
 
 def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
@@ -152,6 +156,20 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
     if missing:
         raise RecorderError(f"no notebook cell defines {sorted(missing)} (needed by sections 4-9)")
     return ids
+
+
+def benchmark_setting_names(cells: list[dict]) -> set[str]:
+    """Names the sections' visible define cells bind: the benchmark settings a recording must match.
+
+    The folded define cells (section 9's CUPTI child) are plumbing, not settings.
+    """
+    names = set()
+    for spec in SECTIONS.values():
+        for cell_id in spec["define"]:
+            source = cell_source(cells, cell_id)
+            if not source.lstrip().startswith("# @title"):
+                names |= top_level_names(source)
+    return names
 
 
 def plan(cells: list[dict]) -> list[tuple[int | None, str]]:
@@ -605,15 +623,17 @@ def ncu_executable() -> str:
     return found
 
 
-def ncu_version_of(ncu: str) -> tuple[str, str]:
+def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
+    """(version, the `ncu --version` text) of an ncu that launch mode can use (2025.1+), else a RecorderError."""
     text = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout
-    match = re.search(r"Version\s+(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if not match:
+    version = parse_ncu_version(text)  # the notebook's parser
+    if version is None:
         raise RecorderError(f"cannot read the version of {ncu}: {text.strip()!r}")
-    version = ".".join(part for part in match.groups() if part is not None)
-    if tuple(int(part) for part in match.groups()[:2]) < MIN_NCU:
-        raise RecorderError(f"ncu {version} is older than {'.'.join(map(str, MIN_NCU))}: launch mode needs 2025.1+")
-    return version, text.strip()
+    if version[:2] < MIN_NCU:
+        raise RecorderError(
+            f"ncu {version_text(version)} is older than {'.'.join(map(str, MIN_NCU))}: launch mode needs 2025.1+"
+        )
+    return version_text(version), text.strip()
 
 
 def notebook_commit() -> str:
@@ -660,7 +680,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
 
     check_nsight_internals()
     ncu = ncu_executable()
-    version, version_text = ncu_version_of(ncu)
+    version, ncu_says = launch_mode_ncu_version(ncu)
     work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / "record_ncu_work")).resolve()
     shutil.rmtree(work, ignore_errors=True)
     (work / "calls").mkdir(parents=True)
@@ -682,12 +702,10 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         per_section[key]["ncu_wall_s"] = round(per_section[key]["ncu_wall_s"] + call["ncu_wall_s"], 2)
         per_section[key]["session_s"] = round(per_section[key]["session_s"] + (call["session_s"] or 0), 2)
     define_values = {}
-    for spec in SECTIONS.values():
-        for cell_id in spec["define"]:
-            for name in sorted(top_level_names(cell_source(cells, cell_id))):
-                value = namespace.get(name)
-                if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
-                    define_values[name] = encode(value)
+    for name in sorted(benchmark_setting_names(cells)):
+        value = namespace.get(name)
+        if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
+            define_values[name] = encode(value)
     notebook_bytes = NOTEBOOK.read_bytes()
     recording = {
         "what": "Nsight Compute frames of the notebook's sections 4, 6, 7, 9, recorded in ncu launch mode by "
@@ -699,7 +717,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
             "gpu": env["gpu"],
             "driver": env["driver"],
             "ncu_version": version,
-            "ncu_version_text": version_text,
+            "ncu_version_text": ncu_says,
             "ncu_path": ncu,
             "nsight_python": nsight.__version__,
             "ncu_report": importlib_version("ncu-report"),

@@ -109,7 +109,9 @@ def _plain(value):
 def test_recording_was_made_from_the_notebooks_current_benchmark_settings(recorded):
     for number in (4, 6, 7, 9):
         recorded.section(number)  # runs the define cells
-    then = {name: _plain(record_ncu.decode(value)) for name, value in recorded.recording["define_values"].items()}
+    settings = record_ncu.benchmark_setting_names(record_ncu.load_cells())
+    recorded_values = recorded.recording["define_values"].items()
+    then = {name: _plain(record_ncu.decode(value)) for name, value in recorded_values if name in settings}
     now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
     stale = {
         name: f"recorded {str(then[name])[:80]!r}, now {str(now[name])[:80]!r}"
