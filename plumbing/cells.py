@@ -9,6 +9,11 @@ SECTION_COUNT = 10
 NCU_ONLY_SECTIONS = frozenset({4, 6, 7, 10})  # hardware counters or an .ncu-rep: SKIPPED under CUPTI
 CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # they run on either backend
 
+# What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
+# and the recorded page make them too).
+SECTION_ONE_NAMES = ("nsight", "torch", "plt", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES",
+                     "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP", "CUPTI_DIR")  # fmt: skip
+
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
 UNNUMBERED_CELLS = {
