@@ -111,7 +111,7 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
             return cell["source"]
     raise RecorderError(
         f"the notebook has no code cell with id {cell_id!r}; scripts/record_ncu.py runs the notebook's cells by id "
-        "(the cell contract). Update SECTIONS/PRELUDE_CELLS there if the notebook's cell ids changed."
+        "(plumbing/cells.py). Update SECTIONS/PRELUDE_CELLS there if the notebook's cell ids changed."
     )
 
 

@@ -287,6 +287,21 @@ def test_readme_verified_table_is_generated_from_the_committed_summaries():
     assert verified_table.main(["--check"]) == 0, "run: python scripts/verified_table.py"
 
 
+def test_readme_row_counts_sections_that_never_ran_as_failed(tmp_path, monkeypatch):
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
+    folder = tmp_path / "docs" / "verified" / "some-gpu"
+    folder.mkdir(parents=True)
+    summary = {
+        "environment": {"gpu": "Tesla T4", "profiler": "cupti"},
+        "created_utc": "2026-11-30T12:00:00+00:00",
+        "counts": {"ok": 7, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 2},
+        "figures": [],
+        "total_seconds": 12.0,
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert "| 7 / 1 / 2 |" in verified_table.row(folder / "summary.json"), "a run that stopped early is not clean"
+
+
 def test_every_verified_run_is_complete_clean_and_names_its_gpu():
     for summary_path in sorted((ROOT / "docs/verified").glob("*/summary.json")):
         summary = json.loads(summary_path.read_text())

@@ -132,6 +132,8 @@ def test_colab_installs_the_newest_current_ncu_with_apt_noninteractively(colab):
     assert run.machine.apt_installs()[0] == "nsight-compute-2026.3.1", "apt must try the newest package first"
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "after a success apt must stop"
     assert all(call["DEBIAN_FRONTEND"] == "noninteractive" for call in run.machine.calls("apt-get"))
+    installs = [call["argv"] for call in run.machine.calls("apt-get") if call["argv"][0] == "install"]
+    assert all("-y" in argv for argv in installs), f"without a terminal apt-get aborts unless told yes: {installs}"
     assert "installed nsight-compute-2026.3.1 with apt-get" in output
 
 
@@ -148,6 +150,8 @@ def test_colab_installs_only_into_the_tutorials_folders(colab):
     home = run.machine.root / "home/.cache/nspy_tutorial"
     calls = pip_targets(run.machine)
     assert all(target for target, _ in calls), f"pip was asked to change this Python's own packages: {calls}"
+    with_dependencies = [call["argv"] for call in run.machine.calls("pip") if "--no-deps" not in call["argv"]]
+    assert not with_dependencies, f"dependencies would shadow Colab's numpy and pandas: {with_dependencies}"
     assert calls[0] == (str(home / "packages"), {"cuda-core==1.2.2", "nvidia-ml-py==13.610.43"}), calls
     cupti_set = {"cupti-python==13.4.0", "nvidia-cuda-cupti==13.5.25", "pyelftools==0.33", "cuda-bindings==13.3.1"}
     assert calls[1] == (str(home / "cupti13"), cupti_set), "Colab's cuda-bindings is 12.x: the CUPTI set needs 13"

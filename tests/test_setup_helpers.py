@@ -87,6 +87,19 @@ def test_ncu_install_without_apt_explains_what_to_do(tmp_path, monkeypatch):
     assert path is None and "NCU_PATH" in message
 
 
+NCU_PACKAGE_BYTES = 1.0e9  # an nsight-compute-<version> apt package is about 1 GB
+SLOW_DOWNLOAD_BYTES_PER_S = 2.0e6  # an assumed slow link, not a measurement: the limit must not be the bottleneck
+
+
+def test_the_apt_install_has_time_to_download_nsight_compute_on_a_slow_link():
+    """A limit that cuts a healthy download sends Colab to CUPTI for nothing (sections 4, 6, 7, 10 SKIPPED)."""
+    needed = NCU_PACKAGE_BYTES / SLOW_DOWNLOAD_BYTES_PER_S
+    assert setup_helpers.TIME_LIMITS_S["apt_install"] >= needed, (
+        f"apt_install's limit {setup_helpers.TIME_LIMITS_S['apt_install']} s is under the {needed:.0f} s "
+        "a 1 GB package takes at 2 MB/s"
+    )
+
+
 # ---------------------------------------------------------------- pins
 def test_ncu_report_pin_is_at_least_the_newest_ncu_apt_installs():
     """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
