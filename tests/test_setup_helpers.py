@@ -5,6 +5,7 @@ libcupti, and section 9's CUPTI child command. Section 1's cells on simulated ma
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -228,3 +229,24 @@ def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
     probe += "print(sorted({'torch', 'nsight', 'cupti'} & {*sys.modules}))"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", f"the plumbing imports {done.stdout.strip()}"
+
+
+def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path, monkeypatch):
+    """What summary.json and the recordings say about the machine; torch is a stand-in (no GPU here), nsight is real."""
+    from types import SimpleNamespace
+
+    import nsight
+
+    props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20,
+                            total_memory=15 * 2**30)  # fmt: skip
+    cuda = SimpleNamespace(get_device_properties=lambda index: props)
+    matmul = SimpleNamespace(allow_tf32=False)
+    backends = SimpleNamespace(cuda=SimpleNamespace(matmul=matmul))
+    torch = SimpleNamespace(cuda=cuda, __version__="2.11.0", version=SimpleNamespace(cuda="13.0"), backends=backends)
+    ncu = fake_ncu(tmp_path / "ncu_bin", "2026.3.1.0")
+    monkeypatch.setenv("PATH", f"{ncu.parent}{os.pathsep}{os.environ['PATH']}")
+    facts = setup_helpers.environment_facts(torch, nsight, "cupti", "no ncu here", tmp_path / "libcupti.so.13")
+    assert (facts["gpu"], facts["compute_capability"], facts["l2_bytes"]) == ("Tesla T4", "7.5", 4 << 20)
+    assert (facts["ncu_path"], facts["ncu_version"]) == (str(ncu), "2026.3.1")
+    assert (facts["profiler"], facts["cupti_reason"], facts["nsight_python"]) == ("cupti", "no ncu here", "1.1.0")
+    assert facts["libcupti"] == str(tmp_path / "libcupti.so.13") and facts["memory_gib"] == 15.0
