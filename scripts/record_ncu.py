@@ -204,7 +204,7 @@ def notebook_metrics(cells: list[dict]) -> list[str]:
 
 # ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
 def encode(value):
-    """JSON for frames (with dtypes), dicts with any keys, tuples, numpy scalars."""
+    """JSON for frames (with dtypes and a named index), series, dicts with any keys, tuples, numpy scalars."""
     import numpy as np
     import pandas as pd
 
@@ -212,7 +212,15 @@ def encode(value):
         columns = [str(column) for column in value.columns]
         data = {str(column): [encode(item) for item in value[column].tolist()] for column in value.columns}
         dtypes = {str(column): str(dtype) for column, dtype in value.dtypes.items()}
-        return {"__frame__": {"columns": columns, "dtypes": dtypes, "data": data}}
+        spec = {"columns": columns, "dtypes": dtypes, "data": data}
+        if not isinstance(value.index, pd.RangeIndex) or value.index.name or value.columns.name:
+            spec.update(
+                index=encode(value.index.tolist()), index_name=value.index.name, columns_name=value.columns.name
+            )
+        return {"__frame__": spec}
+    if isinstance(value, pd.Series):
+        return {"__series__": {"name": encode(value.name), "index": encode(value.index.tolist()),
+                               "values": encode(value.tolist()), "dtype": str(value.dtype)}}  # fmt: skip
     if isinstance(value, dict):
         return {"__dict__": [[encode(key), encode(item)] for key, item in value.items()]}
     if isinstance(value, tuple):
@@ -247,7 +255,14 @@ def decode(value):
                 frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
             else:
                 frame[column] = frame[column].astype(dtype)
+        if "index" in spec:
+            frame.index = pd.Index(decode(spec["index"]), name=spec["index_name"])
+            frame.columns.name = spec["columns_name"]
         return frame
+    if "__series__" in value:
+        spec = value["__series__"]
+        series = pd.Series(decode(spec["values"]), index=decode(spec["index"]), name=decode(spec["name"]))
+        return series if spec["dtype"] == "object" else series.astype(spec["dtype"])
     if "__dict__" in value:
         return {_hashable(decode(key)): decode(item) for key, item in value["__dict__"]}
     if "__tuple__" in value:
@@ -727,6 +742,17 @@ def notebook_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def notebook_provenance(cells: list[dict], cell_ids: list[str]) -> dict:
+    """Which notebook the recording ran: its commit, its hash and each executed cell's hash."""
+    return {
+        "notebook_commit": notebook_commit(),
+        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
+        "cell_sha256": {
+            cell_id: hashlib.sha256(cell_source(cells, cell_id).encode()).hexdigest() for cell_id in cell_ids
+        },
+    }
+
+
 def folder_name(gpu: str, ncu_version: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
     return f"{slug}-ncu-{ncu_version.rsplit('.', 1)[0] if ncu_version.count('.') > 2 else ncu_version}"
@@ -790,7 +816,6 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         value = namespace.get(name)
         if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
             define_values[name] = encode(value)
-    notebook_bytes = NOTEBOOK.read_bytes()
     recording = {
         "what": "Nsight Compute frames of the notebook's sections 4, 6, 7, 9, recorded in ncu launch mode by "
         "scripts/record_ncu.py: nsight-python's own profiling session ran under the ncu command line with the "
@@ -810,11 +835,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
             "pandas": pd.__version__,
             "python": sys.version.split()[0],
             "host": socket.gethostname(),
-            "notebook_commit": notebook_commit(),
-            "notebook_sha256": hashlib.sha256(notebook_bytes).hexdigest(),
-            "cell_sha256": {
-                cell_id: hashlib.sha256(cell_source(cells, cell_id).encode()).hexdigest() for _, cell_id in plan(cells)
-            },
+            **notebook_provenance(cells, [cell_id for _, cell_id in plan(cells)]),
             "libcupti_for_s9": run_cupti_install_check(namespace),
         },
         "environment": encode(env),

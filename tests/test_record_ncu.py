@@ -157,3 +157,17 @@ def test_plan_lists_the_cells_and_metrics_without_a_gpu():
     assert lines[:2] == ["section -: harness", "section -: setup-helpers"]
     assert "section 4: s4-run" in lines and "section 9: s9-ncu" in lines
     assert "gpu__time_duration.sum" in lines[-1]
+
+
+# ---------------------------------------------------------------- values <-> JSON, shared with record_cupti.py
+def test_frames_with_an_index_and_series_survive_the_json_round_trip():
+    import pandas as pd
+
+    table = pd.DataFrame({"fp32": [1.5, 2.5], "fp16": [3.0, 4.0]}, index=pd.Index([512, 1024], name="n"))
+    table.columns.name = "Annotation"
+    row = pd.Series({"AvgValue": 1.5e5, "Kernel": "ampere_sgemm", "NumRuns": 10}, name=0)
+    plain = pd.DataFrame({"n": [1, 2], "Unit": ["ns", "ns"]})
+    back = record_ncu.decode(json.loads(json.dumps(record_ncu.encode({"t": table, "r": row, "p": plain}))))
+    pd.testing.assert_frame_equal(back["t"], table)
+    pd.testing.assert_series_equal(back["r"], row)
+    pd.testing.assert_frame_equal(back["p"], plain)

@@ -285,7 +285,7 @@ def test_ncu_path_is_chosen_and_put_first(scenario):
 
 
 def test_a_python_with_cuda_bindings_13_gets_none_in_the_cupti_folder(scenario):
-    """cupti-python 13.4 needs cuda-bindings 13: a Python that has any 13.x keeps its own (no second copy shadows it)."""
+    """cupti-python 13.4 needs cuda-bindings 13: a Python that has any 13.x keeps its own, with no second copy."""
     run = scenario("bindings13", site={"cuda-core": "0.3.2", "cuda-bindings": "13.0.1"}, injection="missing")
     cupti_calls = [pins for target, pins in pip_targets(run.machine) if target.endswith("cupti13")]
     assert cupti_calls and not any(pin.startswith("cuda-bindings") for pin in cupti_calls[0]), cupti_calls
