@@ -1,5 +1,6 @@
-"""scripts/notebook_format.py's embedding: every long folded cell comes from a module; --check names a cell that
-differs from its module; --fix rewrites exactly the cells that name a module, and the result runs.
+"""scripts/notebook_format.py: the committed notebook is canonical (metadata, no outputs); every long folded cell
+comes from a module; --check names what is off (a cell that differs from its module included); --fix rewrites
+exactly the cells that name a module and the Colab noise.
 """
 
 from __future__ import annotations
@@ -94,3 +95,36 @@ def test_the_cupti_child_is_embedded_verbatim_as_a_program():
     module_code = notebook_format.module_code((ROOT / "plumbing/cupti_child.py").read_text())
     assert namespace["CUPTI_CHILD_SOURCE"].strip() == module_code
     compile(namespace["CUPTI_CHILD_SOURCE"], "cupti_child.py", "exec")
+
+
+def test_format_tool_check_fails_on_colab_noise_and_fix_restores_canonical_form(tmp_path):
+    noisy = json.loads(NOTEBOOK.read_text())
+    noisy["metadata"]["colab"] = {"provenance": [{"file_id": "x"}]}  # Colab dropped gpuType
+    noisy["metadata"]["widgets"] = {"state": {}}
+    code = next(cell for cell in noisy["cells"] if cell["cell_type"] == "code")
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}]
+    code["execution_count"] = 3
+    code["metadata"]["executionInfo"] = {"elapsed": 5}
+    del noisy["cells"][0]["id"]
+    noisy["nbformat_minor"] = 4
+    path = tmp_path / "noisy.ipynb"
+    path.write_text(json.dumps(noisy))
+    problems = "\n".join(notebook_format.problems(path))
+    for expected in ("gpuType", "widgets", "has outputs", "execution count", "executionInfo", "ids", "4.4"):
+        assert expected in problems, f"--check did not report {expected!r}:\n{problems}"
+    assert notebook_format.main(["--check", str(path)]) == 1
+    assert notebook_format.main(["--fix", str(path)]) == 0
+    assert notebook_format.problems(path) == []
+    fixed = json.loads(path.read_text())
+    original = json.loads(NOTEBOOK.read_text())
+    assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in original["cells"]]
+
+
+def test_committed_notebook_metadata_is_canonical():
+    assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+
+
+def test_committed_notebook_has_no_outputs_or_execution_counts(notebook):
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    dirty = [c.get("id") for c in code if c.outputs or c.execution_count is not None]
+    assert not dirty, f"cells with outputs or counts: {dirty}; run scripts/notebook_format.py --fix"
