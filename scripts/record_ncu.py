@@ -602,12 +602,14 @@ class ProfiledCalls:
             if kind == "error":
                 raise payload
             return payload
+        import inspect
+
         call = self.calls[-1]
-        combine = kwargs.get("combine_kernel_metrics", args[4] if len(args) > 4 else None)
-        call["combine_kernel_metrics"] = getattr(combine, "__name__", None)
+        extract = self.original["extract_df_from_report"]
+        bound = inspect.signature(extract).bind(report_path, metrics, configs, iterations, func, *args, **kwargs)
+        call["combine_kernel_metrics"] = getattr(bound.arguments.get("combine_kernel_metrics"), "__name__", None)
         call["tag"] = f"{func.__name__}-{func._nspy_run_id}"
         try:
-            extract = self.original["extract_df_from_report"]
             raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
         except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
             call["error"] = {"type": type(error).__name__, "message": str(error)}

@@ -115,8 +115,12 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     calls, log, work = patched
     assert nsight.get_active_tool() is None, "the recorder loads no injection library"
 
+    def add_kernels(x, y):
+        return x + y
+
     @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
-                           output_prefix=f"{work}/out/s4/", verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
+                           combine_kernel_metrics=add_kernels, output_prefix=f"{work}/out/s4/",
+                           verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
     def bench(n):
         raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
 
@@ -136,6 +140,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     call = calls.calls[0]
     assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
+    assert call["combine_kernel_metrics"] == "add_kernels" and call["tag"].startswith("bench-")
 
 
 def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
