@@ -126,6 +126,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
 
     with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction says so
         bench(8)
+    assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
     argv = json.loads(log.read_text())
     assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
     assert argv[-7:] == [
