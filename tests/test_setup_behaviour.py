@@ -24,10 +24,13 @@ from fake_env import FakeMachine, clean_environment, make_wheelhouse
 from jupyter_client.manager import KernelManager
 from kernel_session import CellError, KernelSession
 
-SECTION_1 = ["gpu-check", "harness", "setup-helpers", "s1-choice-code", "s1-ncu-code", "s1-pip-code",
-             "s1-cupti-code", "s1-probe-code", "s1-import-code"]  # fmt: skip
-RERUN = SECTION_1[3:]  # a second Run all re-executes these in the same kernel
+from plumbing.cells import section_of
+
 NB = nbformat.read(NOTEBOOK, as_version=4)
+# Section 1's code cells (plumbing/cells.py), up to the import cell: after it, a GPU is needed.
+_SECTION_1_ALL = [cell.id for cell in NB.cells if cell.cell_type == "code" and section_of(cell.id) == 1]
+SECTION_1 = _SECTION_1_ALL[: _SECTION_1_ALL.index("s1-import-code") + 1]
+RERUN = SECTION_1[SECTION_1.index("setup-helpers") + 1 :]  # a second Run all re-executes these in the same kernel
 HAVE_CC = bool(shutil.which("cc") or shutil.which("gcc"))  # to build a loadable fake injection library
 
 
