@@ -234,7 +234,7 @@ def encode(value):
     if isinstance(value, (np.integer, int)):
         return int(value)
     if isinstance(value, (np.floating, float)):
-        return None if math.isnan(value) else float(value)
+        return float(value) if math.isfinite(value) else None  # JSON has no NaN or infinity
     if isinstance(value, (str, Path)):
         return str(value)
     return {"__repr__": repr(value)}
