@@ -177,3 +177,32 @@ def test_frames_with_an_index_and_series_survive_the_json_round_trip():
     pd.testing.assert_frame_equal(back["t"], table)
     pd.testing.assert_series_equal(back["r"], row)
     pd.testing.assert_frame_equal(back["p"], plain)
+
+
+def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_frame(tmp_path, monkeypatch):
+    """Under ncu, the inner process replays the cells; every call before its own is answered with the raw frame the
+    outer extracted. Served the committed recording's raw frame, nsight's own aggregation must give back the frame
+    the recording holds for the notebook's variable (section 6: limits_frame)."""
+    import pickle
+
+    import pandas as pd
+
+    folder = record_ncu.recording_folders()[0]
+    recording = record_ncu.load_recording(folder)
+    call = next(call for call in recording["calls"] if call["cell"] == "s6-run")
+    work = tmp_path / "work"
+    (work / "calls").mkdir(parents=True)
+    (work / "calls" / "0.pkl").write_bytes(pickle.dumps(("frame", record_ncu.decode(call["raw_frame"]))))
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
+    cells = record_ncu.load_cells()
+    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT}
+    for cell_id in ("harness", "setup-helpers", "s6-define"):
+        record_ncu.run_cell(namespace, cells, cell_id)
+    calls = record_ncu.ProfiledCalls(work, "inner", target=1, log=lambda *_: None)
+    calls.install()
+    try:
+        rebuilt = namespace["limits_benchmark"]().to_dataframe()
+    finally:
+        calls.uninstall()
+    pd.testing.assert_frame_equal(rebuilt, recording["variables"]["limits_frame"])
