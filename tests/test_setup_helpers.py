@@ -181,18 +181,25 @@ Path(prefix, "child_result.json").write_text(json.dumps({{"rows": [], "wall_s": 
 """
 
 
-def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_path, monkeypatch):
-    """The notebook writes plumbing/cupti_child.py and the benchmark's source, then runs the child on them."""
+def recording_python(tmp_path, monkeypatch, bound_to=None):
+    """A CUPTI folder with a libcupti.so.13, and a python that records how the child was started; the child it
+    stands in for reports CUPTI bound to `bound_to` (default: that libcupti). Returns (python, libcupti)."""
     monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
     libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
     libcupti.parent.mkdir(parents=True)
     libcupti.write_text("")
     python = tmp_path / "python"
-    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti=str(libcupti)))
+    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti=str(bound_to or libcupti)))
     python.chmod(0o755)
+    return str(python), libcupti
+
+
+def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_path, monkeypatch):
+    """The notebook writes plumbing/cupti_child.py and the benchmark's source, then runs the child on them."""
+    python, _ = recording_python(tmp_path, monkeypatch)
     child = (ROOT / "plumbing" / "cupti_child.py").read_text()
     folder = tmp_path / "s9_cupti"
-    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=str(python))
+    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=python)
     assert result["tool"] == "cupti"
     argv = json.loads((folder / "argv.json").read_text())
     assert argv == [str(folder / "cupti_child.py"), str(folder / "benchmark.py"), "product_body", "[512, 1024]",
@@ -202,15 +209,9 @@ def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_pat
 
 
 def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
-    libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
-    libcupti.parent.mkdir(parents=True)
-    libcupti.write_text("")
-    python = tmp_path / "python"
-    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti="/usr/lib/libcupti.so.12"))
-    python.chmod(0o755)
+    python, _ = recording_python(tmp_path, monkeypatch, bound_to="/usr/lib/libcupti.so.12")
     with pytest.raises(RuntimeError, match="instead of the preloaded"):
-        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=str(python))
+        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=python)
 
 
 def test_the_notebook_installs_exactly_what_requirements_txt_pins():
