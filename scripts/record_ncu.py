@@ -66,7 +66,6 @@ from plumbing.setup_helpers import parse_ncu_version, put_first_on_path, version
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 NSIGHT_VERSION = "1.1.0"
 MIN_NCU = (2025, 1)
-NVTX_INCLUDE = "regex:nsight-python@.+"  # nsight.utils.NVTX_DOMAIN, as nsight's attach command passes it
 
 # The notebook's cells, by id (plumbing/cells.py says which section each belongs to). Section 1's names are made
 # here the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
