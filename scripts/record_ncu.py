@@ -64,13 +64,14 @@ NVTX_INCLUDE = "regex:nsight-python@.+"  # nsight.utils.NVTX_DOMAIN, as nsight's
 # The notebook's cells, by id (docs: /work/briefs/contract.md, "Cell contract"). Section 1's names are made here
 # the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
 PRELUDE_CELLS = ("harness", "setup-helpers")
-PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES")  # run the cells that define these (sections 2, 5)
+PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s")  # run the cells that define these
 SECTIONS = {
     4: {"define": ("s4-define",), "run": ("s4-run",), "names": ("doubling_frames",)},
     6: {"define": ("s6-define",), "run": ("s6-run",), "names": ("limits_frame",)},
-    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run"), "names": ("several_kernels_error", "fusion_frame")},
-    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu"),
-        "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s")},
+    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed"),
+        "names": ("several_kernels_error", "fusion_frame", "unflushed_fusion_frame")},
+    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed"),
+        "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s", "unflushed_smallest_frame")},
     10: {"define": (), "run": (), "names": ()},
 }  # fmt: skip
 # Every other code cell of these sections (id s<N>-..., after the folded opener s<N>-open) only reads what the
@@ -79,6 +80,10 @@ OUTER_ONLY_CELLS = ("s9-cupti",)  # never replayed under ncu: its CUPTI child mu
 FUSION_REPORT_FOLDER = "s7_fusion"  # out_prefix("s7_fusion"): section 10 opens the report found there
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
+# The GPU runner is shared: its clocks must stay as they are, so every ncu there gets `--clock-control none`.
+# A call that asks for another clock control (section 4's clock_control="base") is never run here: it is served
+# from a committed recording that already holds it (made before this rule), and labelled with that recording.
+RUNNER_CLOCK_CONTROL = "none"
 
 # sha256 of inspect.getsource(NCUCollector.collect) in nsight-python 1.1.0: the code re-implemented below.
 PINNED_COLLECT_SHA256 = "d83475db4b53160f93a3801cf6455cd211c98c4fd283d2deb28cc0e35dc7b02b"
@@ -417,6 +422,8 @@ class ProfiledCalls:
             )
             raise InnerDone()
 
+        if collector.clock_control != RUNNER_CLOCK_CONTROL:
+            return self.serve_committed(index, collector, func, configs_list, settings)
         tag = f"{func.__name__}-{func._nspy_run_id}"
         report_path = f"{settings.output_prefix}ncu-output-{tag}.ncu-rep"
         log_path = f"{settings.output_prefix}ncu-output-{tag}.log"
@@ -437,7 +444,7 @@ class ProfiledCalls:
         }
         command = [
             self.ncu, "--nvtx", "--nvtx-include", NVTX_INCLUDE, "--log-file", log_path,
-            "--cache-control", collector.cache_control, "--clock-control", collector.clock_control,
+            "--cache-control", collector.cache_control, "--clock-control", RUNNER_CLOCK_CONTROL,
             "--replay-mode", collector.replay_mode, "--metrics", ",".join(collector.metrics), "-f", "-o", report_path,
             sys.executable, str(Path(__file__).resolve()), "--inner", "--work", str(self.work), "--call", str(index),
         ]  # fmt: skip
@@ -488,6 +495,59 @@ class ProfiledCalls:
         call["report_bytes"] = Path(report_path).stat().st_size
         self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
         return raw
+
+
+    def serve_committed(self, index, collector, func, configs_list, settings):
+        """A call this machine must not run (clock control other than none), from the committed recording."""
+        wanted = {
+            "section": self.where[0],
+            "benchmark": func.__name__,
+            "cache_control": collector.cache_control,
+            "clock_control": collector.clock_control,
+            "runs": settings.runs,
+            "configs": encode([tuple(c) if isinstance(c, (list, tuple)) else c for c in configs_list]),
+        }
+        found = committed_call(wanted)
+        if found is None:
+            raise RecorderError(
+                f"call {index} ({func.__name__}, cell {self.where[1]}) asks for clock_control="
+                f"{collector.clock_control!r}, which this recorder refuses: the GPU runner is shared and its clocks "
+                f"must stay as they are (ncu gets --clock-control {RUNNER_CLOCK_CONTROL}). No committed recording "
+                f"holds this call ({wanted}) to reuse. Run it on a GPU of your own, or change the notebook's call."
+            )
+        call = {**wanted, "index": index, "cell": self.where[1], "metrics": found["call"]["metrics"]}
+        call["served_from"] = found["source"]
+        call["raw_frame"] = found["call"]["raw_frame"]
+        self.calls.append(call)
+        self.log(f"[record] call {index}: section {self.where[0]} {func.__name__} clock_control="
+                 f"{collector.clock_control!r} not run here; served from {found['source']['label']}")  # fmt: skip
+        raw = decode(found["call"]["raw_frame"])
+        self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
+        return raw
+
+
+def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | None:
+    """{"call", "source"} of a committed call with the same section, benchmark, settings and configs, or None.
+
+    `source` names the recording that actually ran it (kept through later recordings that served it again).
+    """
+    for folder in folders if folders is not None else recording_folders():
+        recording = json.loads((folder / "recording.json").read_text())
+        for call in recording.get("calls", []):
+            if all(call.get(key) == value for key, value in wanted.items()) and call.get("raw_frame"):
+                provenance = recording.get("provenance", {})
+                source = call.get("served_from") or {
+                    "folder": folder.name,
+                    "created_utc": recording.get("created_utc"),
+                    "notebook_commit": provenance.get("notebook_commit"),
+                    "gpu": provenance.get("gpu"),
+                    "ncu_version": provenance.get("ncu_version"),
+                    "call_index": call.get("index"),
+                    "label": f"the recording of {recording.get('created_utc')} in {folder.name} (notebook commit "
+                    f"{str(provenance.get('notebook_commit'))[:7]})",
+                }
+                return {"call": call, "source": source}
+    return None
 
 
 def log_line(text: str) -> None:
@@ -676,6 +736,8 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
     cells = load_cells()
     per_section: dict = {}
     for call in calls.calls:
+        if call.get("served_from"):  # not run here: its time belongs to the recording it came from
+            continue
         key = str(call["section"])
         per_section.setdefault(key, {"calls": 0, "ncu_wall_s": 0.0, "session_s": 0.0})
         per_section[key]["calls"] += 1
