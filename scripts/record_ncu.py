@@ -496,7 +496,6 @@ class ProfiledCalls:
         self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
         return raw
 
-
     def serve_committed(self, index, collector, func, configs_list, settings):
         """A call this machine must not run (clock control other than none), from the committed recording."""
         wanted = {
