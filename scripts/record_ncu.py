@@ -287,6 +287,10 @@ def inject_source(number: int) -> str:
     names = json.dumps(list(SECTIONS[number]["names"]))
     return (
         f"# @title Section {number}: the variables its profiled calls produced on the GPU machine (recorded)\n"
+        f'_missing = [name for name in {names} if name not in RECORDING["variables"]]\n'
+        "if _missing:\n"
+        '    raise RuntimeError(f"the recording predates these cells: it has no {_missing}. Re-record with "\n'
+        '                       "scripts/record_ncu.py on the GPU machine, then run scripts/render_recorded.py")\n'
         f'globals().update({{name: RECORDING["variables"][name] for name in {names}}})\n'
     )
 
