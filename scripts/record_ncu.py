@@ -9,7 +9,9 @@ exists (the project's GPU runner has 2025.3.1), nsight's own profiling session c
 ncu command line, with exactly the flags nsight's attach command passes:
 
     ncu --nvtx --nvtx-include regex:nsight-python@.+ --log-file LOG --cache-control <all|none>
-        --clock-control <none|base> --replay-mode <kernel|range> --metrics <list> -f -o REPORT python3 ...
+        --clock-control none --replay-mode <kernel|range> --metrics <list> -f -o REPORT python3 ...
+
+(always `--clock-control none`: the runner is shared and its clocks stay as they are; see RUNNER_CLOCK_CONTROL)
 
 How (one ncu process per profiled call): this script (the outer process) executes the notebook's own cells, by
 cell id, in a namespace where `nsight` was imported with NSPY_NCU_INIT_AT_IMPORT=0 and USE_NCU is True, with
@@ -287,11 +289,14 @@ def inject_source(number: int) -> str:
     names = json.dumps(list(SECTIONS[number]["names"]))
     return (
         f"# @title Section {number}: the variables its profiled calls produced on the GPU machine (recorded)\n"
-        f'_missing = [name for name in {names} if name not in RECORDING["variables"]]\n'
+        f"_names = {names}\n"
+        '_missing = [name for name in _names if name not in RECORDING["variables"]]\n'
         "if _missing:\n"
-        '    raise RuntimeError(f"the recording predates these cells: it has no {_missing}. Re-record with "\n'
-        '                       "scripts/record_ncu.py on the GPU machine, then run scripts/render_recorded.py")\n'
-        f'globals().update({{name: RECORDING["variables"][name] for name in {names}}})\n'
+        "    raise RuntimeError(\n"
+        '        f"the recording predates these cells: it has no {_missing}. Re-record with scripts/record_ncu.py "\n'
+        '        "on the GPU machine, then run scripts/render_recorded.py"\n'
+        "    )\n"
+        'globals().update({name: RECORDING["variables"][name] for name in _names})\n'
     )
 
 

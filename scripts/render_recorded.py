@@ -75,8 +75,10 @@ by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU mach
 {provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector replaced:
 each profiled call ran nsight's own profiling session in a fresh Python process *under* the ncu command line, with
 the flags nsight's attach command passes (`--nvtx --nvtx-include regex:nsight-python@.+ --cache-control ...
---clock-control ... --replay-mode ... --metrics ...`), and nsight's own `extract_df_from_report` and aggregation
-turned each report into the frame `to_dataframe()` returns. The counters, replays, cache and clock control and
+--clock-control none --replay-mode ... --metrics ...`), and nsight's own `extract_df_from_report` and aggregation
+turned each report into the frame `to_dataframe()` returns. The machine is shared and its clocks stay as they are,
+so every ncu run there gets `--clock-control none`; a call that asks for base clocks is shown from the earlier
+recording that ran it, named where it appears. The counters, replays, cache and clock control and
 everything the notebook does with the frames are the real thing; only the trigger differs from a Colab run. Wall
 times measured this way include starting a Python process per call, so they are not what attach costs.
 
