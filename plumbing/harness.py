@@ -382,8 +382,11 @@ def report_summary(strict):
     """
     end_sections()
     summary, path = write_summary(strict=strict)
-    table = pd.DataFrame(summary["sections"])[["number", "title", "status", "headline", "seconds"]]
-    print(table.to_string(index=False, max_colwidth=60))
+    table = pd.DataFrame(summary["sections"])[["number", "title", "status", "seconds"]]
+    print(table.round(1).to_string(index=False))
+    print("\nheadline of each section (SKIPPED and FAILED ones give their reason):")
+    for section in summary["sections"]:  # whole, one a line: a table column would cut them off
+        print(f"{section['number']:>3}. {section.get('headline') or section.get('reason') or '-'}")
     print(f"\nwall time of the sections: {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")
     print("\nheadline figures against the datasheet:")
     for figure in summary["figures"]:

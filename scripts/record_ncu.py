@@ -7,10 +7,11 @@
 Why launch mode: nsight-python 1.1.0 attaches ncu 2026.2.1+ to the running process. Where only an older ncu
 exists (the project's GPU runner has 2025.3.1), nsight's own profiling session can still run as a script under the
 ncu command line, with the flags of nsight's own attach command (built by nsight, minus --mode attach and
---process-id, plus --nvtx):
+--process-id, plus --nvtx), always with `--clock-control none` (the runner is shared and its clocks stay as they
+are; see RUNNER_CLOCK_CONTROL):
 
     ncu --nvtx --nvtx-include regex:nsight-python@.+ --log-file LOG --cache-control <all|none>
-        --clock-control <none|base> --replay-mode <kernel|range> --metrics <list> -f -o REPORT python3 ...
+        --clock-control none --replay-mode <kernel|range> --metrics <list> -f -o REPORT python3 ...
 
 How (one ncu process per profiled call): this script (the outer process) executes the notebook's own cells, by
 cell id, in a namespace where `nsight` was imported with NSPY_NCU_INIT_AT_IMPORT=0 and section 1's names were made
@@ -70,13 +71,14 @@ MIN_NCU = (2025, 1)
 # The notebook's cells, by id (plumbing/cells.py says which section each belongs to). Section 1's names are made
 # here the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
 PRELUDE_CELLS = ("harness", "setup-helpers")
-PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES")  # run the cells that define these (sections 2, 5)
+PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s")  # run the cells that define these
 SECTIONS = {
     4: {"define": ("s4-define",), "run": ("s4-run",), "names": ("doubling_frames",)},
     6: {"define": ("s6-define",), "run": ("s6-run",), "names": ("limits_frame",)},
-    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run"), "names": ("several_kernels_error", "fusion_frame")},
-    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu"),
-        "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s")},
+    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed"),
+        "names": ("several_kernels_error", "fusion_frame", "unflushed_fusion_frame")},
+    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed"),
+        "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s", "unflushed_smallest_frame")},
     10: {"define": (), "run": (), "names": ()},
 }  # fmt: skip
 # Every other code cell of these sections (id s<N>-..., after the folded opener s<N>-open) only reads what the
@@ -85,6 +87,10 @@ OUTER_ONLY_CELLS = ("s9-cupti",)  # never replayed under ncu: its CUPTI child mu
 FUSION_REPORT_FOLDER = "s7_fusion"  # out_prefix("s7_fusion"): section 10 opens the report found there
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
+# The GPU runner is shared: its clocks must stay as they are, so every ncu there gets `--clock-control none`.
+# A call that asks for another clock control (section 4's clock_control="base") is never run here: it is served
+# from a committed recording that already holds it (made before this rule), and labelled with that recording.
+RUNNER_CLOCK_CONTROL = "none"
 
 NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, replay of the cells before it included
 
@@ -316,7 +322,14 @@ def inject_source(number: int) -> str:
     names = json.dumps(list(SECTIONS[number]["names"]))
     return (
         f"# @title Section {number}: the variables its profiled calls produced on the GPU machine (recorded)\n"
-        f'globals().update({{name: RECORDING["variables"][name] for name in {names}}})\n'
+        f"_names = {names}\n"
+        '_missing = [name for name in _names if name not in RECORDING["variables"]]\n'
+        "if _missing:\n"
+        "    raise RuntimeError(\n"
+        '        f"the recording predates these cells: it has no {_missing}. Re-record with scripts/record_ncu.py "\n'
+        '        "on the GPU machine, then run scripts/render_recorded.py"\n'
+        "    )\n"
+        'globals().update({name: RECORDING["variables"][name] for name in _names})\n'
     )
 
 
@@ -441,6 +454,8 @@ def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]
             raise RecorderError(f"nsight's ncu command has no '{option} {value or '...'}': {' '.join(attach)}")
         at = flags.index(option)
         del flags[at : at + 2]
+    if "--clock-control" not in flags or flags[flags.index("--clock-control") + 1] != RUNNER_CLOCK_CONTROL:
+        raise RecorderError(f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL}: {' '.join(attach)}")
     return [ncu, "--nvtx", *flags, *program]
 
 
@@ -537,6 +552,10 @@ class ProfiledCalls:
         )
         if self.role == "inner":
             return NcuRun(self), report_path, log_path
+        if clock_control != RUNNER_CLOCK_CONTROL:  # never run here: served from a committed recording
+            call = {"index": index, "section": self.where[0], "cell": self.where[1], "serve": True}
+            self.calls.append({**call, "cache_control": cache_control, "clock_control": clock_control})
+            return NcuRun(self), report_path, log_path
         command = launch_command(attach, self.ncu, inner_program(self.work, index))
         call = {
             "index": index,
@@ -561,6 +580,8 @@ class ProfiledCalls:
         if self.role == "outer":  # the inner process runs it, under ncu
             plain = [tuple(c) if isinstance(c, (list, tuple)) else c for c in configs]
             self.calls[-1].update(benchmark=func.__name__, runs=runs, configs=encode(plain))
+            if self.calls[-1].get("serve"):
+                return None
             settings = f"{self.calls[-1]['cache_control']}/{self.calls[-1]['clock_control']} runs={runs}"
             self.log(f"[record] call {self.index}: section {self.where[0]} {func.__name__} {settings} "
                      f"configs={len(configs)} metrics={self.calls[-1]['metrics']}")  # fmt: skip
@@ -604,6 +625,8 @@ class ProfiledCalls:
         import inspect
 
         call = self.calls[-1]
+        if call.pop("serve", False):
+            return self.serve_committed(index, call)
         extract = self.original["extract_df_from_report"]
         bound = inspect.signature(extract).bind(report_path, metrics, configs, iterations, func, *args, **kwargs)
         call["combine_kernel_metrics"] = getattr(bound.arguments.get("combine_kernel_metrics"), "__name__", None)
@@ -619,6 +642,49 @@ class ProfiledCalls:
         call["report_bytes"] = Path(report_path).stat().st_size
         self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
         return raw
+
+    def serve_committed(self, index: int, call: dict):
+        """A call this machine must not run (clock control other than none), from the committed recording."""
+        keys = ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")
+        wanted = {key: call[key] for key in keys}
+        found = committed_call(wanted)
+        if found is None:
+            raise RecorderError(
+                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for clock_control="
+                f"{call['clock_control']!r}, which this recorder refuses: the GPU runner is shared and its clocks "
+                f"must stay as they are (ncu gets --clock-control {RUNNER_CLOCK_CONTROL}). No committed recording "
+                f"holds this call ({wanted}) to reuse. Run it on a GPU of your own, or change the notebook's call."
+            )
+        call.update(metrics=found["call"]["metrics"], served_from=found["source"], raw_frame=found["call"]["raw_frame"])
+        self.log(f"[record] call {index}: section {call['section']} {call['benchmark']} clock_control="
+                 f"{call['clock_control']!r} not run here; served from {found['source']['label']}")  # fmt: skip
+        raw = decode(found["call"]["raw_frame"])
+        self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
+        return raw
+
+
+def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | None:
+    """{"call", "source"} of a committed call with the same section, benchmark, settings and configs, or None.
+
+    `source` names the recording that actually ran it (kept through later recordings that served it again).
+    """
+    for folder in folders if folders is not None else recording_folders():
+        recording = json.loads((folder / "recording.json").read_text())
+        for call in recording.get("calls", []):
+            if all(call.get(key) == value for key, value in wanted.items()) and call.get("raw_frame"):
+                provenance = recording.get("provenance", {})
+                source = call.get("served_from") or {
+                    "folder": folder.name,
+                    "created_utc": recording.get("created_utc"),
+                    "notebook_commit": provenance.get("notebook_commit"),
+                    "gpu": provenance.get("gpu"),
+                    "ncu_version": provenance.get("ncu_version"),
+                    "call_index": call.get("index"),
+                    "label": f"the recording of {recording.get('created_utc')} in {folder.name} (notebook commit "
+                    f"{str(provenance.get('notebook_commit'))[:7]})",
+                }
+                return {"call": call, "source": source}
+    return None
 
 
 def log_line(text: str) -> None:
@@ -807,6 +873,8 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
     cells = load_cells()
     per_section: dict = {}
     for call in calls.calls:
+        if call.get("served_from"):  # not run here: its time belongs to the recording it came from
+            continue
         key = str(call["section"])
         per_section.setdefault(key, {"calls": 0, "ncu_wall_s": 0.0, "session_s": 0.0})
         per_section[key]["calls"] += 1

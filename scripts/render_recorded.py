@@ -3,8 +3,12 @@
 
     python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
     python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
+    python scripts/render_recorded.py --executed headless_run/nsight_python_t4_tutorial.ipynb   # CUPTI-mode page
 
 Writes recorded_sections.ipynb (executed), recorded_sections.html and figures.json into the recording's folder.
+With --executed it turns a notebook that scripts/run_headless executed into its HTML page instead: a section
+that was SKIPPED shows its heading and one line pointing to the recorded page, the CUPTI fallback reason is
+printed once (in section 1's banner), and every plot gets alt text from its cell's title and axis labels.
 Every output and plot on the page comes from the notebook's own cells, run by id in a real kernel (nbclient):
 the harness, section 1's names from the recording, the define cells, then each section's analysis cells. The
 cells that called the profiler (the run cells) are shown with the output they printed on the GPU machine, not
@@ -14,9 +18,12 @@ run again. Folded '# @title' cells run with their input dropped (tag remove-inpu
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
+import html as html_text
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -68,13 +75,28 @@ by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU mach
 {provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector replaced:
 each profiled call ran nsight's own profiling session in a fresh Python process *under* the ncu command line, with
 the flags nsight's attach command passes (`--nvtx --nvtx-include regex:nsight-python@.+ --cache-control ...
---clock-control ... --replay-mode ... --metrics ...`), and nsight's own `extract_df_from_report` and aggregation
-turned each report into the frame `to_dataframe()` returns. The counters, replays, cache and clock control and
+--clock-control none --replay-mode ... --metrics ...`), and nsight's own `extract_df_from_report` and aggregation
+turned each report into the frame `to_dataframe()` returns. The machine is shared and its clocks stay as they are,
+so every ncu run there gets `--clock-control none`; a call that asks for base clocks is shown from the earlier
+recording that ran it, named where it appears. The counters, replays, cache and clock control and
 everything the notebook does with the frames are the real thing; only the trigger differs from a Colab run. Wall
 times measured this way include starting a Python process per call, so they are not what attach costs.
 
 Cells marked *recorded* called the profiler on the GPU machine: they are shown with the output they printed there.
 """
+
+
+def served_note(recording: dict, number: int) -> str:
+    """Where section `number`'s calls that were not run in this recording came from (clock control other than none)."""
+    served = [call for call in recording["calls"] if call.get("served_from") and call.get("section") == number]
+    notes = [
+        f" The call with `cache_control={call['cache_control']!r}, clock_control={call['clock_control']!r}` was not "
+        f"run in this recording (the runner's clocks stay as they are: every ncu there gets `--clock-control none`); "
+        f"its rows come from {call['served_from']['label']}, which requested {', '.join(call['metrics'])} only "
+        "(any other metric shows as NaN)."
+        for call in served
+    ]
+    return "".join(notes)
 
 
 def recorded_cell(cell: dict, output: str) -> nbformat.NotebookNode:
@@ -118,6 +140,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                             f"*Recorded:* the next cell(s) ran on the {recording['provenance']['gpu']} under ncu "
                             f"{recording['provenance']['ncu_version']} in launch mode ({seconds:.1f} s of ncu wall "
                             "time, Python start-up per call included); below is what they printed there."
+                            + served_note(recording, number)
                         )
                     )
                 notebook.cells.append(recorded_cell(cell, recording["cell_output"].get(cell["id"], "")))
@@ -138,6 +161,143 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
         )
     )
     return notebook, recording
+
+
+# ---------------------------------------------------------------- alt text for plots
+TITLE_CALLS = {"set_title": "title", "suptitle": "title", "set_xlabel": "x axis", "set_ylabel": "y axis"}
+TITLE_KEYWORDS = {"title": "title", "xlabel": "x axis", "ylabel": "y axis"}
+
+
+def _text(node: ast.AST) -> str:
+    """A string constant as written; an f-string with its {fields} as they read in the source."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(part.value if isinstance(part, ast.Constant) else "{...}" for part in node.values)
+    return ""
+
+
+def alt_text(source: str) -> str:
+    """Alt text for the plot a cell draws: its titles, then its axis labels, as the cell writes them."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "plot"
+    parts: list[tuple[int, str, str]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr in TITLE_CALLS and node.args and _text(node.args[0]):
+            parts.append((node.lineno, TITLE_CALLS[node.func.attr], _text(node.args[0])))
+        if node.func.attr == "set":
+            for keyword in node.keywords:
+                if keyword.arg in TITLE_KEYWORDS and _text(keyword.value):
+                    parts.append((keyword.value.lineno, TITLE_KEYWORDS[keyword.arg], _text(keyword.value)))
+    parts.sort(key=lambda part: (part[1] != "title", part[0]))
+    seen: list[str] = []
+    for _, kind, text in parts:
+        entry = f"{kind}: {text}"
+        if entry not in seen:
+            seen.append(entry)
+    return "Plot. " + "; ".join(seen) if seen else "plot"
+
+
+def add_alt_text(page: str, notebook: nbformat.NotebookNode) -> str:
+    """Give every PNG output in the HTML the alt text of the cell that drew it (nbconvert writes none)."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {}).get("image/png")
+            if not data:
+                continue
+            source = page.find(f'src="data:image/png;base64,{data.strip()[:80]}')
+            start = page.rfind("<img", 0, source)
+            if source < 0 or start < 0:
+                continue
+            alt = html_text.escape(alt_text(cell.source), quote=True)
+            tag = re.sub(r'\salt="[^"]*"', "", page[start:source])  # nbconvert's placeholder, if any
+            page = page[:start] + tag.replace("<img", f'<img alt="{alt}"', 1) + page[source:]
+    return page
+
+
+def export_html(notebook: nbformat.NotebookNode) -> str:
+    exporter = HTMLExporter()
+    exporter.register_preprocessor(
+        TagRemovePreprocessor(remove_input_tags={"remove-input"}, remove_cell_tags={"remove-cell"}), enabled=True
+    )
+    page, _ = exporter.from_notebook_node(notebook)
+    return add_alt_text(page, notebook)
+
+
+# ---------------------------------------------------------------- the CUPTI-mode page of a headless run
+SKIPPED_MARK = "SKIPPED"
+SECTION_HEADING = re.compile(r"^## (\d+)\. ")
+
+
+def printed(cell) -> str:
+    streams = [output for output in cell.get("outputs", []) if output.get("output_type") == "stream"]
+    return "".join(output.get("text", "") for output in streams)
+
+
+def cupti_reason(notebook: nbformat.NotebookNode) -> str:
+    """The fallback reason, as section 1's banner printed it (the line after 'because'), or ''."""
+    for cell in notebook.cells:
+        lines = printed(cell).splitlines() if cell.cell_type == "code" else []
+        for index, line in enumerate(lines):
+            if line.startswith("CUPTI MODE") and index + 1 < len(lines):
+                return lines[index + 1].strip()
+    return ""
+
+
+def collapse_skipped_sections(notebook: nbformat.NotebookNode, recorded_link: str) -> nbformat.NotebookNode:
+    """A SKIPPED section keeps its heading and one line pointing to the recorded page; the reason stays once."""
+    reason = cupti_reason(notebook)
+    kept, section, skipped = [], None, set()
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            match = SECTION_HEADING.match(cell.source)
+            section = int(match.group(1)) if match else None
+            kept.append(cell)
+            continue
+        if section is not None and cell.get("id") == f"s{section}-open" and printed(cell).startswith(SKIPPED_MARK):
+            skipped.add(section)
+            heading = kept.pop()  # the section's own heading cell: keep its first line only
+            kept.append(nbformat.v4.new_markdown_cell(heading.source.splitlines()[0]))
+            where = f"[the recorded page]({recorded_link})" if recorded_link else "the recorded page (none committed)"
+            kept.append(
+                nbformat.v4.new_markdown_cell(
+                    f"*Skipped in this run:* the CUPTI backend has no hardware counters or reports (reason in "
+                    f"section 1's banner). This section, run with Nsight Compute, is on {where}."
+                )
+            )
+            continue
+        if section in skipped:
+            continue
+        kept.append(cell)
+    if reason:
+        banner_seen = False
+        for cell in kept:
+            for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                text = output.get("text")
+                if output.get("output_type") != "stream" or not text or reason not in text:
+                    continue
+                if text.lstrip("=\n").startswith("CUPTI MODE") and not banner_seen:
+                    banner_seen = True
+                    continue
+                output["text"] = text.replace(reason, "(the reason is in the CUPTI banner at the end of section 1)")
+    notebook.cells = kept
+    return notebook
+
+
+def cupti_page(executed: Path) -> Path:
+    """The HTML page of an executed notebook (scripts/run_headless), next to it."""
+    notebook = nbformat.read(executed, as_version=4)
+    folders = record_ncu.recording_folders()
+    # The page is committed beside the recordings (docs/verified/<gpu>-cupti/), so the link is a sibling folder.
+    link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""
+    page = export_html(collapse_skipped_sections(notebook, link))
+    target = executed.with_suffix(".html")
+    target.write_text(page)
+    return target
 
 
 def render(folder: Path) -> Path:
@@ -162,19 +322,20 @@ def render(folder: Path) -> Path:
     )
     (folder / "figures.json").write_text(json.dumps(page, indent=1) + "\n")
     nbformat.write(notebook, folder / f"{PAGE}.ipynb")
-    exporter = HTMLExporter()
-    exporter.register_preprocessor(
-        TagRemovePreprocessor(remove_input_tags={"remove-input"}, remove_cell_tags={"remove-cell"}), enabled=True
-    )
-    html, _ = exporter.from_notebook_node(notebook)
-    (folder / f"{PAGE}.html").write_text(html)
+    (folder / f"{PAGE}.html").write_text(export_html(notebook))
     return folder / f"{PAGE}.html"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path, help="recording folders (default: all under docs/verified)")
+    parser.add_argument("--executed", type=Path, help="an executed notebook from scripts/run_headless: write its HTML")
     args = parser.parse_args(argv)
+    if args.executed:
+        if not args.executed.is_file():
+            raise SystemExit(f"--executed {args.executed}: no such notebook (scripts/run_headless writes it)")
+        print(f"rendered {cupti_page(args.executed)}")
+        return 0
     folders = [folder.resolve() for folder in args.folders] or record_ncu.recording_folders()
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")

@@ -1,0 +1,286 @@
+"""Issue 12: each lesson that sections 4, 7, 8 and 9 now state is held by the data a real run recorded.
+
+The Nsight Compute half comes from docs/verified/<gpu>-ncu-<version>/recording.json (scripts/record_ncu.py on the
+GPU runner); the notebook's own analysis cells run on it in a real kernel, as in tests/test_ncu_recordings.py.
+Section 8 ran under CUPTI in the headless run (docs/verified/<gpu>-cupti/summary.json). The bands come from
+physics and from nsight's own rules, not from one run's digits. A recording made before these cells existed
+fails with a message that says so: it must be re-made, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from types import SimpleNamespace
+
+import pytest
+from conftest import ROOT
+from test_ncu_recordings import RecordedNotebook
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import record_ncu  # noqa: E402
+
+FOLDERS = record_ncu.recording_folders()
+CUPTI_RUNS = sorted(path.parent for path in (ROOT / "docs" / "verified").glob("*-cupti/summary.json"))
+RERECORD = (
+    "re-record on the GPU runner (python3 scripts/record_ncu.py, then python scripts/render_recorded.py) and commit "
+    "the folder"
+)
+MEMORY_CLOCK = "dram__cycles_elapsed.avg.per_second"
+
+
+def predates(folder, what: str):
+    pytest.fail(f"{folder.name}: the recording predates issue 12's cells ({what}); {RERECORD}")
+
+
+def require_current(folder, recording: dict) -> None:
+    """Fail, saying why, unless the recording holds what the new cells need."""
+    variables = recording["variables"]
+    for number, spec in record_ncu.SECTIONS.items():
+        missing = [name for name in spec["names"] if name not in variables]
+        if missing:
+            predates(folder, f"section {number} has no {missing}")
+    if "run_started_s_Min" not in variables["ncu_matmul_frame"].columns:
+        predates(folder, "section 9's Nsight Compute frame has no run_started_s timestamps")
+    for (cache, clock), frame in variables["doubling_frames"].items():
+        if clock == "none" and MEMORY_CLOCK not in set(frame.Metric):
+            predates(folder, f"section 4's cache={cache} clock=none frame has no {MEMORY_CLOCK}")
+
+
+class Lessons:
+    """The recording of one folder; its notebook kernel starts on first use."""
+
+    def __init__(self, notebook, folder, tmp_path):
+        self.notebook, self.folder, self.tmp_path = notebook, folder, tmp_path
+        self.recording = record_ncu.load_recording(folder)
+        self._runner = None
+
+    def runner(self) -> RecordedNotebook:
+        require_current(self.folder, self.recording)
+        if self._runner is None:
+            self._runner = RecordedNotebook(self.notebook, self.folder, self.tmp_path)
+        return self._runner
+
+    def close(self):
+        if self._runner is not None:
+            self._runner.session.close()
+
+
+@pytest.fixture(scope="module", params=FOLDERS, ids=[folder.name for folder in FOLDERS])
+def lessons(request, notebook, tmp_path_factory):
+    found = Lessons(notebook, request.param, tmp_path_factory.mktemp(f"lessons-{request.param.name}"))
+    yield found
+    found.close()
+
+
+# ---------------------------------------------------------------- the recorder leaves the runner's clocks alone
+def test_the_metrics_the_notebook_requests_are_in_the_committed_tu104_listing():
+    listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metrics.txt"))
+    assert listings, "no committed tu104_metrics.txt (scripts/record_ncu.py writes `ncu --query-metrics --chip tu104`)"
+    known = {line.split()[0] for line in listings[-1].read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
+    bases = {metric.split(".", 1)[0] for metric in record_ncu.notebook_metrics(record_ncu.load_cells())}
+    assert MEMORY_CLOCK.split(".")[0] in bases, "section 4 should request the memory clock metric"
+    assert bases <= known, f"not in the T4 (tu104) metric listing {listings[-1]}: {sorted(bases - known)}"
+
+
+def test_every_ncu_run_of_the_recording_left_the_clocks_alone_and_base_rows_name_their_recording(lessons):
+    for call in lessons.recording["calls"]:
+        if call.get("served_from"):
+            source = call["served_from"]
+            assert call.get("clock_control") != "none" and "command" not in call, call
+            assert source.get("label") and source.get("created_utc") and source.get("folder"), (
+                f"call {call['index']} was served from a committed recording but does not say which: {source}"
+            )
+            continue
+        command = call.get("command", "").split()
+        if "--clock-control" not in command or command[command.index("--clock-control") + 1] != "none":
+            predates(lessons.folder, f"call {call['index']} ran ncu with {call.get('clock_control')!r} clocks")
+
+
+def _fake_call(tmp_path, clock_control):
+    argv = tmp_path / "ncu_argv"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(f'#!/bin/sh\necho "$@" > "{argv}"\nexit 1\n')
+    ncu.chmod(0o755)
+    (tmp_path / "calls").mkdir(exist_ok=True)
+    calls = record_ncu.ProfiledCalls(tmp_path, "outer", ncu=str(ncu), log=lambda *_: None)
+    calls.where = (4, "s4-run")
+    collector = SimpleNamespace(
+        metrics=["gpu__time_duration.sum"],
+        cache_control="all",
+        clock_control=clock_control,
+        replay_mode="kernel",
+        combine_kernel_metrics=None,
+        ignore_kernel_list=None,
+    )
+    settings = SimpleNamespace(runs=1, output_prefix=f"{tmp_path / 'out'}/", info_collectors=None)
+
+    def double(n):
+        pass
+
+    double._nspy_run_id = 0
+    return calls, (collector, double, [(8,)], settings), argv
+
+
+def test_recorder_runs_ncu_with_clock_control_none(tmp_path):
+    calls, arguments, argv = _fake_call(tmp_path, "none")
+    with pytest.raises(record_ncu.RecorderError):  # the fake ncu exits 1 after noting its arguments
+        calls.collect(*arguments)
+    command = argv.read_text().split()
+    assert command[command.index("--clock-control") + 1] == "none", f"ncu was started with {command}"
+
+
+def test_recorder_refuses_base_clocks_unless_a_committed_recording_holds_the_call(tmp_path, monkeypatch):
+    monkeypatch.setattr(record_ncu, "recording_folders", lambda root=None: [])
+    calls, arguments, argv = _fake_call(tmp_path, "base")
+    with pytest.raises(record_ncu.RecorderError, match="refuses"):
+        calls.collect(*arguments)
+    assert not argv.exists(), "ncu was started for a clock_control='base' call"
+
+
+def test_recorder_serves_base_clock_rows_from_the_recording_that_ran_them(tmp_path, monkeypatch):
+    import pandas as pd
+
+    old = tmp_path / "old-recording"
+    old.mkdir()
+    frame = pd.DataFrame({"Annotation": ["double"], "Value": [1234.0], "Metric": ["gpu__time_duration.sum"]})
+    wanted = {"section": 4, "benchmark": "double", "cache_control": "all", "clock_control": "base", "runs": 1}
+    call = {**wanted, "index": 1, "configs": record_ncu.encode([(8,)]), "metrics": ["gpu__time_duration.sum"]}
+    call["raw_frame"] = record_ncu.encode(frame)
+    old_recording = {"created_utc": "2026-11-30T10:00:00+00:00", "provenance": {"notebook_commit": "abc1234"}}
+    (old / "recording.json").write_text(json.dumps({**old_recording, "calls": [call]}))
+    monkeypatch.setattr(record_ncu, "recording_folders", lambda root=None: [old])
+    (tmp_path / "work").mkdir()
+    calls, arguments, argv = _fake_call(tmp_path / "work", "base")
+    served = calls.collect(*arguments)
+    assert not argv.exists(), "ncu was started for a clock_control='base' call"
+    assert served.Value.tolist() == [1234.0], "the committed raw frame should come back unchanged"
+    source = calls.calls[-1]["served_from"]
+    assert source["folder"] == "old-recording" and "2026-11-30T10:00:00" in source["label"], source
+
+
+# ---------------------------------------------------------------- section 4: the memory clock
+def test_s4_table_shows_the_memory_clock_the_recording_measured(lessons):
+    runner = lessons.runner()
+    runner.section(4)
+    rows = runner.value("clock_table.to_dict('records')")
+    frames = lessons.recording["variables"]["doubling_frames"]
+    for row in rows:
+        frame = frames[(row["cache"], row["clock"])]
+        measured = frame[frame.Metric == MEMORY_CLOCK]
+        if measured.empty:  # only rows served from an older recording may lack it, and they say where from
+            assert row["clock"] != "none", f"cache={row['cache']} clock=none has no memory clock in the recording"
+            continue
+        assert set(measured.Unit) == {"hz"}, f"{MEMORY_CLOCK} unit {set(measured.Unit)}: expected hz"
+        assert 500 < row["memory clock (MHz)"] < 10_000, (
+            f"memory clock {row['memory clock (MHz)']} MHz for {row}: DRAM clocks lie between 0.5 and 10 GHz; "
+            "check s4-table's Hz -> MHz conversion"
+        )
+    unlocked = [row["memory clock (MHz)"] for row in rows if row["clock"] == "none"]
+    assert max(unlocked) / min(unlocked) < 1.02, f"one GPU, one memory clock with clocks unlocked: {unlocked} MHz"
+
+
+# ---------------------------------------------------------------- section 7: written bytes without the flush
+def test_s7_without_the_flush_bytes_written_match_what_must_be_written(lessons):
+    runner = lessons.runner()
+    runner.section(7)
+    rows = runner.value("fusion_table.reset_index().to_dict('records')")
+    l2_mb = lessons.recording["environment"]["l2_bytes"] / 1e6
+    frame = lessons.recording["variables"]["unflushed_fusion_frame"]
+    for row in rows:
+        must = row["must write (MB)"]
+        assert row["written, no flush (MB)"] == pytest.approx(must, rel=0.03), (
+            f"{row['Annotation']}: {row['written, no flush (MB)']:.1f} MB written without the flush, against "
+            f"{must:.1f} MB it must write: check s7-table's no-flush column (bytes / 1e6 = MB)"
+        )
+        counted = frame[(frame.Annotation == row["Annotation"]) & (frame.Metric == "dram__bytes_write.sum")]
+        assert row["written, no flush (MB)"] == pytest.approx(counted.AvgValue.iloc[0] / 1e6, rel=1e-6), (
+            "s7-table's no-flush column must be the recorded unflushed frame's dram__bytes_write.sum"
+        )
+        shortfall = must - row["written (MB)"]
+        assert -0.02 * must <= shortfall <= 1.1 * l2_mb, (
+            f"{row['Annotation']}: with the flush {row['written (MB)']:.1f} MB written of {must:.1f} MB: the "
+            f"shortfall can only be what an L2 of {l2_mb:.0f} MB still held"
+        )
+
+
+# ---------------------------------------------------------------- section 9: the gap and the cost
+def test_s9_flush_explains_part_but_not_all_of_the_smallest_products_gap(lessons):
+    runner = lessons.runner()
+    runner.section(9)
+    gap = runner.value("gap")
+    variables = lessons.recording["variables"]
+    smallest = min(row["n"] for row in variables["cupti_result"]["rows"])
+    ncu = variables["ncu_matmul_frame"]
+    flushed = ncu[ncu.n == smallest].AvgValue.iloc[0] / 1e3
+    kept = variables["unflushed_smallest_frame"].AvgValue.iloc[0] / 1e3
+    cupti = next(row["AvgValue"] for row in variables["cupti_result"]["rows"] if row["n"] == smallest) / 1e3
+    assert gap["Nsight Compute, caches flushed (us)"] == pytest.approx(flushed, rel=1e-3), gap
+    assert gap["Nsight Compute, caches kept (us)"] == pytest.approx(kept, rel=1e-3), gap
+    assert cupti < kept < flushed, (
+        f"n={smallest}: a flush can only add time, and Nsight Compute without it still took longer than CUPTI "
+        f"in this recording: CUPTI {cupti:.2f} us, kept {kept:.2f} us, flushed {flushed:.2f} us"
+    )
+    share = (flushed - kept) / (flushed - cupti)
+    assert gap["share of the gap the flush explains (%)"] == pytest.approx(100 * share, abs=0.01), (
+        f"s9-gap's share {gap['share of the gap the flush explains (%)']} should be (flushed - kept) / (flushed - "
+        f"CUPTI) = {100 * share:.1f}%"
+    )
+    assert 10 < 100 * share < 100 and gap["left unexplained (us)"] > 0, gap
+    headline = runner.value("SECTIONS[9]['headline']")
+    assert f"{share:.0%} of it at n={smallest} from the flush" in headline, headline
+
+
+def test_s9_headline_compares_time_in_nsights_session_not_wall_time(lessons):
+    runner = lessons.runner()
+    runner.section(9)
+    cost = runner.value("cost")
+    frame = lessons.recording["variables"]["ncu_matmul_frame"]
+    session = ((frame.run_started_s_Max - frame.run_started_s_Min) * frame.NumRuns / (frame.NumRuns - 1)).sum()
+    kernels = (frame.AvgValue * frame.NumRuns).sum() / 1e9  # seconds of measured kernels
+    wall = lessons.recording["variables"]["ncu_wall_s"]
+    cupti = lessons.recording["variables"]["cupti_result"]["wall_s"]
+    assert cost["Nsight Compute, inside nsight's session (s)"] == pytest.approx(session, rel=1e-3), cost
+    assert kernels < session < wall, (
+        f"nsight's session ({session:.2f} s) must be longer than the kernels it measured ({kernels:.4f} s) and "
+        f"shorter than the wall time around the calls ({wall:.1f} s)"
+    )
+    headline = runner.value("SECTIONS[9]['headline']")
+    assert f"CUPTI cost {session / cupti:.0f}x less time" in headline, (
+        f"s9-record's headline should divide nsight's session time by CUPTI's ({session / cupti:.0f}x), not the "
+        f"wall time ({wall / cupti:.0f}x): {headline}"
+    )
+
+
+# ---------------------------------------------------------------- section 8: which limit acted (CUPTI run)
+S8_HEADLINE = re.compile(
+    r"under load the SM clock ran (?P<low>\d+)-(?P<high>\d+) MHz \(rated (?P<rated>\d+)\), held by "
+    r"(?P<held>[^,]+(?:, [^,]+)*?), with a "
+    r"T\.Limit margin of at least (?P<margin>-?\d+|nan) C; auto paused (?P<pauses>\d+) times"
+)
+
+
+@pytest.mark.parametrize("run", CUPTI_RUNS, ids=[run.name for run in CUPTI_RUNS])
+def test_s8_power_cap_acts_before_any_thermal_limit_on_the_h200(run):
+    summary = json.loads((run / "summary.json").read_text())
+    section = next(section for section in summary["sections"] if section["number"] == 8)
+    assert section["status"] == "ok", f"section 8 did not run cleanly in {run.name}: {section}"
+    match = S8_HEADLINE.search(section.get("headline") or "")
+    if match is None:
+        pytest.fail(
+            f"{run.name}: the headless run predates issue 12's section 8 (headline {section.get('headline')!r}); "
+            "run scripts/run_headless on the GPU runner and commit the run folder"
+        )
+    low, high, rated, margin, pauses = (match.group(key) for key in ("low", "high", "rated", "margin", "pauses"))
+    low, high, rated, pauses = int(low), int(high), int(rated), int(pauses)
+    assert low <= high <= 1.02 * rated, f"SM clocks above the rated {rated} MHz: a unit slip? {match.group(0)}"
+    if margin != "nan" and int(margin) > 10:
+        assert pauses == 0, f"auto pauses only at a T.Limit margin of 10 C or less; margin {margin} C, {pauses} pauses"
+    if "H200" in summary["environment"]["gpu"]:
+        assert low < 0.9 * rated and "power cap" in match.group("held"), (
+            f"on the H200, sustained fp16 load should pull the SM clock under its power cap: {match.group(0)}"
+        )
+        assert margin != "nan" and int(margin) > 10 and pauses == 0, (
+            f"the H200 should stay far from its thermal limit in seconds of load: {match.group(0)}"
+        )
