@@ -271,6 +271,7 @@ from IPython.display import Image, display
 RECORDING = _record_ncu.load_recording({json.dumps(str(folder))})
 ENVIRONMENT.update(RECORDING["environment"])
 L2_BYTES = ENVIRONMENT["l2_bytes"]
+PEAKS_LABEL, PEAKS = lookup_peaks(ENVIRONMENT["gpu"])  # as section 1 names them
 USE_NCU, NCU_ONLY_SKIP, CUPTI_REASON = True, "", ""
 QUIET = nsight.VerbosityLevel.SILENT
 CUPTI_DIR = Path("/nonexistent-cupti-dir")  # the CUPTI side of section 9 is recorded too
