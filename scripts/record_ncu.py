@@ -71,12 +71,14 @@ SECTIONS = {
     7: {"define": ("s7-define",), "run": ("s7-error", "s7-run"), "names": ("several_kernels_error", "fusion_frame")},
     9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu"),
         "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s")},
-    10: {"define": (), "run": (), "names": ()},
+    10: {"define": ("s10-define",), "run": ("s10-profile",), "names": ()},
 }  # fmt: skip
 # Every other code cell of these sections (id s<N>-..., after the folded opener s<N>-open) only reads what the
 # define and run cells made: those are the analysis cells that the tests and the rendered page execute on CPU.
 OUTER_ONLY_CELLS = ("s9-cupti",)  # never replayed under ncu: its CUPTI child must not be profiled by ncu
 FUSION_REPORT_FOLDER = "s7_fusion"  # out_prefix("s7_fusion"): section 10 opens the report found there
+SECTIONS_REPORT_FOLDER = "s10_sections"  # out_prefix("s10_sections"): s10-profile's ncu report with sections
+REPORT_FOLDERS = (FUSION_REPORT_FOLDER, SECTIONS_REPORT_FOLDER)  # kept in the recording for section 10
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
 
@@ -288,17 +290,25 @@ def inject_source(number: int) -> str:
 
 
 def restore_fusion_report(folder: Path, out_dir: Path) -> list[Path]:
-    """Put the recorded section 7 report (decompressed) and log where out_prefix("s7_fusion") points."""
-    target = Path(out_dir) / FUSION_REPORT_FOLDER
-    target.mkdir(parents=True, exist_ok=True)
+    """Put the recorded report folders (reports decompressed) where out_prefix(<folder name>) points.
+
+    Section 7's folder (its report and log) and, in recordings made since section 10 profiles with sections, the
+    folder of s10-profile's report. A recording made before that has only the first: section 10 then fails with
+    'no .ncu-rep', and the tests say to re-record.
+    """
     written = []
-    for path in sorted((Path(folder) / FUSION_REPORT_FOLDER).iterdir()):
-        if path.suffix == ".xz":
-            written.append(target / path.stem)
-            written[-1].write_bytes(lzma.decompress(path.read_bytes()))
-        else:
-            written.append(target / path.name)
-            shutil.copy2(path, written[-1])
+    for name in REPORT_FOLDERS:
+        if not (Path(folder) / name).is_dir():
+            continue
+        target = Path(out_dir) / name
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted((Path(folder) / name).iterdir()):
+            if path.suffix == ".xz":
+                written.append(target / path.stem)
+                written[-1].write_bytes(lzma.decompress(path.read_bytes()))
+            else:
+                written.append(target / path.name)
+                shutil.copy2(path, written[-1])
     return written
 
 
@@ -734,12 +744,14 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         (call["error"] for call in calls.calls if call.get("error") and call["section"] == 7), None
     )
     (dest / "recording.json").write_text(json.dumps(recording, indent=1, allow_nan=False) + "\n")
-    fusion_folder = work / "out" / FUSION_REPORT_FOLDER
-    if fusion_folder.is_dir():  # everything section 7's call left there (report, log, nsight's CSVs): section 10
-        target = dest / FUSION_REPORT_FOLDER
+    for name in REPORT_FOLDERS:  # everything section 7's call and s10-profile left there: section 10 reads it
+        report_folder = work / "out" / name
+        if not report_folder.is_dir():
+            continue
+        target = dest / name
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir()
-        for path in sorted(fusion_folder.iterdir()):
+        for path in sorted(report_folder.iterdir()):
             if path.suffix == ".ncu-rep":  # it embeds the cubin of each kernel's module (torch's: megabytes)
                 (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
             elif path.is_file():
