@@ -26,6 +26,7 @@ Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest):
   recording.json                 provenance, every call (settings, ncu wall time, raw frame), the notebook's
                                  variables (frames with dtypes), each executed cell's stdout
   s7_fusion/                     what section 7's call left in its folder (report as .ncu-rep.xz), for s10
+  s10_sections/                  s10-profile's ncu report (SpeedOfLight, LaunchStats, Occupancy) of the fused kernel
   tu104_metrics.txt              `ncu --query-metrics --chip tu104` lines of the metric families the notebook uses
   tu104_metric_suffixes.txt      `ncu --query-metrics-mode suffix --chip tu104` for the notebook's base metrics
   record_ncu.log                 what this script printed (when run with tee)
