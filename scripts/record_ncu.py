@@ -30,6 +30,7 @@ Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest):
   recording.json                 provenance, every call (settings, ncu wall time, raw frame), the notebook's
                                  variables (frames with dtypes), each executed cell's stdout
   s7_fusion/                     what section 7's call left in its folder (report as .ncu-rep.xz), for s10
+  s10_sections/                  s10-profile's ncu report (SpeedOfLight, LaunchStats, Occupancy) of the fused kernel
   tu104_metrics.txt              `ncu --query-metrics --chip tu104` lines of the metric families the notebook uses
   tu104_metric_suffixes.txt      `ncu --query-metrics-mode suffix --chip tu104` for the notebook's base metrics
   record_ncu.log                 what this script printed (when run with tee)
@@ -79,12 +80,14 @@ SECTIONS = {
         "names": ("several_kernels_error", "fusion_frame", "unflushed_fusion_frame")},
     9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed"),
         "names": ("cupti_result", "ncu_matmul_frame", "ncu_wall_s", "unflushed_smallest_frame")},
-    10: {"define": (), "run": (), "names": ()},
+    10: {"define": ("s10-define",), "run": ("s10-profile",), "names": ()},
 }  # fmt: skip
 # Every other code cell of these sections (id s<N>-..., after the folded opener s<N>-open) only reads what the
 # define and run cells made: those are the analysis cells that the tests and the rendered page execute on CPU.
 OUTER_ONLY_CELLS = ("s9-cupti",)  # never replayed under ncu: its CUPTI child must not be profiled by ncu
 FUSION_REPORT_FOLDER = "s7_fusion"  # out_prefix("s7_fusion"): section 10 opens the report found there
+SECTIONS_REPORT_FOLDER = "s10_sections"  # out_prefix("s10_sections"): s10-profile's ncu report with sections
+REPORT_FOLDERS = (FUSION_REPORT_FOLDER, SECTIONS_REPORT_FOLDER)  # kept in the recording for section 10
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
 # The GPU runner is shared: its clocks must stay as they are, so every ncu there gets `--clock-control none`.
@@ -334,17 +337,25 @@ def inject_source(number: int) -> str:
 
 
 def restore_fusion_report(folder: Path, out_dir: Path) -> list[Path]:
-    """Put the recorded section 7 report (decompressed) and log where out_prefix("s7_fusion") points."""
-    target = Path(out_dir) / FUSION_REPORT_FOLDER
-    target.mkdir(parents=True, exist_ok=True)
+    """Put the recorded report folders (reports decompressed) where out_prefix(<folder name>) points.
+
+    Section 7's folder (its report and log) and, in recordings made since section 10 profiles with sections, the
+    folder of s10-profile's report. A recording made before that has only the first: section 10 then fails with
+    'no .ncu-rep', and the tests say to re-record.
+    """
     written = []
-    for path in sorted((Path(folder) / FUSION_REPORT_FOLDER).iterdir()):
-        if path.suffix == ".xz":
-            written.append(target / path.stem)
-            written[-1].write_bytes(lzma.decompress(path.read_bytes()))
-        else:
-            written.append(target / path.name)
-            shutil.copy2(path, written[-1])
+    for name in REPORT_FOLDERS:
+        if not (Path(folder) / name).is_dir():
+            continue
+        target = Path(out_dir) / name
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted((Path(folder) / name).iterdir()):
+            if path.suffix == ".xz":
+                written.append(target / path.stem)
+                written[-1].write_bytes(lzma.decompress(path.read_bytes()))
+            else:
+                written.append(target / path.name)
+                shutil.copy2(path, written[-1])
     return written
 
 
@@ -925,12 +936,14 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         (call["error"] for call in calls.calls if call.get("error") and call["section"] == 7), None
     )
     (dest / "recording.json").write_text(json.dumps(recording, indent=1, allow_nan=False) + "\n")
-    fusion_folder = work / "out" / FUSION_REPORT_FOLDER
-    if fusion_folder.is_dir():  # everything section 7's call left there (report, log, nsight's CSVs): section 10
-        target = dest / FUSION_REPORT_FOLDER
+    for name in REPORT_FOLDERS:  # everything section 7's call and s10-profile left there: section 10 reads it
+        report_folder = work / "out" / name
+        if not report_folder.is_dir():
+            continue
+        target = dest / name
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir()
-        for path in sorted(fusion_folder.iterdir()):
+        for path in sorted(report_folder.iterdir()):
             if path.suffix == ".ncu-rep":  # it embeds the cubin of each kernel's module (torch's: megabytes)
                 (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
             elif path.is_file():
