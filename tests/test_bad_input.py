@@ -187,3 +187,31 @@ def test_folders_the_readme_commands_make_are_ignored_by_git():
     for folder in ("wheelhouse", "record_env", "record_ncu_work", "headless_run"):
         done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x.whl"], cwd=ROOT)
         assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"
+
+
+# ---------------------------------------------------------------- scripts/render_recorded.py
+RECORDINGS = sorted(path.parent for path in (ROOT / "docs/verified").glob("*/recording.json"))
+
+
+def test_render_recorded_without_nbformat_says_what_to_run_instead():
+    # -S: this Python without its site-packages, like a plain system python3 that lacks nbformat
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "scripts/render_recorded.py")], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode != 0, "a missing nbformat must fail the script"
+    assert "Traceback" not in done.stderr, f"a missing package must get a message, not a traceback:\n{done.stderr}"
+    assert "lacks nbformat" in done.stderr and ".ci/venv/bin/python scripts/render_recorded.py" in done.stderr
+
+
+@pytest.mark.skipif(not RECORDINGS, reason="no docs/verified/*/recording.json to render")
+def test_render_recorded_twice_on_the_same_data_changes_no_file(tmp_path):
+    folder = tmp_path / RECORDINGS[0].name
+    shutil.copytree(RECORDINGS[0], folder)
+    render = [sys.executable, str(ROOT / "scripts/render_recorded.py"), str(folder)]
+    subprocess.run(render, check=True, capture_output=True, cwd=ROOT)
+    first = {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+    again = subprocess.run(render, check=True, capture_output=True, text=True, cwd=ROOT)
+    second = {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+    changed = sorted(str(name) for name in first.keys() | second.keys() if first.get(name) != second.get(name))
+    assert not changed, f"re-rendering unchanged data rewrote {changed}: cell ids, timestamps or timings leak in"
+    assert "unchanged" in again.stdout, again.stdout
