@@ -33,10 +33,9 @@ DATASHEET = {
 def harness(notebook, tmp_path_factory):
     """One kernel with the real harness cell, shared by the read-only checks below."""
     out = tmp_path_factory.mktemp("decisions")
-    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(out / "out"), "NSPY_TUTORIAL_STRICT": ""}, cwd=out)
-    session.run(cell_by_id(notebook, "harness").source)
-    yield session
-    session.close()
+    with KernelSession(env={"NSPY_TUTORIAL_OUT": str(out / "out"), "NSPY_TUTORIAL_STRICT": ""}, cwd=out) as session:
+        session.run(cell_by_id(notebook, "harness").source)
+        yield session
 
 
 @pytest.mark.parametrize("gpu", sorted(DATASHEET))
@@ -64,9 +63,13 @@ def _summary_run(notebook, tmp_path, strict_value):
     if strict_value is not None:
         env["NSPY_TUTORIAL_STRICT"] = strict_value
     session = KernelSession(env=env, cwd=tmp_path)
-    session.run(cell_by_id(notebook, "harness").source)
-    session.run("# @title a broken section\nbegin_section(2, 'two')")
-    session.run("raise RuntimeError('boom')")  # the guard marks section 2 FAILED; no CellError
+    try:
+        session.run(cell_by_id(notebook, "harness").source)
+        session.run("# @title a broken section\nbegin_section(2, 'two')")
+        session.run("raise RuntimeError('boom')")  # the guard marks section 2 FAILED; no CellError
+    except BaseException:
+        session.close()
+        raise
     return session
 
 

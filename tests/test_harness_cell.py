@@ -19,11 +19,10 @@ def out_dir(tmp_path):
 @pytest.fixture
 def helpers(notebook, out_dir, tmp_path):
     """A fresh kernel that has run the notebook's own harness and setup-helper cells, writing to a temporary folder."""
-    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(out_dir)}, cwd=tmp_path)
-    session.run(cell_by_id(notebook, "harness").source)
-    session.run(cell_by_id(notebook, "setup-helpers").source)
-    yield session
-    session.close()
+    with KernelSession(env={"NSPY_TUTORIAL_OUT": str(out_dir)}, cwd=tmp_path) as session:
+        session.run(cell_by_id(notebook, "harness").source)
+        session.run(cell_by_id(notebook, "setup-helpers").source)
+        yield session
 
 
 def test_helper_cell_creates_and_reports_the_output_folder(helpers, out_dir):

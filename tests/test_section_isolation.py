@@ -17,10 +17,9 @@ COUNTER_SECTIONS = (4, 6, 7, 10)
 
 @pytest.fixture
 def kernel(notebook, tmp_path):
-    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out")}, cwd=tmp_path)
-    session.run(cell_by_id(notebook, "harness").source)
-    yield session
-    session.close()
+    with KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out")}, cwd=tmp_path) as session:
+        session.run(cell_by_id(notebook, "harness").source)
+        yield session
 
 
 def test_counter_sections_are_skipped_with_one_line_each_in_cupti_mode(notebook, kernel):

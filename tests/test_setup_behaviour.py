@@ -21,8 +21,7 @@ import nbformat
 import pytest
 from conftest import NOTEBOOK, cell_by_id
 from fake_env import FakeMachine, clean_environment, make_wheelhouse
-from jupyter_client.manager import KernelManager
-from kernel_session import CellError, KernelSession
+from kernel_session import CellError, KernelSession, running
 
 SECTION_1 = ["gpu-check", "harness", "setup-helpers", "s1-choice-code", "s1-ncu-code", "s1-pip-code",
              "s1-cupti-code", "s1-probe-code", "s1-import-code"]  # fmt: skip
@@ -35,11 +34,7 @@ class MachineKernel(KernelSession):
     """A kernel whose environment is exactly the simulated machine's (no settings leak in from outside)."""
 
     def __init__(self, env: dict[str, str], cwd: Path):
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(env={**clean_environment(), **env}, cwd=str(cwd))
-        self.client = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
+        super().__init__(env, cwd, base_env=clean_environment())
 
 
 @dataclass
@@ -101,12 +96,6 @@ def pip_targets(machine: FakeMachine) -> list[tuple[str, set[str]]]:
         target = argv[argv.index("--target") + 1] if "--target" in argv else ""
         calls.append((target, {arg for arg in argv if "==" in arg}))
     return calls
-
-
-def running(pid: int) -> bool:
-    """Whether a process is alive (a zombie, killed and not yet reaped, counts as ended)."""
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stops_where_a_gpu_is_needed(run: Run) -> None:
