@@ -12,17 +12,29 @@ no execution count; cells carry no Colab save noise (executionInfo, outputId, wi
 Plumbing is folded the Colab way: a code cell whose first line is `# @title ...` carries exactly
 `cellView: form` (Colab shows only its title) and the tag `remove-input` (the HTML rendering drops
 its code, through nbconvert's TagRemovePreprocessor). Every other cell carries no metadata at all.
+
+Plumbing lives in modules (plumbing/*.py), embedded into folded cells. A folded cell whose second line reads
+
+    # Source: plumbing/cells.py, plumbing/harness.py (embedded by scripts/notebook_format.py; edit the module)
+
+holds exactly those modules' code after it (each without its docstring, `from __future__` and `from plumbing...`
+imports: the names come from the cell that embeds that module); `path as NAME` embeds a module's text as the
+string constant NAME instead (a program the notebook writes to disk and runs). --fix rewrites only such cells;
+--check names each cell that differs from its modules.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
 
-DEFAULT_NOTEBOOK = Path(__file__).resolve().parent.parent / "nsight_python_t4_tutorial.ipynb"
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
 CANONICAL_METADATA = {
     "accelerator": "GPU",
     "colab": {"gpuType": "T4", "provenance": []},
@@ -41,6 +53,74 @@ def is_folded(cell: dict) -> bool:
     return cell.get("cell_type") == "code" and source.lstrip().startswith("# @title")
 
 
+# ---------------------------------------------------------------- modules embedded into folded cells
+GENERATED_NOTE = "(embedded by scripts/notebook_format.py; edit the module)"
+SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) " + re.escape(GENERATED_NOTE) + "$")
+EMBEDDED_ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
+
+
+class EmbeddingError(ValueError):
+    """A folded cell names a module that cannot be embedded; the message says which and why."""
+
+
+def embedded_modules(source: str) -> list[tuple[str, str | None]]:
+    """[(module path, constant name or None)] that a folded cell's Source line names; [] for other cells."""
+    lines = source.split("\n", 2)
+    match = SOURCE_LINE.match(lines[1]) if len(lines) > 1 and lines[0].startswith("# @title") else None
+    if match is None:
+        return []
+    items = []
+    for item in match.group("spec").split(", "):
+        parsed = EMBEDDED_ITEM.match(item.strip())
+        if parsed is None:
+            raise EmbeddingError(f"cannot read {item!r} in {lines[1]!r}: expected plumbing/<name>.py [as NAME]")
+        items.append((parsed.group("path"), parsed.group("name")))
+    return items
+
+
+def module_code(text: str) -> str:
+    """A module's code for a notebook cell: no docstring, no `from __future__` or `from plumbing...` imports."""
+    tree = ast.parse(text)
+    drop = set()
+    for index, node in enumerate(tree.body):
+        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        local = isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("__future__", "plumbing")
+        if docstring or local:
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    lines = text.splitlines()
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        after_dropped = number - 1 in drop and not line.strip()
+        if number in drop or after_dropped:
+            drop.add(number)  # a blank line after a dropped statement goes with it
+        else:
+            kept.append(line)
+    return "\n".join(kept).strip("\n")
+
+
+def module_constant(name: str, text: str, path: str) -> str:
+    """NAME = r\"\"\"<the module's code>\"\"\": a program the notebook writes to a file and runs."""
+    code = module_code(text)
+    if '"""' in code or code.endswith("\\"):
+        raise EmbeddingError(f"{path} cannot be embedded as {name}: its code holds a triple quote or ends with \\")
+    return f'{name} = r"""\n{code}\n"""'
+
+
+def generated_source(source: str, repo: Path = REPO) -> str | None:
+    """What a folded cell naming modules must hold: its title, its Source line, the modules. None for others."""
+    modules = embedded_modules(source)
+    if not modules:
+        return None
+    parts = []
+    for path, name in modules:
+        if not (repo / path).is_file():
+            raise EmbeddingError(f"{path} does not exist (named in the cell {source.splitlines()[0]!r})")
+        text = (repo / path).read_text()
+        parts.append(module_constant(name, text, path) if name else module_code(text))
+    head = "\n".join(source.split("\n", 2)[:2])
+    return head + "\n" + "\n\n\n".join(parts)
+
+
 def expected_cell_metadata(cell: dict) -> dict:
     return dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
 
@@ -56,6 +136,8 @@ def canonical(notebook: dict) -> dict:
         seen_ids.add(cell_id)
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
+        if cell["cell_type"] == "code":
+            source = generated_source(source) or source
         new = {
             "cell_type": cell["cell_type"],
             "id": cell_id,
@@ -103,9 +185,25 @@ def problems(path: Path) -> list[str]:
         if cell.get("metadata", {}) != expected_cell_metadata(cell):
             want = expected_cell_metadata(cell) or "none"
             found.append(f"cell {index} ({cell.get('id')}) has metadata {cell.get('metadata')!r}, expected {want}")
+        found += embedding_problems(index, cell)
     if not found and path.read_text() != render(canonical(notebook)):
         found.append("JSON layout differs from the canonical one")
     return found
+
+
+def embedding_problems(index: int, cell: dict) -> list[str]:
+    source = cell.get("source", "")
+    source = "".join(source) if isinstance(source, list) else source
+    if cell.get("cell_type") != "code":
+        return []
+    try:
+        expected = generated_source(source)
+    except EmbeddingError as error:
+        return [f"cell {index} ({cell.get('id')}): {error}"]
+    if expected is None or expected == source:
+        return []
+    modules = ", ".join(path for path, _ in embedded_modules(source))
+    return [f"cell {index} ({cell.get('id')}) differs from {modules}: edit the module, then run --fix"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +220,13 @@ def main(argv: list[str] | None = None) -> int:
             status = 2
             continue
         if args.fix:
-            path.write_text(render(canonical(json.loads(path.read_text()))))
+            try:
+                fixed = render(canonical(json.loads(path.read_text())))
+            except EmbeddingError as error:
+                print(f"{path}: {error}", file=sys.stderr)
+                status = 1
+                continue
+            path.write_text(fixed)
             print(f"{path}: canonical")
             continue
         found = problems(path)

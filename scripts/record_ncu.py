@@ -6,21 +6,24 @@
 
 Why launch mode: nsight-python 1.1.0 attaches ncu 2026.2.1+ to the running process. Where only an older ncu
 exists (the project's GPU runner has 2025.3.1), nsight's own profiling session can still run as a script under the
-ncu command line, with exactly the flags nsight's attach command passes:
+ncu command line, with the flags of nsight's own attach command (built by nsight, minus --mode attach and
+--process-id, plus --nvtx):
 
     ncu --nvtx --nvtx-include regex:nsight-python@.+ --log-file LOG --cache-control <all|none>
         --clock-control <none|base> --replay-mode <kernel|range> --metrics <list> -f -o REPORT python3 ...
 
 How (one ncu process per profiled call): this script (the outer process) executes the notebook's own cells, by
-cell id, in a namespace where `nsight` was imported with NSPY_NCU_INIT_AT_IMPORT=0 and USE_NCU is True, with
-nsight.collection.ncu.NCUCollector.collect replaced by a pinned re-implementation of it (nsight-python==1.1.0).
-For the k-th profiled call the replacement starts `ncu ... python3 record_ncu.py --inner --call k`; that inner
-process replays the same cells, serves calls 0..k-1 from what the outer already extracted, and for call k runs
-nsight.collection.core.run_profile_session exactly as NCUCollector.collect does (minus nvInjBeginProfiling and
-the attach, which ncu's launch replaces), then exits. The outer then reads the report with nsight's own
-extraction.extract_df_from_report (same arguments as NCUCollector.collect) and returns the raw frame to nsight's
-own wrapper, which aggregates it. So the notebook's variables (doubling_frames, limits_frame, fusion_frame,
-ncu_matmul_frame, ...) end up holding exactly what to_dataframe() built from real reports.
+cell id, in a namespace where `nsight` was imported with NSPY_NCU_INIT_AT_IMPORT=0 and section 1's names were made
+with the notebook's own plumbing (plumbing/harness.py, plumbing/setup_helpers.py). nsight's NCUCollector.collect
+runs unchanged; the module-level functions it calls are patched (PATCHED_FUNCTIONS): activating Nsight Compute and
+begin/end profiling do nothing (ncu launched the process), launch_ncu starts `ncu ... python3 record_ncu.py --inner
+--call k` with nsight's own flags, and run_profile_session is left to that inner process. The inner replays the same
+cells, serves calls 0..k-1 from what the outer already extracted, and for call k runs nsight's own
+run_profile_session, then exits. collect then waits for ncu and reads the report with nsight's own
+extract_df_from_report and aggregation. So the notebook's variables (doubling_frames, limits_frame, fusion_frame,
+ncu_matmul_frame, ...) end up holding exactly what to_dataframe() built from real reports. A release of
+nsight-python whose collect no longer calls these functions, or calls them with other parameters, stops the
+recorder with a message naming what moved (check_nsight_internals).
 
 Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest):
   recording.json                 provenance, every call (settings, ncu wall time, raw frame), the notebook's
@@ -56,13 +59,17 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the plumbing package, the same modules the notebook embeds
+from plumbing.cells import SECTION_ONE_NAMES, section_of  # noqa: E402
+from plumbing.setup_helpers import parse_ncu_version, put_first_on_path, version_text  # noqa: E402
+
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 NSIGHT_VERSION = "1.1.0"
 MIN_NCU = (2025, 1)
 NVTX_INCLUDE = "regex:nsight-python@.+"  # nsight.utils.NVTX_DOMAIN, as nsight's attach command passes it
 
-# The notebook's cells, by id (docs: /work/briefs/contract.md, "Cell contract"). Section 1's names are made here
-# the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
+# The notebook's cells, by id (plumbing/cells.py says which section each belongs to). Section 1's names are made
+# here the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
 PRELUDE_CELLS = ("harness", "setup-helpers")
 PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES")  # run the cells that define these (sections 2, 5)
 SECTIONS = {
@@ -80,8 +87,7 @@ FUSION_REPORT_FOLDER = "s7_fusion"  # out_prefix("s7_fusion"): section 10 opens 
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
 
-# sha256 of inspect.getsource(NCUCollector.collect) in nsight-python 1.1.0: the code re-implemented below.
-PINNED_COLLECT_SHA256 = "d83475db4b53160f93a3801cf6455cd211c98c4fd283d2deb28cc0e35dc7b02b"
+NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, replay of the cells before it included
 
 
 class RecorderError(RuntimeError):
@@ -110,8 +116,8 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
 
 
 def section_cells(cells: list[dict], number: int) -> list[dict]:
-    """The cells of section `number` (ids s<N> and s<N>-...), in notebook order."""
-    return [cell for cell in cells if cell["id"] == f"s{number}" or (cell["id"] or "").startswith(f"s{number}-")]
+    """The cells of section `number` (plumbing/cells.py), in notebook order."""
+    return [cell for cell in cells if section_of(cell["id"]) == number]
 
 
 def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
@@ -152,6 +158,20 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
     if missing:
         raise RecorderError(f"no notebook cell defines {sorted(missing)} (needed by sections 4-9)")
     return ids
+
+
+def benchmark_setting_names(cells: list[dict]) -> set[str]:
+    """Names the sections' visible define cells bind: the benchmark settings a recording must match.
+
+    The folded define cells (section 9's CUPTI child) are plumbing, not settings.
+    """
+    names = set()
+    for spec in SECTIONS.values():
+        for cell_id in spec["define"]:
+            source = cell_source(cells, cell_id)
+            if not source.lstrip().startswith("# @title"):
+                names |= top_level_names(source)
+    return names
 
 
 def plan(cells: list[dict]) -> list[tuple[int | None, str]]:
@@ -270,8 +290,8 @@ from IPython.display import Image, display
 
 RECORDING = _record_ncu.load_recording({json.dumps(str(folder))})
 ENVIRONMENT.update(RECORDING["environment"])
-L2_BYTES = ENVIRONMENT["l2_bytes"]
-USE_NCU, NCU_ONLY_SKIP, CUPTI_REASON = True, "", ""
+USE_NCU, CUPTI_REASON = True, ""
+L2_BYTES, PEAKS_LABEL, PEAKS, NCU_ONLY_SKIP = section_one_values(ENVIRONMENT, USE_NCU)
 QUIET = nsight.VerbosityLevel.SILENT
 CUPTI_DIR = Path("/nonexistent-cupti-dir")  # the CUPTI side of section 9 is recorded too
 """
@@ -305,180 +325,275 @@ def recording_folders(root: Path = ROOT) -> list[Path]:
     return sorted(path.parent for path in (root / "docs" / "verified").glob("*/recording.json"))
 
 
-# ---------------------------------------------------------------- nsight internals, pinned
-def check_nsight_internals():
-    """Fail clearly unless nsight-python is 1.1.0 with the internals this script re-implements."""
+# ---------------------------------------------------------------- what the recorder patches in nsight
+# NCUCollector.collect runs unchanged; the recorder replaces the module-level functions it calls. Each entry: the
+# module, the function, and the parameters the replacement relies on (None: called without arguments that matter).
+PATCHED_FUNCTIONS = (
+    ("nsight.tools_manager", "activate", ["tool"]),
+    ("nsight.collection.ncu", "begin_profiling", []),
+    ("nsight.collection.ncu", "end_profiling", []),
+    ("nsight.collection.ncu", "launch_ncu",
+     ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"]),
+    ("nsight.collection.core", "run_profile_session",
+     ["func", "configs", "runs", "verbosity", "thermal_mode", "thermal_wait", "thermal_cont", "thermal_timeout",
+      "thermal_device", "info_collectors_list", "output_prefix"]),
+    ("nsight.extraction", "extract_df_from_report",
+     ["report_path", "metrics", "configs", "iterations", "func", "derive_metric", "ignore_kernel_list", "verbosity",
+      "combine_kernel_metrics", "info_collectors_list", "config_scope_columns", "annotation_scope_columns",
+      "info_prefix"]),
+)  # fmt: skip
+# The names NCUCollector.collect must still use for the patches to take effect (its code object's names).
+COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report")
+COLLECT_IMPORTS = ("activate", "get_active_tool")  # imported inside collect from nsight.tools_manager
+ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
+
+
+def nsight_internals_problems() -> list[str]:
+    """What moved in the installed nsight-python, against what the recorder patches ([] if nothing)."""
+    import importlib
     import inspect
 
-    import nsight
-    from nsight import extraction
-    from nsight.collection import core, ncu
+    from nsight.collection import ncu
 
     problems = []
-    if nsight.__version__ != NSIGHT_VERSION:
-        problems.append(f"nsight-python is {nsight.__version__}, this recorder is written for {NSIGHT_VERSION}")
-    collect_sha = hashlib.sha256(inspect.getsource(ncu.NCUCollector.collect).encode()).hexdigest()
-    if collect_sha != PINNED_COLLECT_SHA256:
-        problems.append("nsight.collection.ncu.NCUCollector.collect is not the 1.1.0 code re-implemented here")
-    expected = {
-        core.run_profile_session: [
-            "func", "configs", "runs", "verbosity", "thermal_mode", "thermal_wait", "thermal_cont",
-            "thermal_timeout", "thermal_device", "info_collectors_list", "output_prefix",
-        ],
-        extraction.extract_df_from_report: [
-            "report_path", "metrics", "configs", "iterations", "func", "derive_metric", "ignore_kernel_list",
-            "verbosity", "combine_kernel_metrics", "info_collectors_list", "config_scope_columns",
-            "annotation_scope_columns", "info_prefix",
-        ],
-    }  # fmt: skip
-    for function, parameters in expected.items():
-        if list(inspect.signature(function).parameters) != parameters:
-            problems.append(f"{function.__module__}.{function.__name__} changed its parameters")
+    for module_name, name, parameters in PATCHED_FUNCTIONS:
+        function = getattr(importlib.import_module(module_name), name, None)
+        if function is None:
+            problems.append(f"{module_name}.{name} is gone")
+        elif list(inspect.signature(function).parameters)[: len(parameters)] != parameters:
+            problems.append(
+                f"{module_name}.{name} takes ({', '.join(inspect.signature(function).parameters)}), "
+                f"the recorder expects ({', '.join(parameters)})"
+            )
+    collect = getattr(getattr(ncu, "NCUCollector", None), "collect", None)
+    if collect is None:
+        return [*problems, "nsight.collection.ncu.NCUCollector.collect is gone"]
+    code = collect.__code__
+    problems += [f"NCUCollector.collect no longer calls {name}" for name in COLLECT_USES if name not in code.co_names]
+    problems += [
+        f"NCUCollector.collect no longer imports {name} from nsight.tools_manager"
+        for name in COLLECT_IMPORTS
+        if name not in code.co_varnames + code.co_names
+    ]
+    return problems
+
+
+def check_nsight_internals():
+    """Fail with what moved unless nsight-python still has the functions the recorder patches, as it calls them."""
+    import nsight
+
+    problems = nsight_internals_problems()
     if problems:
         raise RecorderError(
-            "scripts/record_ncu.py drives nsight-python's internal functions and is pinned to "
-            f"nsight-python=={NSIGHT_VERSION}: " + "; ".join(problems) + f". Install nsight-python=={NSIGHT_VERSION} "
-            "or port the recorder (compare NCUCollector.collect with ProfiledCalls.collect)."
+            f"scripts/record_ncu.py patches functions that NCUCollector.collect calls, and nsight-python "
+            f"{nsight.__version__} moved them: " + "; ".join(problems) + ". Port PATCHED_FUNCTIONS and ProfiledCalls "
+            f"to this release, or install nsight-python=={NSIGHT_VERSION} (the release it was written for)."
+        )
+    if nsight.__version__ != NSIGHT_VERSION:
+        log_line(
+            f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing it patches moved"
         )
 
 
-def scope_columns(settings) -> tuple[list[str], list[str]]:
-    """config/run- and annotation-scope collector columns, as NCUCollector.collect computes them."""
-    config_scope, annotation_scope = [], []
-    for name, _callback, scope in settings.info_collectors or []:
-        if scope in ("config", "run"):
-            config_scope.append(name)
-        elif scope == "annotation":
-            annotation_scope.append(name)
-    return config_scope, annotation_scope
+def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
+    """The ncu command nsight's own launch_ncu builds for attach mode, captured instead of started."""
+    from nsight.collection import ncu
+
+    captured = []
+
+    class Capture:
+        @staticmethod
+        def Popen(command, *args, **kwargs):  # noqa: N802 - stands in for subprocess.Popen
+            captured.append(list(command))
+
+    saved, ncu.subprocess = ncu.subprocess, Capture
+    try:
+        _, report_path, log_path = launch_ncu(
+            report_path, metrics, cache_control, clock_control, replay_mode, verbosity
+        )
+    finally:
+        ncu.subprocess = saved
+    if len(captured) != 1:
+        raise RecorderError(f"nsight's launch_ncu started {len(captured)} processes, the recorder expects one")
+    return captured[0], log_path
+
+
+def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]:
+    """nsight's attach command as a launch command: its flags, minus the attach-only ones, plus --nvtx (launch mode
+    filters NVTX ranges only with it), running `program` under the given ncu."""
+    flags = list(attach[1:])
+    for option, value in ATTACH_ONLY_OPTIONS.items():
+        if option not in flags or (value is not None and flags[flags.index(option) + 1] != value):
+            raise RecorderError(f"nsight's ncu command has no '{option} {value or '...'}': {' '.join(attach)}")
+        at = flags.index(option)
+        del flags[at : at + 2]
+    return [ncu, "--nvtx", *flags, *program]
+
+
+def inner_program(work: Path, index: int) -> list[str]:
+    """What ncu runs for profiled call `index`: this script, replaying the cells up to that call."""
+    return [sys.executable, str(Path(__file__).resolve()), "--inner", "--work", str(work), "--call", str(index)]
 
 
 class InnerDone(BaseException):
     """The inner process profiled its call: stop replaying cells."""
 
 
+class NcuRun:
+    """What collect waits on: the ncu process running the inner replay (outer), or nothing (inner)."""
+
+    def __init__(self, calls: ProfiledCalls, call: dict | None = None, process=None, output: Path | None = None):
+        self.calls, self.call, self.process, self.output = calls, call, process, output
+
+    def wait(self) -> int:
+        if self.process is None:
+            return 0
+        return self.calls.finished(self.call, self.process, self.output)
+
+
 class ProfiledCalls:
-    """The replacement for NCUCollector.collect, in the outer process or in an inner one (under ncu)."""
+    """The replacements for the functions NCUCollector.collect calls, in the outer process or in an inner one.
+
+    Outer: launch_ncu starts `ncu <nsight's own flags> python3 record_ncu.py --inner --call k`; the profile session
+    is left to that inner process; nsight's own extraction then reads the report. Inner (under ncu): calls before k
+    return what the outer extracted; call k runs nsight's own profile session, then the process ends.
+    """
 
     def __init__(self, work: Path, role: str, target: int | None = None, ncu: str | None = None, log=None):
         self.work, self.role, self.target, self.ncu = work, role, target, ncu
         self.log = log or log_line
-        self.index = 0
+        self.index = -1  # the call collect is in
         self.where = (None, None)  # (section, cell id) being executed
         self.calls: list[dict] = []  # outer: what each call did
         self.allowed = True
+        self.original: dict[str, object] = {}
 
     def install(self):
+        import importlib
+
         from nsight.collection import ncu
 
-        calls = self
+        if ncu.injection_load_error is not None:
+            raise RecorderError(
+                f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); the recorder "
+                "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported (main() sets it)"
+            )
 
-        def collect(collector, func, configs, settings):
-            return calls.collect(collector, func, configs, settings)
+        replacements = {
+            "activate": self.activate,
+            "begin_profiling": self.no_injection,
+            "end_profiling": self.no_injection,
+            "launch_ncu": self.launch_ncu,
+            "run_profile_session": self.run_profile_session,
+            "extract_df_from_report": self.extract_df_from_report,
+        }
+        for module_name, name, _ in PATCHED_FUNCTIONS:
+            module = importlib.import_module(module_name)
+            self.original[name] = getattr(module, name)
+            setattr(module, name, replacements[name])
 
-        ncu.NCUCollector.collect = collect
+    def uninstall(self):
+        import importlib
+
+        for module_name, name, _ in PATCHED_FUNCTIONS:
+            if name in self.original:
+                setattr(importlib.import_module(module_name), name, self.original.pop(name))
 
     def _stored(self, index: int) -> Path:
         return self.work / "calls" / f"{index}.pkl"  # scratch between outer and inner, never committed
 
-    def collect(self, collector, func, configs, settings):
-        from nsight import extraction
-        from nsight.collection import core
+    # ---- the replacements
+    def activate(self, tool):
+        from nsight.tools_manager import Tool
 
+        if tool != Tool.NCU:
+            return self.original["activate"](tool)
+        return None  # ncu launched this process: there is no injection library to load
+
+    def no_injection(self):
+        """begin/end profiling: in launch mode ncu profiles the NVTX ranges nsight opens; nothing to call."""
+
+    def launch_ncu(self, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
         if not self.allowed:
             raise RecorderError(f"cell {self.where[1]!r} called a benchmark, but it is run only for its definitions")
-        index, self.index = self.index, self.index + 1
-        configs_list = list(configs)
+        self.index += 1
+        index = self.index
+        attach, log_path = nsight_attach_command(
+            self.original["launch_ncu"], report_path, metrics, cache_control, clock_control, replay_mode, verbosity
+        )
         if self.role == "inner":
-            if index < self.target:
-                kind, payload = pickle.loads(self._stored(index).read_bytes())
-                if kind == "error":
-                    raise payload
-                return payload
-            started = time.perf_counter()
-            core.run_profile_session(
-                func,
-                configs_list,
-                settings.runs,
-                settings.verbosity,
-                settings.thermal_mode,
-                settings.thermal_wait,
-                settings.thermal_cont,
-                settings.thermal_timeout,
-                settings.thermal_device,
-                settings.info_collectors,
-                settings.output_prefix,
-            )
-            import torch
-
-            torch.cuda.synchronize()
-            (self.work / "calls" / f"{index}.session.json").write_text(
-                json.dumps({"session_s": time.perf_counter() - started})
-            )
-            raise InnerDone()
-
-        tag = f"{func.__name__}-{func._nspy_run_id}"
-        report_path = f"{settings.output_prefix}ncu-output-{tag}.ncu-rep"
-        log_path = f"{settings.output_prefix}ncu-output-{tag}.log"
+            return NcuRun(self), report_path, log_path
+        command = launch_command(attach, self.ncu, inner_program(self.work, index))
         call = {
             "index": index,
             "section": self.where[0],
             "cell": self.where[1],
-            "benchmark": func.__name__,
-            "tag": tag,
-            "metrics": list(collector.metrics),
-            "cache_control": collector.cache_control,
-            "clock_control": collector.clock_control,
-            "replay_mode": collector.replay_mode,
-            "combine_kernel_metrics": getattr(collector.combine_kernel_metrics, "__name__", None),
-            "runs": settings.runs,
-            "configs": encode([tuple(c) if isinstance(c, (list, tuple)) else c for c in configs_list]),
+            "metrics": list(metrics),
+            "cache_control": cache_control,
+            "clock_control": clock_control,
+            "replay_mode": replay_mode,
             "report": os.path.relpath(report_path, self.work),
+            "command": " ".join(command).replace(str(self.work), "WORK"),
+            "nsight_attach_command": " ".join(attach).replace(str(self.work), "WORK"),
         }
-        command = [
-            self.ncu, "--nvtx", "--nvtx-include", NVTX_INCLUDE, "--log-file", log_path,
-            "--cache-control", collector.cache_control, "--clock-control", collector.clock_control,
-            "--replay-mode", collector.replay_mode, "--metrics", ",".join(collector.metrics), "-f", "-o", report_path,
-            sys.executable, str(Path(__file__).resolve()), "--inner", "--work", str(self.work), "--call", str(index),
-        ]  # fmt: skip
-        call["command"] = " ".join(command).replace(str(self.work), "WORK")
-        settings_text = f"{call['cache_control']}/{call['clock_control']} runs={settings.runs}"
-        self.log(f"[record] call {index}: section {self.where[0]} {func.__name__} {settings_text} "
-                 f"configs={len(configs_list)} metrics={call['metrics']}")  # fmt: skip
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=child_env(self.work))
-        call["ncu_wall_s"] = round(time.perf_counter() - started, 2)
-        session = self.work / "calls" / f"{index}.session.json"
-        call["session_s"] = round(json.loads(session.read_text())["session_s"], 2) if session.exists() else None
-        call["ncu_exit"] = done.returncode
-        call["process_output_tail"] = (done.stdout + done.stderr).strip().splitlines()[-15:]
-        call["ncu_log_tail"] = Path(log_path).read_text().strip().splitlines()[-8:] if Path(log_path).exists() else []
         self.calls.append(call)
-        self.log(f"[record]   ncu exit {done.returncode} in {call['ncu_wall_s']} s (session {call['session_s']} s)")
-        try:
-            if done.returncode != 0 or call["session_s"] is None:
-                raise RecorderError(
-                    f"ncu or the inner process failed for call {index} ({func.__name__}): exit {done.returncode}\n"
-                    + "\n".join(call["process_output_tail"] + call["ncu_log_tail"])
-                )
-            config_scope, annotation_scope = scope_columns(settings)
-            raw = extraction.extract_df_from_report(
-                report_path,
-                collector.metrics,
-                configs_list,
-                settings.runs,
-                func,
-                settings.derive_metric,
-                collector.ignore_kernel_list,
-                settings.verbosity,
-                collector.combine_kernel_metrics,
-                settings.info_collectors,
-                config_scope,
-                annotation_scope,
-                info_prefix=settings.output_prefix or "",
+        output = self.work / "calls" / f"{index}.out"
+        with open(output, "w") as sink:
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
+        call["started"] = time.perf_counter()
+        return NcuRun(self, call, process, output), report_path, log_path
+
+    def run_profile_session(self, func, configs, runs, *args, **kwargs):
+        if self.role == "outer":  # the inner process runs it, under ncu
+            plain = [tuple(c) if isinstance(c, (list, tuple)) else c for c in configs]
+            self.calls[-1].update(benchmark=func.__name__, runs=runs, configs=encode(plain))
+            settings = f"{self.calls[-1]['cache_control']}/{self.calls[-1]['clock_control']} runs={runs}"
+            self.log(f"[record] call {self.index}: section {self.where[0]} {func.__name__} {settings} "
+                     f"configs={len(configs)} metrics={self.calls[-1]['metrics']}")  # fmt: skip
+            return None
+        if self.index < self.target:
+            return None  # served from the outer's extraction below
+        started = time.perf_counter()
+        self.original["run_profile_session"](func, configs, runs, *args, **kwargs)
+        import torch
+
+        torch.cuda.synchronize()
+        session = {"session_s": time.perf_counter() - started}
+        (self.work / "calls" / f"{self.index}.session.json").write_text(json.dumps(session))
+        raise InnerDone()
+
+    def finished(self, call: dict, process, output: Path) -> int:
+        """The outer's wait for ncu: its exit, wall time, the inner's session time and the ends of both logs."""
+        returncode = process.wait(timeout=NCU_CALL_TIMEOUT_S)
+        call["ncu_wall_s"] = round(time.perf_counter() - call.pop("started"), 2)
+        session = self.work / "calls" / f"{call['index']}.session.json"
+        call["session_s"] = round(json.loads(session.read_text())["session_s"], 2) if session.exists() else None
+        call["ncu_exit"] = returncode
+        call["process_output_tail"] = output.read_text(errors="replace").strip().splitlines()[-15:]
+        log_path = self.work / call["report"].replace(".ncu-rep", ".log")
+        call["ncu_log_tail"] = log_path.read_text().strip().splitlines()[-8:] if log_path.exists() else []
+        self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s (session {call['session_s']} s)")
+        if returncode != 0 or call["session_s"] is None:
+            raise RecorderError(
+                f"ncu or the inner process failed for call {call['index']} ({call.get('benchmark')}): exit {returncode}"
+                "\n" + "\n".join(call["process_output_tail"] + call["ncu_log_tail"])
             )
-        except RecorderError:
-            raise
+        return returncode
+
+    def extract_df_from_report(self, report_path, metrics, configs, iterations, func, *args, **kwargs):
+        index = self.index
+        if self.role == "inner":  # a call before the target: what the outer extracted
+            kind, payload = pickle.loads(self._stored(index).read_bytes())
+            if kind == "error":
+                raise payload
+            return payload
+        call = self.calls[-1]
+        combine = kwargs.get("combine_kernel_metrics", args[4] if len(args) > 4 else None)
+        call["combine_kernel_metrics"] = getattr(combine, "__name__", None)
+        call["tag"] = f"{func.__name__}-{func._nspy_run_id}"
+        try:
+            extract = self.original["extract_df_from_report"]
+            raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
         except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
             call["error"] = {"type": type(error).__name__, "message": str(error)}
             self._stored(index).write_bytes(pickle.dumps(("error", error)))
@@ -504,8 +619,15 @@ def child_env(work: Path) -> dict:
 
 
 # ---------------------------------------------------------------- running cells
-def section_one_names(namespace: dict, ncu_version: str):
-    """The names section 1 defines for later sections (cell contract), made as section 1 makes them."""
+LAUNCH_MODE = {
+    "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
+    "profiler": "ncu (launch mode, scripts/record_ncu.py)",
+}
+
+
+def section_one_names(namespace: dict, use_ncu: bool = True, environment: dict | None = None):
+    """The names section 1 leaves for later sections (plumbing/cells.py), made with the functions section 1 uses,
+    after the harness and setup-helper cells ran in namespace. `environment` overrides what they record."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -515,36 +637,16 @@ def section_one_names(namespace: dict, ncu_version: str):
     import torch
     from matplotlib import pyplot as plt
 
-    props = torch.cuda.get_device_properties(0)
-    driver = subprocess.run(
-        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
-    ).stdout.strip()
+    profiler = "ncu" if use_ncu else "cupti"
+    facts = namespace["environment_facts"](torch, nsight, profiler, libcupti=namespace.get("LIBCUPTI"))
+    namespace["ENVIRONMENT"].update({**facts, **(environment or {})})
     namespace.update(nsight=nsight, torch=torch, plt=plt, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT)
-    namespace.update(USE_NCU=True, L2_BYTES=props.L2_cache_size, NCU_ONLY_SKIP="", CUPTI_REASON="")
-    namespace["CUPTI_DIR"] = Path(os.environ.get("NSPY_TUTORIAL_CUPTI_DIR", "/nonexistent-cupti-dir"))
-    namespace["ENVIRONMENT"].update(
-        {
-            "gpu": props.name,
-            "driver": driver.splitlines()[0] if driver else "?",
-            "compute_capability": f"{props.major}.{props.minor}",
-            "sms": props.multi_processor_count,
-            "l2_bytes": props.L2_cache_size,
-            "memory_gib": round(props.total_memory / 2**30, 1),
-            "ncu_path": shutil.which("ncu") or os.environ.get("NCU_PATH", ""),
-            "ncu_version": ncu_version,
-            "nsight_python": nsight.__version__,
-            "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
-            "profiler": "ncu (launch mode, scripts/record_ncu.py)",
-            "injection_error": "",
-            "libcupti": "",
-            "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda,
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "python": sys.version.split()[0],
-        }
-    )
-    namespace["PEAKS_LABEL"], namespace["PEAKS"] = namespace["lookup_peaks"](props.name)
-    namespace["ENVIRONMENT"]["peaks_from"] = namespace["PEAKS_LABEL"] or "n/a"
+    namespace.update(USE_NCU=use_ncu, CUPTI_REASON="" if use_ncu else "recorded with CUPTI on purpose")
+    values = namespace["section_one_values"](namespace["ENVIRONMENT"], use_ncu)
+    namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP"), values, strict=True))
+    missing = [name for name in SECTION_ONE_NAMES if name not in namespace]
+    if missing:
+        raise RecorderError(f"section 1's names {missing} are not made here: update section_one_names")
 
 
 def run_cell(namespace: dict, cells: list[dict], cell_id: str) -> str:
@@ -564,7 +666,7 @@ def run_cell(namespace: dict, cells: list[dict], cell_id: str) -> str:
     return buffer.getvalue()
 
 
-def replay(role: str, work: Path, calls: ProfiledCalls, ncu_version: str, log=log_line) -> tuple[dict, dict]:
+def replay(role: str, calls: ProfiledCalls, log=log_line) -> tuple[dict, dict]:
     """Run the plan's cells; return (namespace, {cell id: stdout})."""
     cells = load_cells()
     namespace: dict = {"__name__": "__main__"}
@@ -587,8 +689,8 @@ def replay(role: str, work: Path, calls: ProfiledCalls, ncu_version: str, log=lo
             log(outputs[cell_id])
             namespace["__record_failed__"] = cell_id
             break
-        if cell_id == "harness":  # then the names section 1 defines, before any cell that uses them
-            section_one_names(namespace, ncu_version)
+        if cell_id == "setup-helpers":  # then the names section 1 defines, before any cell that uses them
+            section_one_names(namespace, environment=LAUNCH_MODE)
             calls.install()
     return namespace, outputs
 
@@ -605,15 +707,17 @@ def ncu_executable() -> str:
     return found
 
 
-def ncu_version_of(ncu: str) -> tuple[str, str]:
+def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
+    """(version, the `ncu --version` text) of an ncu that launch mode can use (2025.1+), else a RecorderError."""
     text = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout
-    match = re.search(r"Version\s+(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if not match:
+    version = parse_ncu_version(text)  # the notebook's parser
+    if version is None:
         raise RecorderError(f"cannot read the version of {ncu}: {text.strip()!r}")
-    version = ".".join(part for part in match.groups() if part is not None)
-    if tuple(int(part) for part in match.groups()[:2]) < MIN_NCU:
-        raise RecorderError(f"ncu {version} is older than {'.'.join(map(str, MIN_NCU))}: launch mode needs 2025.1+")
-    return version, text.strip()
+    if version[:2] < MIN_NCU:
+        raise RecorderError(
+            f"ncu {version_text(version)} is older than {'.'.join(map(str, MIN_NCU))}: launch mode needs 2025.1+"
+        )
+    return version_text(version), text.strip()
 
 
 def notebook_commit() -> str:
@@ -660,15 +764,15 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
 
     check_nsight_internals()
     ncu = ncu_executable()
-    version, version_text = ncu_version_of(ncu)
+    version, ncu_says = launch_mode_ncu_version(ncu)
+    put_first_on_path(Path(ncu).parent)  # as section 1 does: the environment names this ncu, the inner finds it
     work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / "record_ncu_work")).resolve()
     shutil.rmtree(work, ignore_errors=True)
     (work / "calls").mkdir(parents=True)
-    os.environ["NSPY_RECORD_NCU_VERSION"] = version
     os.environ.update(child_env(work))
     calls = ProfiledCalls(work, "outer", ncu=ncu)
     started = time.perf_counter()
-    namespace, outputs = replay("outer", work, calls, version)
+    namespace, outputs = replay("outer", calls)
     total = time.perf_counter() - started
     env = dict(namespace["ENVIRONMENT"])
     dest = dest_root / folder_name(env["gpu"], version)
@@ -682,12 +786,10 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         per_section[key]["ncu_wall_s"] = round(per_section[key]["ncu_wall_s"] + call["ncu_wall_s"], 2)
         per_section[key]["session_s"] = round(per_section[key]["session_s"] + (call["session_s"] or 0), 2)
     define_values = {}
-    for spec in SECTIONS.values():
-        for cell_id in spec["define"]:
-            for name in sorted(top_level_names(cell_source(cells, cell_id))):
-                value = namespace.get(name)
-                if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
-                    define_values[name] = encode(value)
+    for name in sorted(benchmark_setting_names(cells)):
+        value = namespace.get(name)
+        if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
+            define_values[name] = encode(value)
     notebook_bytes = NOTEBOOK.read_bytes()
     recording = {
         "what": "Nsight Compute frames of the notebook's sections 4, 6, 7, 9, recorded in ncu launch mode by "
@@ -699,7 +801,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
             "gpu": env["gpu"],
             "driver": env["driver"],
             "ncu_version": version,
-            "ncu_version_text": version_text,
+            "ncu_version_text": ncu_says,
             "ncu_path": ncu,
             "nsight_python": nsight.__version__,
             "ncu_report": importlib_version("ncu-report"),
@@ -763,11 +865,10 @@ def importlib_version(name: str) -> str:
 
 
 def inner(work: Path, target: int) -> int:
-    version = os.environ.get("NSPY_RECORD_NCU_VERSION", "")
     check_nsight_internals()
     calls = ProfiledCalls(work, "inner", target=target)
     try:
-        replay("inner", work, calls, version, log=lambda *_: None)
+        replay("inner", calls, log=lambda *_: None)
     except InnerDone:
         return 0
     print(f"[record inner] the cells ended before profiled call {target}", file=sys.stderr)
@@ -783,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--call", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu launches this process instead
     if args.inner:
         return inner(args.work, args.call)
     if args.plan:

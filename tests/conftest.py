@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from plumbing.cells import section_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
@@ -39,21 +40,14 @@ def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode
     raise AssertionError(f"the notebook has no cell with id {cell_id!r}; tests address cells by id")
 
 
-SECTION_HEADING = re.compile(r"^## (\d+)\. ")
-
-
 def cells_with_section(nb: nbformat.NotebookNode):
-    """(section number or None, cell) for every cell, by the '## N.' heading above it (None after other '## ')."""
-    number = None
+    """(section number or None, cell) for every cell, by the cell table in plumbing/cells.py."""
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            match = SECTION_HEADING.match(cell.source)
-            number = int(match.group(1)) if match else None
-        yield number, cell
+        yield section_of(cell.get("id")), cell
 
 
 def section_code_cells(nb: nbformat.NotebookNode, number: int) -> list[nbformat.NotebookNode]:
-    """The code cells under the '## {number}.' heading, in order."""
+    """The code cells of section `number`, in order."""
     return [cell for section, cell in cells_with_section(nb) if section == number and cell.cell_type == "code"]
 
 

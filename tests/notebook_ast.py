@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 import nbformat
@@ -26,11 +25,10 @@ def parsed_cells(nb: nbformat.NotebookNode) -> list[tuple[str, ast.Module]]:
 
 
 def embedded_scripts(tree: ast.AST) -> Iterator[ast.Module]:
-    """Python programs held in string constants (section 9's child script), parsed."""
+    """Python programs held in string constants (the probe, section 9's CUPTI child), parsed."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import nsight" in node.value:
-            # the child script receives a benchmark's source where a line reads just BODY
-            yield ast.parse(re.sub(r"(?m)^BODY$", "pass", node.value))
+            yield ast.parse(node.value)
 
 
 def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:

@@ -20,6 +20,8 @@ from kernel_session import KernelSession
 sys.path.insert(0, str(ROOT / "scripts"))
 import record_ncu  # noqa: E402
 
+from plumbing.cells import SECTION_ONE_NAMES  # noqa: E402
+
 FOLDERS = record_ncu.recording_folders()
 RERECORD = "re-run scripts/record_ncu.py on a GPU machine, then scripts/render_recorded.py, and commit the folder"
 EXPECTED_UNITS = {
@@ -113,7 +115,9 @@ def _plain(value):
 def test_recording_was_made_from_the_notebooks_current_benchmark_settings(recorded):
     for number in (4, 6, 7, 9):
         recorded.section(number)  # runs the define cells
-    then = {name: _plain(record_ncu.decode(value)) for name, value in recorded.recording["define_values"].items()}
+    settings = record_ncu.benchmark_setting_names(record_ncu.load_cells())
+    recorded_values = recorded.recording["define_values"].items()
+    then = {name: _plain(record_ncu.decode(value)) for name, value in recorded_values if name in settings}
     now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
     stale = {
         name: f"recorded {str(then[name])[:80]!r}, now {str(now[name])[:80]!r}"
@@ -123,6 +127,12 @@ def test_recording_was_made_from_the_notebooks_current_benchmark_settings(record
     assert not stale, (
         f"the notebook's define cells changed since the recording {recorded.folder.name}: {stale}; {RERECORD}"
     )
+
+
+def test_the_recorded_page_has_every_name_section_1_leaves_for_later_sections(recorded):
+    present = recorded.value(f"[name for name in {list(SECTION_ONE_NAMES)!r} if name in globals()]")
+    missing = set(SECTION_ONE_NAMES) - set(present)
+    assert missing == {"torch"}, f"record_ncu.cpu_section_one_source does not make {sorted(missing - {'torch'})}"
 
 
 def test_every_metric_the_notebook_requests_exists_for_a_t4():

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import NOTEBOOK, ROOT, gpu_listing, load_json
 
+from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
+
 pytestmark = pytest.mark.gpu
 CELL_TIMEOUT_S = int(os.environ.get("NSPY_TUTORIAL_CELL_TIMEOUT", "900"))
-EXPECTED_SECTIONS = list(range(1, 11))
-NCU_ONLY_SECTIONS = {4, 6, 7, 10}  # hardware counters or an .ncu-rep: SKIPPED under CUPTI
+EXPECTED_SECTIONS = list(range(1, SECTION_COUNT + 1))
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_summary_names_a_gpu_and_every_section(executed):
 def section_problems(summary: dict) -> list[str]:
     """Sections whose status the backend does not allow.
 
-    Under CUPTI exactly the sections that need Nsight Compute (4, 6, 7 and 10) are SKIPPED, for a declared
+    Under CUPTI exactly the sections that need Nsight Compute (plumbing/cells.py) are SKIPPED, for a declared
     environment limit; under Nsight Compute none is. So a section that quietly became SKIPPED fails the run.
     """
     profiler = summary["environment"].get("profiler")

@@ -13,11 +13,10 @@ import typing
 import nbformat
 import nsight
 import pytest
-from conftest import NOTEBOOK, ROOT, cell_by_id, cells_with_section, section_code_cells
+from conftest import NOTEBOOK, ROOT, cells_with_section, section_code_cells
 from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import make_wheelhouse  # noqa: E402
 import notebook_format  # noqa: E402
 
 SECTION_TITLES = re.compile(r"^## (\d+)\. ", re.M)
@@ -56,9 +55,19 @@ def test_every_code_cell_parses_as_python(notebook):
             pytest.fail(f"cell {cell.get('id')} does not parse: {error}")
 
 
+def _run_when_the_cell_runs(tree):
+    """The nodes a cell executes as it runs: not the bodies of the functions it only defines."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+
+
 def _first_position(notebook, predicate):
     for index, (_, tree) in enumerate(parsed_cells(notebook)):
-        for node in sorted(ast.walk(tree), key=lambda n: getattr(n, "lineno", 0)):
+        for node in sorted(_run_when_the_cell_runs(tree), key=lambda n: getattr(n, "lineno", 0)):
             if predicate(node):
                 return (index, node.lineno)
     return None
@@ -89,15 +98,6 @@ def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
     assert cuda_at is None or nsight_at < cuda_at, f"CUDA is used at {cuda_at}, before import nsight at {nsight_at}"
 
 
-@pytest.mark.parametrize("cell_id", ["harness", "setup-helpers"])
-def test_folded_helper_cells_import_neither_torch_nor_nsight(notebook, cell_id):
-    tree = ast.parse(cell_python(cell_by_id(notebook, cell_id)))
-    imported = {
-        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-    } | {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not imported & {"torch", "nsight", "cupti"}, f"the helper cell imports {imported & {'torch', 'nsight'}}"
-
-
 @pytest.mark.parametrize("decorator", ["nsight.analyze.kernel"])
 def test_decorator_keywords_are_accepted_by_installed_nsight(notebook, decorator):
     signature = inspect.signature(eval(decorator, {"nsight": nsight}))  # noqa: S307 - a dotted name from our list
@@ -125,7 +125,9 @@ def test_every_benchmark_writes_inside_the_output_folder(notebook):
         prefix = keywords.get("output_prefix")
         assert prefix is not None, f"without output_prefix nsight writes to /tmp: {ast.unparse(call)[:100]}"
         text = ast.unparse(prefix)
-        assert text.startswith("out_prefix(") or text == "sys.argv[1]", f"output_prefix={text} escapes OUT_DIR"
+        # child programs (the probe, section 9's CUPTI child) are handed the parent's out_prefix on their command line
+        from_parent = re.fullmatch(r"(sys\.)?argv\[\d\]", text)
+        assert text.startswith("out_prefix(") or from_parent, f"output_prefix={text} escapes OUT_DIR"
 
 
 def _nsight_attribute_chains(notebook):
@@ -160,28 +162,9 @@ def test_cupti_is_activated_only_with_tool_enum_after_disabling_ncu_at_import(no
     assert not re.search(r"activate\(\s*['\"]", source), "nsight.activate takes a nsight.Tool, not a string"
 
 
-def _requirements_pins():
-    main, cupti = make_wheelhouse.read_requirements(ROOT / "requirements.txt")
-    return dict(pin.split("==") for pin in main + cupti)
-
-
-def test_install_cell_pins_equal_requirements_txt(notebook):
-    tree = ast.parse(cell_python(cell_by_id(notebook, "setup-helpers")))
-    notebook_pins = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) in ("PINS", "CUPTI_PINS"):
-            notebook_pins.update(ast.literal_eval(node.value))
-    assert notebook_pins == _requirements_pins(), "PINS/CUPTI_PINS in the notebook and requirements.txt disagree"
-
-
 def test_requirements_never_ask_for_torch():
     for path in ROOT.glob("requirements*.txt"):
         assert not re.search(r"^\s*torch\b", path.read_text(), re.M), f"{path.name} would pull a (CUDA) torch"
-
-
-def test_nsight_python_is_installed_from_pypi_not_git(notebook):
-    source = "\n".join(cell.source for cell in code_cells(notebook))
-    assert "git+" not in source and '"nsight-python": "1.1.0"' in source  # pinned in PINS, from PyPI
 
 
 def test_committed_notebook_metadata_is_canonical():

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,50 @@ def test_format_tool_check_fails_on_colab_noise_and_fix_restores_canonical_form(
     fixed = json.loads(path.read_text())
     original = json.loads(NOTEBOOK.read_text())
     assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in original["cells"]]
+
+
+RECORDING_PIP = textwrap.dedent(
+    """\
+    import json, re, sys
+    from pathlib import Path
+
+    args = sys.argv[1:]
+    with open({log!r}, "a") as log:
+        log.write(json.dumps(args) + "\\n")
+    dest = Path(args[args.index("--dest") + 1])
+    for arg in args:
+        if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", arg):
+            name, version = arg.split("==")
+            (dest / f"{{name.replace('-', '_')}}-{{version}}-py3-none-any.whl").write_text("")
+    """
+)
+
+
+def test_make_wheelhouse_fetches_the_cupti_set_into_its_own_folder(tmp_path):
+    shim = tmp_path / "shim" / "pip"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("")
+    log = tmp_path / "pip.log"
+    (shim / "__main__.py").write_text(RECORDING_PIP.format(log=str(log)))
+    dest = tmp_path / "wheelhouse"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shim")}
+    command = [
+        sys.executable,
+        str(ROOT / "scripts/make_wheelhouse.py"),
+        "--dest",
+        str(dest),
+        "--python-version",
+        "3.13",
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    cupti_call = next(call for call in calls if str(dest / "cupti") in call)
+    assert "--no-deps" in cupti_call and "3.13" in cupti_call
+    cupti_wheels = sorted(path.name.split("-")[0] for path in (dest / "cupti").glob("*.whl"))
+    assert cupti_wheels == ["cuda_bindings", "cupti_python", "nvidia_cuda_cupti", "pyelftools"]
+    main_wheels = {path.name.split("-")[0] for path in dest.glob("*.whl")}
+    assert {"nsight_python", "cuda_core", "ncu_report", "nvidia_ml_py"} <= main_wheels
 
 
 def test_wheelhouse_keeps_the_cupti_set_apart():

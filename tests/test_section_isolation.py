@@ -12,7 +12,7 @@ import pytest
 from conftest import cell_by_id, section_code_cells
 from kernel_session import CellError, KernelSession
 
-COUNTER_SECTIONS = (4, 6, 7, 10)
+from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def kernel(notebook, tmp_path):
 
 def test_counter_sections_are_skipped_with_one_line_each_in_cupti_mode(notebook, kernel):
     kernel.run("NCU_ONLY_SKIP = 'this run uses CUPTI because: no ncu 2026.2.1+'")
-    for number in COUNTER_SECTIONS:
+    for number in sorted(NCU_ONLY_SECTIONS):
         cells = section_code_cells(notebook, number)
         printed = [kernel.run(cell.source) for cell in cells]  # none may raise: torch and nsight are absent here
         assert printed[0].strip().startswith("SKIPPED"), f"section {number}'s opener must say SKIPPED: {printed[0]!r}"
@@ -33,6 +33,15 @@ def test_counter_sections_are_skipped_with_one_line_each_in_cupti_mode(notebook,
         assert not chatter, f"cells of SKIPPED section {number} printed or ran something: {chatter}"
         section = kernel.value(f"SECTIONS[{number}]")
         assert (section["status"], section["environment_limit"]) == ("SKIPPED", True), section
+
+
+def test_sections_that_run_on_cupti_are_not_skipped_in_cupti_mode(notebook, kernel):
+    kernel.run("NCU_ONLY_SKIP = 'this run uses CUPTI because: no ncu 2026.2.1+'")
+    for number in sorted(CUPTI_SECTIONS):
+        opened = kernel.run(section_code_cells(notebook, number)[0].source)
+        assert "SKIPPED" not in opened and kernel.value(f"SECTIONS[{number}]['status']") == "ok", (
+            f"section {number} runs on CUPTI (plumbing/cells.py) but its opener skipped it: {opened!r}"
+        )
 
 
 def test_counter_sections_are_not_skipped_when_nsight_compute_is_in_use(notebook, kernel):

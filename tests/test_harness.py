@@ -1,0 +1,209 @@
+"""The harness module (plumbing/harness.py), imported: output folder, units, kernel names, datasheet peaks,
+SUSPECT figures, summary.json and strict mode. The section guard, which needs IPython, is in test_section_guard.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+
+import pytest
+
+import plumbing.harness
+
+
+@pytest.fixture
+def harness(monkeypatch, tmp_path):
+    """A fresh harness (no sections, no figures) writing to tmp_path/out."""
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
+    return importlib.reload(plumbing.harness)
+
+
+def test_importing_the_harness_creates_no_folder_and_prints_nothing(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NSPY_TUTORIAL_OUT", raising=False)
+    importlib.reload(plumbing.harness)
+    assert list(tmp_path.iterdir()) == [] and capsys.readouterr().out == "", "only the notebook's cell may act"
+
+
+@pytest.mark.parametrize(
+    ("environ", "on_colab", "expected"),
+    [({"NSPY_TUTORIAL_OUT": "/tmp/custom"}, True, "/tmp/custom"), ({}, True, "/content/nspy_tutorial")],
+)
+def test_output_folder_is_env_override_then_colab_default(harness, environ, on_colab, expected):
+    assert str(harness.choose_output_dir(environ, on_colab=on_colab)) == expected
+
+
+def test_output_folder_off_colab_is_local(harness, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert harness.choose_output_dir({}, on_colab=False) == tmp_path / "nspy_tutorial_out"
+
+
+def test_out_prefix_is_a_folder_inside_the_output_folder(harness, tmp_path):
+    assert harness.out_prefix("s7_fusion") == f"{tmp_path / 'out' / 's7_fusion'}/"
+
+
+# ---------------------------------------------------------------- units and names
+@pytest.mark.parametrize(
+    ("value", "unit", "base"),
+    [(1500.0, "ns", 1.5e-6), (1500.0, "nsecond", 1.5e-6), (2.0, "usecond", 2e-6), (3.0, "Mbyte", 3e6),
+     (7.0, "byte", 7.0), (1.59, "cycle/nsecond", 1.59e9), (1.59e9, "cycle/second", 1.59e9), (585.0, "MHz", 5.85e8)],
+)  # fmt: skip
+def test_ncu_units_convert_to_base_units(harness, value, unit, base):
+    assert harness.to_base_units(value, unit) == pytest.approx(base)
+
+
+def test_an_unknown_unit_is_an_error_not_a_silent_factor(harness):
+    with pytest.raises(ValueError, match="unexpected unit"):
+        harness.to_base_units(1.0, "percent")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "short"),
+    [
+        ("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE",
+         "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)",
+         "at::native::vectorized_elementwise_kernel"),
+        ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
+    ],
+)  # fmt: skip
+def test_kernel_names_are_shortened_to_what_a_reader_can_use(harness, kernel, short):
+    assert harness.short_kernel_name(kernel) == short
+
+
+def test_long_kernel_names_are_cut_to_fit_a_table(harness):
+    shortened = harness.short_kernel_name("sm90_xmma_gemm_" + "x" * 80)
+    assert len(shortened) == 48 and shortened.endswith("..."), shortened
+
+
+# ---------------------------------------------------------------- datasheet peaks and SUSPECT figures
+# Vendor datasheet peaks, dense (environments.md, "Datasheet peaks"): fp32, fp16 tensor (TFLOP/s), DRAM (GB/s).
+DATASHEET = {
+    "Tesla T4": ("T4", 8.1, 65.0, 320.0),
+    "NVIDIA L4": ("L4", 30.3, 121.0, 300.0),
+    "NVIDIA A100-SXM4-40GB": ("A100 40GB SXM", 19.5, 312.0, 1555.0),
+    "NVIDIA A100-SXM4-80GB": ("A100 80GB SXM", 19.5, 312.0, 2039.0),
+    "NVIDIA H100 80GB HBM3": ("H100 SXM", 67.0, 989.0, 3350.0),
+    "NVIDIA H200": ("H200 SXM", 67.0, 989.0, 4800.0),
+}
+
+
+@pytest.mark.parametrize("gpu", sorted(DATASHEET))
+def test_datasheet_peaks_match_the_vendor_figures(harness, gpu):
+    label, fp32, fp16, dram = DATASHEET[gpu]
+    assert harness.lookup_peaks(gpu) == (label, {"fp32_tflops": fp32, "fp16_tflops": fp16, "dram_gbs": dram})
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA GeForce RTX 4090", "NVIDIA H200 NVL", "NVIDIA H100 PCIe", "", None])
+def test_unknown_gpus_get_no_peaks_rather_than_another_gpus(harness, gpu):
+    assert harness.lookup_peaks(gpu) == (None, None)
+
+
+def test_figures_on_an_unknown_gpu_read_na_and_are_not_judged(harness):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA GeForce RTX 4090"
+    figure = harness.record_figure(5, "x", 50.0, "TFLOP/s", "fp16_tflops")
+    assert figure["check"] == "unchecked" and figure["pct_of_peak"] is None
+    assert "n/a" in harness.describe_figure(figure)
+
+
+@pytest.mark.parametrize(
+    ("pct", "check"),
+    [(4.9, "SUSPECT"), (5.0, "ok"), (50.0, "ok"), (100.0, "ok"), (100.1, "SUSPECT"), (math.nan, "SUSPECT")],
+)
+def test_suspect_bounds_on_both_sides(harness, pct, check):
+    harness.ENVIRONMENT["gpu"] = "Tesla T4"  # 320 GB/s DRAM: value = pct% of it
+    figure = harness.record_figure(6, "bound check", 3.2 * pct, "GB/s", "dram_gbs")
+    assert figure["check"] == check, f"{pct}% of peak was judged {figure['check']}"
+
+
+def test_a_suspect_figure_is_flagged_where_the_reader_sees_it(harness):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
+    figure = harness.record_figure(2, "fp32 matmul 2048", 0.05, "TFLOP/s", "fp32_tflops")  # 1000x too small
+    assert figure["check"] == "SUSPECT" and harness.describe_figure(figure).endswith("<- SUSPECT")
+
+
+# ---------------------------------------------------------------- sections and summary.json
+def test_summary_json_records_environment_sections_figures_and_times(harness, tmp_path):
+    harness.ENVIRONMENT.update(gpu="NVIDIA H200", profiler="cupti")
+    harness.begin_section(1, "Set up")
+    harness.set_headline(1, "ready")
+    harness.begin_section(4, "Cache", skip_reason="needs ncu")
+    harness.begin_section(5, "Sweep")
+    harness.record_figure(5, "fp16 matmul 4096", 791.2, "TFLOP/s", "fp16_tflops")
+    harness.write_summary(strict=True)
+    written = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert written["environment"]["gpu"] == "NVIDIA H200" and written["strict"] is True
+    by_number = {s["number"]: s for s in written["sections"]}
+    assert sorted(by_number) == list(range(1, 11))
+    assert by_number[1]["status"] == "ok" and by_number[1]["headline"] == "ready"
+    assert by_number[4]["status"] == "SKIPPED" and by_number[4]["environment_limit"] is True
+    assert by_number[2]["status"] == "NOT RUN", "a section whose cells never ran must not count as ok"
+    assert all(isinstance(by_number[n]["seconds"], float) for n in (1, 4, 5))
+    assert written["figures"][0]["pct_of_peak"] == 80.0 and written["figures"][0]["check"] == "ok"
+    assert written["counts"] == {"ok": 2, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 7}
+    assert written["suspect_figures"] == 0 and written["total_seconds"] >= 0
+
+
+def test_summary_json_counts_the_suspect_figures(harness, tmp_path):
+    harness.ENVIRONMENT["gpu"] = "Tesla T4"
+    harness.record_figure(3, "add", 900.0, "GB/s", "dram_gbs")  # above the T4's 320 GB/s
+    harness.record_figure(5, "fp16", 0.1, "TFLOP/s", "fp16_tflops")  # below the floor
+    harness.record_figure(5, "fp32", 4.0, "TFLOP/s", "fp32_tflops")  # ok
+    summary, path = harness.write_summary()
+    assert json.loads(path.read_text())["suspect_figures"] == 2, "summary.json must count the SUSPECT figures"
+
+
+def _all_sections(harness, failing=None, skipped=None):
+    for number in range(1, 11):
+        harness.begin_section(number, f"s{number}", "needs Nsight Compute" if number == skipped else None)
+        if number == failing:
+            harness.GUARD["section"] = number
+            harness.fail_section(RuntimeError("boom"))
+    harness.end_sections()
+    return harness.build_summary(strict=True)
+
+
+def test_strict_mode_raises_when_a_section_failed(harness):
+    summary = _all_sections(harness, failing=6)
+    with pytest.raises(RuntimeError, match="section 6 FAILED: RuntimeError: boom"):
+        harness.enforce_strict_mode(summary, strict=True)
+    assert len(harness.enforce_strict_mode(summary, strict=False)) == 1, "non-strict runs only report"
+
+
+def test_strict_mode_accepts_a_skipped_section(harness):
+    assert harness.enforce_strict_mode(_all_sections(harness, skipped=4), strict=True) == []
+
+
+def test_strict_mode_raises_on_a_suspect_figure(harness):
+    summary = _all_sections(harness)
+    harness.ENVIRONMENT["gpu"] = "Tesla T4"
+    harness.record_figure(6, "x * 2", 900.0, "GB/s", "dram_gbs")
+    with pytest.raises(RuntimeError, match="SUSPECT figure in section 6"):
+        harness.enforce_strict_mode(harness.build_summary(strict=True), strict=True)
+    assert summary["counts"]["ok"] == 10
+
+
+def test_strict_mode_refuses_sections_that_never_ran(harness):
+    harness.begin_section(1, "Set up")
+    with pytest.raises(RuntimeError, match="section 2 NOT RUN"):
+        harness.enforce_strict_mode(harness.build_summary(strict=True), strict=True)
+
+
+def test_figure_cells_run_only_for_a_healthy_section_and_a_raise_there_fails_it(harness):
+    harness.begin_section(5, "five")
+    harness.begin_section(6, "six", skip_reason="needs Nsight Compute")
+    ran = []
+    harness.section_figures(6)(lambda: ran.append(6))
+    harness.section_figures(5)(lambda: {}["fp16"])
+    assert ran == [], "a SKIPPED section's figures must not be recorded"
+    assert harness.SECTIONS[5]["status"] == "FAILED" and "KeyError" in harness.SECTIONS[5]["reason"]
+    assert harness.SECTIONS[6]["status"] == "SKIPPED"
+
+
+def test_cupti_banner_names_the_reason_and_the_sections_the_cell_table_says_need_ncu(harness):
+    banner = harness.cupti_banner("no ncu 2026.2.1+ here")
+    assert "no ncu 2026.2.1+ here" in banner
+    assert "Sections 2, 3, 5, 8 and 9 run on CUPTI" in banner
+    assert "Sections 4, 6, 7 and 10 need hardware counters" in banner

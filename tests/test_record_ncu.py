@@ -1,0 +1,159 @@
+"""scripts/record_ncu.py's mechanism on CPU: the ncu command it builds from nsight's own, nsight's collect driven
+through the patched functions up to the report, the check that names what moved in a new nsight-python, the plan.
+
+What needs a GPU (the inner replay under ncu, the report itself) is exercised by the lead on the GPU runner; the
+committed recording's analysis is tested in test_ncu_recordings.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import nsight
+import pytest
+from conftest import ROOT
+from nsight.collection import ncu as nsight_ncu
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import record_ncu  # noqa: E402
+
+
+def _launch(cache_control="all", clock_control="none", replay_mode="kernel", tmp_path=None):
+    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
+    attach, log_path = record_ncu.nsight_attach_command(
+        nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum", "dram__bytes_read.sum"], cache_control,
+        clock_control, replay_mode, nsight.VerbosityLevel.SILENT,
+    )  # fmt: skip
+    return attach, record_ncu.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"]), report, log_path
+
+
+def _option(command, name):
+    return command[command.index(name) + 1]
+
+
+@pytest.mark.parametrize(("cache", "clock"), [("all", "none"), ("none", "none")])
+def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache, clock):
+    attach, command, report, log_path = _launch(cache, clock, tmp_path=tmp_path)
+    assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
+    assert (_option(command, "--cache-control"), _option(command, "--clock-control")) == (cache, clock)
+    assert _option(command, "--nvtx-include") == "regex:nsight-python@.+", "only nsight's NVTX ranges are profiled"
+    assert _option(command, "--replay-mode") == "kernel"
+    assert _option(command, "--metrics") == "gpu__time_duration.sum,dram__bytes_read.sum"
+    assert _option(command, "-o") == report and _option(command, "--log-file") == log_path
+    assert "--mode" not in command and "--process-id" not in command, "launch mode: ncu starts the process"
+    flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
+    assert command[2:-2] == flags, "every other flag must be nsight's own, in nsight's order"
+
+
+def test_an_attach_command_without_the_attach_options_is_refused():
+    with pytest.raises(record_ncu.RecorderError, match="--mode attach"):
+        record_ncu.launch_command(["ncu", "--metrics", "x", "-o", "r"], "ncu", ["python3"])
+
+
+def test_the_installed_nsight_has_everything_the_recorder_patches():
+    assert record_ncu.nsight_internals_problems() == []
+
+
+def test_a_function_gone_from_nsight_is_named(monkeypatch):
+    monkeypatch.delattr(nsight_ncu, "begin_profiling")
+    with pytest.raises(record_ncu.RecorderError, match=r"nsight\.collection\.ncu\.begin_profiling is gone"):
+        record_ncu.check_nsight_internals()
+
+
+def test_a_changed_signature_is_named(monkeypatch):
+    def launch_ncu(report_path, metrics, clock_control, cache_control, replay_mode, verbosity):  # swapped
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(nsight_ncu, "launch_ncu", launch_ncu)
+    problems = record_ncu.nsight_internals_problems()
+    assert problems and "launch_ncu takes" in problems[0], problems
+
+
+def test_a_collect_that_stopped_calling_a_patched_function_is_named(monkeypatch):
+    def collect(self, func, configs, settings):
+        return nsight_ncu.launch_ncu  # no longer calls begin/end profiling, run_profile_session, extraction
+
+    monkeypatch.setattr(nsight_ncu.NCUCollector, "collect", collect)
+    problems = " ".join(record_ncu.nsight_internals_problems())
+    assert "no longer calls begin_profiling" in problems and "no longer calls extract_df_from_report" in problems
+
+
+FAKE_NCU = """#!{python}
+# Stands in for ncu: records its command line and what the inner would have written, then exits.
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+Path({log!r}).write_text(json.dumps(args))
+work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
+Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
+"""
+
+
+@pytest.fixture
+def patched(tmp_path, monkeypatch):
+    """The outer recorder's patches on the installed nsight, with a fake ncu; undone afterwards."""
+    log = tmp_path / "ncu_args.json"
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log)))
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    (work / "calls").mkdir(parents=True)
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
+    # The recorder imports nsight with NSPY_NCU_INIT_AT_IMPORT=0; this test process did not, and has no ncu.
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
+    calls = record_ncu.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
+    calls.install()
+    calls.where = (4, "s4-run")
+    yield calls, log, work
+    calls.uninstall()
+
+
+def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(patched):
+    calls, log, work = patched
+    assert nsight.get_active_tool() is None, "the recorder loads no injection library"
+
+    @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
+                           output_prefix=f"{work}/out/s4/", verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
+    def bench(n):
+        raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
+
+    with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction says so
+        bench(8)
+    argv = json.loads(log.read_text())
+    assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
+    assert argv[-7:] == [
+        sys.executable,
+        str(ROOT / "scripts" / "record_ncu.py"),
+        "--inner",
+        "--work",
+        str(work),
+        "--call",
+        "0",
+    ]
+    call = calls.calls[0]
+    assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
+    assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
+
+
+def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
+    calls, _, _ = patched
+    calls.allowed = False
+
+    @nsight.analyze.kernel(runs=1, thermal_mode="off", verbosity=nsight.VerbosityLevel.SILENT)
+    def bench(n):
+        pass
+
+    with pytest.raises(record_ncu.RecorderError, match="run only for its definitions"):
+        bench(1)
+
+
+def test_plan_lists_the_cells_and_metrics_without_a_gpu():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), "--plan"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["section -: harness", "section -: setup-helpers"]
+    assert "section 4: s4-run" in lines and "section 9: s9-ncu" in lines
+    assert "gpu__time_duration.sum" in lines[-1]

@@ -1,0 +1,217 @@
+"""Section 1's helpers (plumbing/setup_helpers.py), imported: settings, ncu versions and candidates, pins, pip,
+libcupti, and section 9's CUPTI child command. Section 1's cells on simulated machines are in test_setup_behaviour.py.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+
+import pytest
+from nsight.collection import ncu as nsight_ncu
+from packaging.requirements import Requirement
+
+from plumbing import setup_helpers
+from plumbing.setup_helpers import (
+    apt_versions_to_try,
+    check_cupti_library,
+    child_environment,
+    cupti_pins,
+    ncu_candidates,
+    ncu_is_recent,
+    ncu_version_of,
+    parse_ncu_version,
+    pip_install,
+    preload_libcupti,
+    read_profiler_choice,
+    read_wheelhouse,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_ncu(folder: Path, version: str) -> Path:
+    path = folder / "ncu"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version} (build 7)'\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+# ---------------------------------------------------------------- settings
+def test_profiler_choice_defaults_to_auto_and_rejects_typos():
+    assert read_profiler_choice({}) == "auto"
+    assert read_profiler_choice({"NSPY_TUTORIAL_PROFILER": " CUPTI "}) == "cupti"
+    with pytest.raises(ValueError, match="auto, ncu, cupti"):
+        read_profiler_choice({"NSPY_TUTORIAL_PROFILER": "nsys"})
+
+
+def test_a_wheelhouse_that_is_not_a_folder_says_how_to_make_one(tmp_path):
+    assert read_wheelhouse({}) is None and read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": str(tmp_path)}) == tmp_path
+    with pytest.raises(FileNotFoundError, match="scripts/make_wheelhouse.py"):
+        read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": str(tmp_path / "missing")})
+
+
+# ---------------------------------------------------------------- Nsight Compute versions
+def test_ncu_version_is_parsed_from_the_version_line():
+    text = "NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2026\nVersion 2026.3.1.0 (build 1)"
+    assert parse_ncu_version(text) == (2026, 3, 1)
+    assert parse_ncu_version("ncu: command not found") is None and parse_ncu_version(None) is None
+
+
+@pytest.mark.parametrize("version", [(2026, 2, 1), (2026, 3, 1), (2027, 1, 0), (2026, 2, 0), (2025, 3, 1)])
+def test_ncu_floor_is_the_one_nsight_enforces(version):
+    assert ncu_is_recent(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION)
+    assert ncu_is_recent(None) is False
+
+
+def test_ncu_path_folder_is_searched_before_path(tmp_path):
+    chosen, other = fake_ncu(tmp_path / "chosen", "2026.2.1.0"), fake_ncu(tmp_path / "other", "2026.3.1.0")
+    found = ncu_candidates({"NCU_PATH": str(chosen.parent), "PATH": str(other.parent)})
+    assert found == [chosen, other]
+    assert ncu_version_of(chosen) == (2026, 2, 1)
+
+
+def test_apt_versions_are_newest_first_and_never_below_the_floor():
+    tried = apt_versions_to_try(("2026.2.1", "2025.1.1", "2027.1.0", "2026.3.1", "2026.2.0"))
+    assert tried == ["2027.1.0", "2026.3.1", "2026.2.1"]
+
+
+def test_ncu_install_without_apt_explains_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
+    assert path is None and "NCU_PATH" in message
+
+
+# ---------------------------------------------------------------- pins
+def test_ncu_report_pin_is_at_least_the_newest_ncu_apt_installs():
+    """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
+    report = tuple(int(p) for p in setup_helpers.PINS["ncu-report"].split(".")[:2])
+    newest_apt = tuple(int(p) for p in apt_versions_to_try()[0].split(".")[:2])
+    assert report >= newest_apt, f"ncu-report {report} is older than the ncu {newest_apt} apt installs"
+
+
+def test_installs_without_dependencies_still_bring_everything_nsight_needs():
+    """pip runs with --no-deps, so every requirement of a pinned package must be pinned or expected present."""
+    covered = {setup_helpers.normalize(name) for name in [*setup_helpers.PINS, *setup_helpers.EXPECTED_PRESENT]}
+    checked = set()
+    for name in setup_helpers.PINS:
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:  # nvidia-ml-py is not in the CPU suite's environment; it has no requirements
+            continue
+        checked.add(name)
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            assert setup_helpers.normalize(requirement.name) in covered, f"{name} needs {requirement.name}"
+    assert {"nsight-python", "cuda-core", "deepdiff"} <= checked
+
+
+@pytest.mark.parametrize(("colab_has", "installs_bindings"), [("13.0.1", False), ("12.9.2", True), (None, True)])
+def test_cuda_bindings_go_into_the_cupti_folder_only_when_this_python_lacks_13(colab_has, installs_bindings):
+    pins = cupti_pins({"cuda-bindings": colab_has} if colab_has else {})
+    assert ("cuda-bindings" in pins) is installs_bindings, pins
+    assert {"cupti-python", "nvidia-cuda-cupti"} <= set(pins)
+
+
+def test_failed_pip_install_raises_with_pips_error_and_what_to_do(tmp_path):
+    empty_wheelhouse = tmp_path / "wheels"
+    empty_wheelhouse.mkdir()
+    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_WHEELHOUSE") as raised:
+        pip_install(["no-such-package-xyz==1.0"], tmp_path / "pip.log", wheelhouse=empty_wheelhouse)
+    assert "no-such-package-xyz" in str(raised.value)
+
+
+# ---------------------------------------------------------------- libcupti
+def test_missing_libcupti_says_which_cell_to_rerun(tmp_path):
+    with pytest.raises(FileNotFoundError, match="Re-run the CUPTI install cell"):
+        preload_libcupti(tmp_path)
+
+
+def test_cupti_library_check_accepts_only_the_preloaded_file(tmp_path):
+    preloaded, other = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12"
+    preloaded.write_text("13")
+    other.write_text("12")
+    assert check_cupti_library(preloaded, {"NVTX_INJECTION64_PATH": str(preloaded)}) == preloaded
+    for resolved in (str(other), ""):
+        with pytest.raises(RuntimeError, match="not the preloaded"):
+            check_cupti_library(preloaded, {"NVTX_INJECTION64_PATH": resolved})
+
+
+# ---------------------------------------------------------------- section 9's CUPTI child
+def test_cupti_child_gets_no_nsight_compute_variables_and_the_cupti_folder_first():
+    env = child_environment("/x/libcupti.so.13", {"NVTX_INJECTION64_PATH": "/ncu/inj.so", "PYTHONPATH": "/mine"})
+    assert "NVTX_INJECTION64_PATH" not in env and env["NSPY_NCU_INIT_AT_IMPORT"] == "0"
+    assert env["PYTHONPATH"].split(":") == [str(setup_helpers.CUPTI_DIR), "/mine"]
+    assert env["NSPY_TUTORIAL_LIBCUPTI"] == "/x/libcupti.so.13"
+
+
+def product_body(n: int) -> None:
+    """A stand-in benchmark: the child receives this function's source."""
+    del n
+
+
+RECORDING_PYTHON = """#!{python}
+import json, sys
+from pathlib import Path
+prefix = sys.argv[5]  # python CHILD BENCHMARK FUNCTION SIZES PREFIX
+Path(prefix, "argv.json").write_text(json.dumps(sys.argv[1:]))
+Path(prefix, "child_result.json").write_text(json.dumps({{"rows": [], "wall_s": 0.1, "tool": "cupti",
+                                                        "libcupti": {libcupti!r}}}))
+"""
+
+
+def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_path, monkeypatch):
+    """The notebook writes plumbing/cupti_child.py and the benchmark's source, then runs the child on them."""
+    monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
+    libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
+    libcupti.parent.mkdir(parents=True)
+    libcupti.write_text("")
+    python = tmp_path / "python"
+    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti=str(libcupti)))
+    python.chmod(0o755)
+    child = (ROOT / "plumbing" / "cupti_child.py").read_text()
+    folder = tmp_path / "s9_cupti"
+    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=str(python))
+    assert result["tool"] == "cupti"
+    argv = json.loads((folder / "argv.json").read_text())
+    assert argv == [str(folder / "cupti_child.py"), str(folder / "benchmark.py"), "product_body", "[512, 1024]",
+                    f"{folder}/"]  # fmt: skip
+    assert (folder / "cupti_child.py").read_text() == child
+    assert (folder / "benchmark.py").read_text().startswith("def product_body(n: int) -> None:")
+
+
+def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
+    libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
+    libcupti.parent.mkdir(parents=True)
+    libcupti.write_text("")
+    python = tmp_path / "python"
+    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti="/usr/lib/libcupti.so.12"))
+    python.chmod(0o755)
+    with pytest.raises(RuntimeError, match="instead of the preloaded"):
+        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=str(python))
+
+
+def test_the_notebook_installs_exactly_what_requirements_txt_pins():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_wheelhouse
+
+    main, cupti = make_wheelhouse.read_requirements(ROOT / "requirements.txt")
+    assert setup_helpers.PINS | setup_helpers.CUPTI_PINS == dict(pin.split("==") for pin in main + cupti), (
+        "PINS/CUPTI_PINS in plumbing/setup_helpers.py and requirements.txt disagree"
+    )
+
+
+def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
+    """Section 1 must import nsight before torch; the helpers that run before it may import neither."""
+    probe = "import sys, plumbing.harness, plumbing.setup_helpers\n"
+    probe += "print(sorted({'torch', 'nsight', 'cupti'} & {*sys.modules}))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", f"the plumbing imports {done.stdout.strip()}"
