@@ -13,8 +13,10 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jupyter_client.manager import KernelManager
@@ -34,11 +36,27 @@ def running(pid: int) -> bool:
 
 
 class CellError(Exception):
-    """A cell raised in the kernel: ename, evalue and what the cell printed before."""
+    """A cell failed the way that stops Run all (its reply's status is 'error'): ename, evalue, what it printed."""
 
     def __init__(self, ename: str, evalue: str, stdout: str):
         super().__init__(f"{ename}: {evalue}")
         self.ename, self.evalue, self.stdout = ename, evalue, stdout
+
+
+@dataclass
+class CellRun:
+    """What a front end gets from one cell: streams, error outputs (ename, evalue, traceback) and the reply."""
+
+    status: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    errors: list[dict] = field(default_factory=list)
+    reply: dict = field(default_factory=dict)
+
+    @property
+    def looks_failed(self) -> bool:
+        """What the front end shows as a failed cell: an error output (the traceback in its error style)."""
+        return bool(self.errors)
 
 
 def ipc_config(folder: Path) -> Config:
@@ -96,20 +114,40 @@ class KernelSession:
         self.close()
 
     def run(self, code: str, timeout: float = 120) -> str:
-        """Execute code; return its stdout. Raise CellError if it raised."""
-        stdout, error = [], []
+        """Execute code; return its stdout. Raise CellError if it failed the way that stops Run all."""
+        done = self.execute(code, timeout=timeout)
+        if done.status == "error":
+            content = done.reply["content"]
+            raise CellError(content.get("ename", ""), content.get("evalue", ""), done.stdout)
+        return done.stdout
 
-        def hook(message):
-            kind, content = message["header"]["msg_type"], message["content"]
-            if kind == "stream" and content["name"] == "stdout":
-                stdout.append(content["text"])
+    def execute(self, code: str, timeout: float = 120, cell_id: str | None = None) -> CellRun:
+        """Execute code as a front end does, with the cell's id in the request's metadata where given."""
+        metadata = {"cellId": cell_id} if cell_id else {}
+        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                   "allow_stdin": False, "stop_on_error": True}  # fmt: skip
+        message = self.client.session.msg("execute_request", content, metadata=metadata)
+        self.client.shell_channel.send(message)
+        msg_id, done, deadline = message["header"]["msg_id"], CellRun(), time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"the cell did not finish within {timeout} s")
+            output = self.client.get_iopub_msg(timeout=remaining)
+            if output["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, body = output["header"]["msg_type"], output["content"]
+            if kind == "stream":
+                setattr(done, body["name"], getattr(done, body["name"]) + body["text"])
             elif kind == "error":
-                error.append((content["ename"], content["evalue"]))
-
-        self.client.execute_interactive(code, output_hook=hook, timeout=timeout)
-        if error:
-            raise CellError(*error[0], "".join(stdout))
-        return "".join(stdout)
+                done.errors.append(body)
+            elif kind == "status" and body["execution_state"] == "idle":
+                break
+        while True:
+            reply = self.client.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                done.reply, done.status = reply, reply["content"]["status"]
+                return done
 
     def value(self, expression: str):
         """The JSON value of an expression evaluated in the kernel.

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import NOTEBOOK, cell_by_id
-from fake_env import FakeMachine, clean_environment, make_wheelhouse
+from fake_env import COLAB_SITE, FakeMachine, clean_environment, make_wheelhouse
 from kernel_session import CellError, KernelSession, running
 
 SECTION_1 = ["gpu-check", "harness", "setup-helpers", "s1-choice-code", "s1-ncu-code", "s1-pip-code",
@@ -391,3 +391,37 @@ def test_no_usable_gpu_stops_at_the_first_cell_before_any_install(scenario, gpu,
 def test_a_t4_passes_the_gpu_check(colab):
     run, _, _ = colab
     assert "GPU 0: Tesla T4, compute capability 7.5" in run.outputs["gpu-check"]
+
+
+# ---------------------------------------------------------------- bad settings, as a new user makes them
+def test_an_ncu_path_that_names_no_file_stops_with_the_setting_and_the_fix(scenario):
+    run = scenario("ncu_path_missing", env={"NCU_PATH": "/opt/no-such-nsight-compute/ncu"})
+    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "FileNotFoundError", run.text()[-2000:]
+    assert "NCU_PATH=/opt/no-such-nsight-compute/ncu: there is no file" in run.error.evalue
+    assert run.machine.apt_installs() == [], "a wrong NCU_PATH must be said, not passed over for apt-get"
+
+
+def test_an_ncu_path_that_is_not_executable_stops_with_the_setting_and_the_fix(scenario, tmp_path_factory):
+    ncu = tmp_path_factory.mktemp("not_executable") / "ncu"
+    ncu.write_text("#!/bin/sh\necho 'Version 2026.3.1.0'\n")
+    ncu.chmod(0o644)
+    run = scenario("ncu_path_not_executable", env={"NCU_PATH": str(ncu)})
+    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "PermissionError", run.text()[-2000:]
+    assert f"NCU_PATH={ncu}: {ncu} is not executable" in run.error.evalue
+
+
+def test_an_empty_wheelhouse_stops_at_the_settings_and_names_the_setting(scenario, tmp_path_factory):
+    empty = tmp_path_factory.mktemp("empty_wheelhouse")
+    run = scenario("wheelhouse_empty", env={"NSPY_TUTORIAL_WHEELHOUSE": str(empty)})
+    assert run.stopped_at == "s1-choice-code", f"stopped at {run.stopped_at}: {run.error}"
+    assert f"NSPY_TUTORIAL_WHEELHOUSE={empty} holds no wheels" in run.error.evalue
+    assert "network" not in run.error.evalue.lower() and run.machine.calls("pip") == []
+
+
+def test_a_second_run_all_says_where_nsight_python_is_imported_from(scenario):
+    # This Python has an older nsight-python, so the first Run all installs 1.1.0 into the tutorial's folder.
+    run = scenario("second_run_all_source", site={**COLAB_SITE, "nsight-python": "1.0.0"})
+    folder = run.value("str(PACKAGES_DIR)")
+    assert f"nsight-python 1.1.0 imported from {folder}" in run.outputs["s1-pip-code"], run.outputs["s1-pip-code"]
+    run_cells(run, RERUN)  # Run all again: nothing to install now, still the same folder
+    assert f"nsight-python 1.1.0 imported from {folder}" in run.outputs["s1-pip-code"], run.outputs["s1-pip-code"]
