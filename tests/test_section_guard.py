@@ -9,12 +9,16 @@ need Nsight Compute say so in their first line and run nothing. Cells run out of
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
-from conftest import cell_by_id, section_code_cells
+from conftest import NOTEBOOK, ROOT, cell_by_id, section_code_cells
 from kernel_session import CellError, KernelSession
 
 from plumbing.cells import NCU_ONLY_CELL_MARK, NCU_ONLY_SECTIONS
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import notebook_format  # noqa: E402
 
 
 @pytest.fixture
@@ -219,3 +223,15 @@ def test_an_unusable_output_folder_names_the_setting_and_the_fix(notebook, tmp_p
         session.run(cell_by_id(notebook, "harness").source)
     message = error.value.evalue
     assert f"NSPY_TUTORIAL_OUT={value}: cannot write there" in message and "Set NSPY_TUTORIAL_OUT to a" in message
+
+
+def test_the_format_tool_keeps_the_nsight_compute_line_on_those_cells(tmp_path):
+    notebook = json.loads(NOTEBOOK.read_text())
+    cell = next(cell for cell in notebook["cells"] if cell.get("id") == "s6-run")
+    cell["source"] = "".join(cell["source"]).split("\n", 1)[1]  # someone dropped the first line
+    path = tmp_path / "edited.ipynb"
+    path.write_text(json.dumps(notebook))
+    assert any("s6-run" in problem and "needs Nsight Compute" in problem for problem in notebook_format.problems(path))
+    assert notebook_format.main(["--fix", str(path)]) == 0 and notebook_format.problems(path) == []
+    fixed = next(cell for cell in json.loads(path.read_text())["cells"] if cell.get("id") == "s6-run")
+    assert "".join(fixed["source"]).startswith(NCU_ONLY_CELL_MARK + "\n")
