@@ -522,6 +522,28 @@ def enforce_strict_mode(summary, strict):
     return problems
 
 
+def report_summary(strict):
+    """The notebook's last cell: close the sections, write summary.json, show the sections and the figures against
+    the datasheet. Strict mode (NSPY_TUTORIAL_STRICT=1) raises here on a FAILED or NOT RUN section or a SUSPECT figure.
+    """
+    end_sections()
+    summary, path = write_summary(strict=strict)
+    table = pd.DataFrame(summary["sections"])[["number", "title", "status", "headline", "seconds"]]
+    print(table.to_string(index=False, max_colwidth=60))
+    print(f"\nwall time of the sections: {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")
+    print("\nheadline figures against the datasheet:")
+    for figure in summary["figures"]:
+        print(f"  [{figure['check']:>9s}] section {figure['section']}: {figure['name']}: {describe_figure(figure)}")
+    problems = enforce_strict_mode(summary, strict)
+    print(
+        "\nclean run: no FAILED section, no SUSPECT figure"
+        if not problems
+        else "\nnot clean:\n- " + "\n- ".join(problems)
+    )
+    print(f"written: {path}")
+    return summary
+
+
 def _listed(numbers):
     """'2, 3, 5, 8 and 9'."""
     words = [str(n) for n in sorted(numbers)]

@@ -17,8 +17,8 @@ Plumbing lives in modules (plumbing/*.py), embedded into folded cells. A folded 
 
     # Source: plumbing/cells.py, plumbing/harness.py (embedded by scripts/notebook_format.py; edit the module)
 
-holds exactly those modules' code after it (each without its docstring, `from __future__` and `from plumbing...`
-imports: the names come from the cell that embeds that module); `path as NAME` embeds a module's text as the
+holds exactly those modules' code after it (without docstrings, `from __future__` and `from plumbing...` imports:
+the names come from the cell that embeds that module); `path as NAME` embeds a module's text as the
 string constant NAME instead (a program the notebook writes to disk and runs). --fix rewrites only such cells;
 --check names each cell that differs from its modules.
 
@@ -85,14 +85,26 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     return items
 
 
+def _docstring(body: list[ast.stmt]) -> ast.stmt | None:
+    first = body[0] if body else None
+    is_text = (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    )
+    return first if is_text and len(body) > 1 else None
+
+
 def module_code(text: str) -> str:
-    """A module's code for a notebook cell: no docstring, no `from __future__` or `from plumbing...` imports."""
+    """A module's code for a notebook cell: no docstrings (the module keeps them for the engineers who read it),
+    no `from __future__` or `from plumbing...` imports."""
     tree = ast.parse(text)
     drop = set()
-    for index, node in enumerate(tree.body):
-        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        local = isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("__future__", "plumbing")
-        if docstring or local:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            docstring = _docstring(node.body)
+            if docstring is not None:
+                drop.update(range(docstring.lineno, docstring.end_lineno + 1))
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("__future__", "plumbing"):
             drop.update(range(node.lineno, node.end_lineno + 1))
     lines = text.splitlines()
     kept = []

@@ -66,7 +66,6 @@ from plumbing.setup_helpers import parse_ncu_version, put_first_on_path, version
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 NSIGHT_VERSION = "1.1.0"
 MIN_NCU = (2025, 1)
-NVTX_INCLUDE = "regex:nsight-python@.+"  # nsight.utils.NVTX_DOMAIN, as nsight's attach command passes it
 
 # The notebook's cells, by id (plumbing/cells.py says which section each belongs to). Section 1's names are made
 # here the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
@@ -111,7 +110,7 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
             return cell["source"]
     raise RecorderError(
         f"the notebook has no code cell with id {cell_id!r}; scripts/record_ncu.py runs the notebook's cells by id "
-        "(the cell contract). Update SECTIONS/PRELUDE_CELLS there if the notebook's cell ids changed."
+        "(plumbing/cells.py). Update SECTIONS/PRELUDE_CELLS there if the notebook's cell ids changed."
     )
 
 
@@ -204,7 +203,7 @@ def notebook_metrics(cells: list[dict]) -> list[str]:
 
 # ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
 def encode(value):
-    """JSON for frames (with dtypes), dicts with any keys, tuples, numpy scalars."""
+    """JSON for frames (with dtypes and a named index), series, dicts with any keys, tuples, numpy scalars."""
     import numpy as np
     import pandas as pd
 
@@ -212,7 +211,15 @@ def encode(value):
         columns = [str(column) for column in value.columns]
         data = {str(column): [encode(item) for item in value[column].tolist()] for column in value.columns}
         dtypes = {str(column): str(dtype) for column, dtype in value.dtypes.items()}
-        return {"__frame__": {"columns": columns, "dtypes": dtypes, "data": data}}
+        spec = {"columns": columns, "dtypes": dtypes, "data": data}
+        if not isinstance(value.index, pd.RangeIndex) or value.index.name or value.columns.name:
+            spec.update(
+                index=encode(value.index.tolist()), index_name=value.index.name, columns_name=value.columns.name
+            )
+        return {"__frame__": spec}
+    if isinstance(value, pd.Series):
+        return {"__series__": {"name": encode(value.name), "index": encode(value.index.tolist()),
+                               "values": encode(value.tolist()), "dtype": str(value.dtype)}}  # fmt: skip
     if isinstance(value, dict):
         return {"__dict__": [[encode(key), encode(item)] for key, item in value.items()]}
     if isinstance(value, tuple):
@@ -226,7 +233,7 @@ def encode(value):
     if isinstance(value, (np.integer, int)):
         return int(value)
     if isinstance(value, (np.floating, float)):
-        return None if math.isnan(value) else float(value)
+        return float(value) if math.isfinite(value) else None  # JSON has no NaN or infinity
     if isinstance(value, (str, Path)):
         return str(value)
     return {"__repr__": repr(value)}
@@ -247,7 +254,14 @@ def decode(value):
                 frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
             else:
                 frame[column] = frame[column].astype(dtype)
+        if "index" in spec:
+            frame.index = pd.Index(decode(spec["index"]), name=spec["index_name"])
+            frame.columns.name = spec["columns_name"]
         return frame
+    if "__series__" in value:
+        spec = value["__series__"]
+        series = pd.Series(decode(spec["values"]), index=decode(spec["index"]), name=decode(spec["name"]))
+        return series if spec["dtype"] == "object" else series.astype(spec["dtype"])
     if "__dict__" in value:
         return {_hashable(decode(key)): decode(item) for key, item in value["__dict__"]}
     if "__tuple__" in value:
@@ -587,12 +601,14 @@ class ProfiledCalls:
             if kind == "error":
                 raise payload
             return payload
+        import inspect
+
         call = self.calls[-1]
-        combine = kwargs.get("combine_kernel_metrics", args[4] if len(args) > 4 else None)
-        call["combine_kernel_metrics"] = getattr(combine, "__name__", None)
+        extract = self.original["extract_df_from_report"]
+        bound = inspect.signature(extract).bind(report_path, metrics, configs, iterations, func, *args, **kwargs)
+        call["combine_kernel_metrics"] = getattr(bound.arguments.get("combine_kernel_metrics"), "__name__", None)
         call["tag"] = f"{func.__name__}-{func._nspy_run_id}"
         try:
-            extract = self.original["extract_df_from_report"]
             raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
         except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
             call["error"] = {"type": type(error).__name__, "message": str(error)}
@@ -727,6 +743,17 @@ def notebook_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def notebook_provenance(cells: list[dict], cell_ids: list[str]) -> dict:
+    """Which notebook the recording ran: its commit, its hash and each executed cell's hash."""
+    return {
+        "notebook_commit": notebook_commit(),
+        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
+        "cell_sha256": {
+            cell_id: hashlib.sha256(cell_source(cells, cell_id).encode()).hexdigest() for cell_id in cell_ids
+        },
+    }
+
+
 def folder_name(gpu: str, ncu_version: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
     return f"{slug}-ncu-{ncu_version.rsplit('.', 1)[0] if ncu_version.count('.') > 2 else ncu_version}"
@@ -790,7 +817,6 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
         value = namespace.get(name)
         if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
             define_values[name] = encode(value)
-    notebook_bytes = NOTEBOOK.read_bytes()
     recording = {
         "what": "Nsight Compute frames of the notebook's sections 4, 6, 7, 9, recorded in ncu launch mode by "
         "scripts/record_ncu.py: nsight-python's own profiling session ran under the ncu command line with the "
@@ -810,11 +836,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
             "pandas": pd.__version__,
             "python": sys.version.split()[0],
             "host": socket.gethostname(),
-            "notebook_commit": notebook_commit(),
-            "notebook_sha256": hashlib.sha256(notebook_bytes).hexdigest(),
-            "cell_sha256": {
-                cell_id: hashlib.sha256(cell_source(cells, cell_id).encode()).hexdigest() for _, cell_id in plan(cells)
-            },
+            **notebook_provenance(cells, [cell_id for _, cell_id in plan(cells)]),
             "libcupti_for_s9": run_cupti_install_check(namespace),
         },
         "environment": encode(env),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 
 import pytest
 
@@ -79,21 +80,30 @@ def test_long_kernel_names_are_cut_to_fit_a_table(harness):
 
 
 # ---------------------------------------------------------------- datasheet peaks and SUSPECT figures
-# Vendor datasheet peaks, dense (environments.md, "Datasheet peaks"): fp32, fp16 tensor (TFLOP/s), DRAM (GB/s).
-DATASHEET = {
-    "Tesla T4": ("T4", 8.1, 65.0, 320.0),
-    "NVIDIA L4": ("L4", 30.3, 121.0, 300.0),
-    "NVIDIA A100-SXM4-40GB": ("A100 40GB SXM", 19.5, 312.0, 1555.0),
-    "NVIDIA A100-SXM4-80GB": ("A100 80GB SXM", 19.5, 312.0, 2039.0),
-    "NVIDIA H100 80GB HBM3": ("H100 SXM", 67.0, 989.0, 3350.0),
-    "NVIDIA H200": ("H200 SXM", 67.0, 989.0, 4800.0),
+# The names nvidia-smi and torch report for the GPUs the table knows, and the table's label for each.
+REPORTED_NAMES = {
+    "Tesla T4": "T4",
+    "NVIDIA L4": "L4",
+    "NVIDIA A100-SXM4-40GB": "A100 40GB SXM",
+    "NVIDIA A100-SXM4-80GB": "A100 80GB SXM",
+    "NVIDIA H100 80GB HBM3": "H100 SXM",
+    "NVIDIA H200": "H200 SXM",
 }
 
 
-@pytest.mark.parametrize("gpu", sorted(DATASHEET))
-def test_datasheet_peaks_match_the_vendor_figures(harness, gpu):
-    label, fp32, fp16, dram = DATASHEET[gpu]
-    assert harness.lookup_peaks(gpu) == (label, {"fp32_tflops": fp32, "fp16_tflops": fp16, "dram_gbs": dram})
+@pytest.mark.parametrize("gpu", sorted(REPORTED_NAMES))
+def test_each_known_gpu_name_matches_exactly_one_datasheet_entry(harness, gpu):
+    matching = [label for pattern, label, _ in harness.GPU_PEAKS if re.search(pattern, gpu)]
+    assert matching == [REPORTED_NAMES[gpu]], f"{gpu!r} matches {matching}"
+    label, peaks = harness.lookup_peaks(f"  {gpu}\n")
+    assert label == REPORTED_NAMES[gpu] and set(peaks) == set(harness.PEAK_NAMES)
+
+
+@pytest.mark.parametrize(("pattern", "label", "peaks"), plumbing.harness.GPU_PEAKS)
+def test_datasheet_peaks_are_dense_figures_in_the_units_the_figures_use(pattern, label, peaks):
+    """TFLOP/s and GB/s: a table entry in GFLOP/s or TB/s would make every figure of that GPU SUSPECT."""
+    assert 1 <= peaks["fp32_tflops"] < peaks["fp16_tflops"] < 2000, f"{label}: fp16 tensor above fp32, in TFLOP/s"
+    assert 100 <= peaks["dram_gbs"] < 10_000, f"{label}: DRAM bandwidth in GB/s"
 
 
 @pytest.mark.parametrize("gpu", ["NVIDIA GeForce RTX 4090", "NVIDIA H200 NVL", "NVIDIA H100 PCIe", "", None])

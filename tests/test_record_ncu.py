@@ -115,13 +115,18 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     calls, log, work = patched
     assert nsight.get_active_tool() is None, "the recorder loads no injection library"
 
+    def add_kernels(x, y):
+        return x + y
+
     @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
-                           output_prefix=f"{work}/out/s4/", verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
+                           combine_kernel_metrics=add_kernels, output_prefix=f"{work}/out/s4/",
+                           verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
     def bench(n):
         raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
 
     with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction says so
         bench(8)
+    assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
     argv = json.loads(log.read_text())
     assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
     assert argv[-7:] == [
@@ -136,6 +141,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     call = calls.calls[0]
     assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
+    assert call["combine_kernel_metrics"] == "add_kernels" and call["tag"].startswith("bench-")
 
 
 def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
@@ -157,3 +163,46 @@ def test_plan_lists_the_cells_and_metrics_without_a_gpu():
     assert lines[:2] == ["section -: harness", "section -: setup-helpers"]
     assert "section 4: s4-run" in lines and "section 9: s9-ncu" in lines
     assert "gpu__time_duration.sum" in lines[-1]
+
+
+# ---------------------------------------------------------------- values <-> JSON, shared with record_cupti.py
+def test_frames_with_an_index_and_series_survive_the_json_round_trip():
+    import pandas as pd
+
+    table = pd.DataFrame({"fp32": [1.5, 2.5], "fp16": [3.0, 4.0]}, index=pd.Index([512, 1024], name="n"))
+    table.columns.name = "Annotation"
+    row = pd.Series({"AvgValue": 1.5e5, "Kernel": "ampere_sgemm", "NumRuns": 10}, name=0)
+    plain = pd.DataFrame({"n": [1, 2], "Unit": ["ns", "ns"]})
+    back = record_ncu.decode(json.loads(json.dumps(record_ncu.encode({"t": table, "r": row, "p": plain}))))
+    pd.testing.assert_frame_equal(back["t"], table)
+    pd.testing.assert_series_equal(back["r"], row)
+    pd.testing.assert_frame_equal(back["p"], plain)
+
+
+def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_frame(tmp_path, monkeypatch):
+    """Under ncu, the inner process replays the cells; every call before its own is answered with the raw frame the
+    outer extracted. Served the committed recording's raw frame, nsight's own aggregation must give back the frame
+    the recording holds for the notebook's variable (section 6: limits_frame)."""
+    import pickle
+
+    import pandas as pd
+
+    folder = record_ncu.recording_folders()[0]
+    recording = record_ncu.load_recording(folder)
+    call = next(call for call in recording["calls"] if call["cell"] == "s6-run")
+    work = tmp_path / "work"
+    (work / "calls").mkdir(parents=True)
+    (work / "calls" / "0.pkl").write_bytes(pickle.dumps(("frame", record_ncu.decode(call["raw_frame"]))))
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
+    cells = record_ncu.load_cells()
+    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT}
+    for cell_id in ("harness", "setup-helpers", "s6-define"):
+        record_ncu.run_cell(namespace, cells, cell_id)
+    calls = record_ncu.ProfiledCalls(work, "inner", target=1, log=lambda *_: None)
+    calls.install()
+    try:
+        rebuilt = namespace["limits_benchmark"]().to_dataframe()
+    finally:
+        calls.uninstall()
+    pd.testing.assert_frame_equal(rebuilt, recording["variables"]["limits_frame"])

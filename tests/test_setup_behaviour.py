@@ -23,10 +23,13 @@ from conftest import NOTEBOOK, cell_by_id
 from fake_env import COLAB_SITE, FakeMachine, clean_environment, make_wheelhouse
 from kernel_session import CellError, KernelSession, running
 
-SECTION_1 = ["gpu-check", "harness", "setup-helpers", "s1-choice-code", "s1-ncu-code", "s1-pip-code",
-             "s1-cupti-code", "s1-probe-code", "s1-import-code"]  # fmt: skip
-RERUN = SECTION_1[3:]  # a second Run all re-executes these in the same kernel
+from plumbing.cells import section_of
+
 NB = nbformat.read(NOTEBOOK, as_version=4)
+# Section 1's code cells (plumbing/cells.py), up to the import cell: after it, a GPU is needed.
+_SECTION_1_ALL = [cell.id for cell in NB.cells if cell.cell_type == "code" and section_of(cell.id) == 1]
+SECTION_1 = _SECTION_1_ALL[: _SECTION_1_ALL.index("s1-import-code") + 1]
+RERUN = SECTION_1[SECTION_1.index("setup-helpers") + 1 :]  # a second Run all re-executes these in the same kernel
 HAVE_CC = bool(shutil.which("cc") or shutil.which("gcc"))  # to build a loadable fake injection library
 
 
@@ -121,6 +124,8 @@ def test_colab_installs_the_newest_current_ncu_with_apt_noninteractively(colab):
     assert run.machine.apt_installs()[0] == "nsight-compute-2026.3.1", "apt must try the newest package first"
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "after a success apt must stop"
     assert all(call["DEBIAN_FRONTEND"] == "noninteractive" for call in run.machine.calls("apt-get"))
+    installs = [call["argv"] for call in run.machine.calls("apt-get") if call["argv"][0] == "install"]
+    assert all("-y" in argv for argv in installs), f"without a terminal apt-get aborts unless told yes: {installs}"
     assert "installed nsight-compute-2026.3.1 with apt-get" in output
 
 
@@ -137,6 +142,8 @@ def test_colab_installs_only_into_the_tutorials_folders(colab):
     home = run.machine.root / "home/.cache/nspy_tutorial"
     calls = pip_targets(run.machine)
     assert all(target for target, _ in calls), f"pip was asked to change this Python's own packages: {calls}"
+    with_dependencies = [call["argv"] for call in run.machine.calls("pip") if "--no-deps" not in call["argv"]]
+    assert not with_dependencies, f"dependencies would shadow Colab's numpy and pandas: {with_dependencies}"
     assert calls[0] == (str(home / "packages"), {"cuda-core==1.2.2", "nvidia-ml-py==13.610.43"}), calls
     cupti_set = {"cupti-python==13.4.0", "nvidia-cuda-cupti==13.5.25", "pyelftools==0.33", "cuda-bindings==13.3.1"}
     assert calls[1] == (str(home / "cupti13"), cupti_set), "Colab's cuda-bindings is 12.x: the CUPTI set needs 13"
@@ -267,6 +274,13 @@ def test_ncu_path_is_chosen_and_put_first(scenario):
     assert run.value("shutil.which('ncu')") == f"{given}/ncu"
     assert run.value("os.environ['PATH'].split(os.pathsep)[0]") == given
     assert run.machine.calls("apt-get") == []
+
+
+def test_a_python_with_cuda_bindings_13_gets_none_in_the_cupti_folder(scenario):
+    """cupti-python 13.4 needs cuda-bindings 13: a Python that has any 13.x keeps its own, with no second copy."""
+    run = scenario("bindings13", site={"cuda-core": "0.3.2", "cuda-bindings": "13.0.1"}, injection="missing")
+    cupti_calls = [pins for target, pins in pip_targets(run.machine) if target.endswith("cupti13")]
+    assert cupti_calls and not any(pin.startswith("cuda-bindings") for pin in cupti_calls[0]), cupti_calls
 
 
 # ---------------------------------------------------------------- offline, as on the GPU runner

@@ -5,6 +5,7 @@ libcupti, and section 9's CUPTI child command. Section 1's cells on simulated ma
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -110,6 +111,19 @@ def test_ncu_install_without_apt_explains_what_to_do(tmp_path, monkeypatch):
     assert path is None and "NCU_PATH" in message
 
 
+NCU_PACKAGE_BYTES = 1.0e9  # an nsight-compute-<version> apt package is about 1 GB
+SLOW_DOWNLOAD_BYTES_PER_S = 2.0e6  # an assumed slow link, not a measurement: the limit must not be the bottleneck
+
+
+def test_the_apt_install_has_time_to_download_nsight_compute_on_a_slow_link():
+    """A limit that cuts a healthy download sends Colab to CUPTI for nothing (sections 4, 6, 7, 10 SKIPPED)."""
+    needed = NCU_PACKAGE_BYTES / SLOW_DOWNLOAD_BYTES_PER_S
+    assert setup_helpers.TIME_LIMITS_S["apt_install"] >= needed, (
+        f"apt_install's limit {setup_helpers.TIME_LIMITS_S['apt_install']} s is under the {needed:.0f} s "
+        "a 1 GB package takes at 2 MB/s"
+    )
+
+
 # ---------------------------------------------------------------- pins
 def test_ncu_report_pin_is_at_least_the_newest_ncu_apt_installs():
     """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
@@ -196,18 +210,25 @@ Path(prefix, "child_result.json").write_text(json.dumps({{"rows": [], "wall_s": 
 """
 
 
-def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_path, monkeypatch):
-    """The notebook writes plumbing/cupti_child.py and the benchmark's source, then runs the child on them."""
+def recording_python(tmp_path, monkeypatch, bound_to=None):
+    """A CUPTI folder with a libcupti.so.13, and a python that records how the child was started; the child it
+    stands in for reports CUPTI bound to `bound_to` (default: that libcupti). Returns (python, libcupti)."""
     monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
     libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
     libcupti.parent.mkdir(parents=True)
     libcupti.write_text("")
     python = tmp_path / "python"
-    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti=str(libcupti)))
+    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti=str(bound_to or libcupti)))
     python.chmod(0o755)
+    return str(python), libcupti
+
+
+def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_path, monkeypatch):
+    """The notebook writes plumbing/cupti_child.py and the benchmark's source, then runs the child on them."""
+    python, _ = recording_python(tmp_path, monkeypatch)
     child = (ROOT / "plumbing" / "cupti_child.py").read_text()
     folder = tmp_path / "s9_cupti"
-    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=str(python))
+    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=python)
     assert result["tool"] == "cupti"
     argv = json.loads((folder / "argv.json").read_text())
     assert argv == [str(folder / "cupti_child.py"), str(folder / "benchmark.py"), "product_body", "[512, 1024]",
@@ -217,15 +238,9 @@ def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_pat
 
 
 def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
-    libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
-    libcupti.parent.mkdir(parents=True)
-    libcupti.write_text("")
-    python = tmp_path / "python"
-    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti="/usr/lib/libcupti.so.12"))
-    python.chmod(0o755)
+    python, _ = recording_python(tmp_path, monkeypatch, bound_to="/usr/lib/libcupti.so.12")
     with pytest.raises(RuntimeError, match="instead of the preloaded"):
-        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=str(python))
+        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=python)
 
 
 def test_the_notebook_installs_exactly_what_requirements_txt_pins():
@@ -244,3 +259,24 @@ def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
     probe += "print(sorted({'torch', 'nsight', 'cupti'} & {*sys.modules}))"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", f"the plumbing imports {done.stdout.strip()}"
+
+
+def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path, monkeypatch):
+    """What summary.json and the recordings say about the machine; torch is a stand-in (no GPU here), nsight is real."""
+    from types import SimpleNamespace
+
+    import nsight
+
+    props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20,
+                            total_memory=15 * 2**30)  # fmt: skip
+    cuda = SimpleNamespace(get_device_properties=lambda index: props)
+    matmul = SimpleNamespace(allow_tf32=False)
+    backends = SimpleNamespace(cuda=SimpleNamespace(matmul=matmul))
+    torch = SimpleNamespace(cuda=cuda, __version__="2.11.0", version=SimpleNamespace(cuda="13.0"), backends=backends)
+    ncu = fake_ncu(tmp_path / "ncu_bin", "2026.3.1.0")
+    monkeypatch.setenv("PATH", f"{ncu.parent}{os.pathsep}{os.environ['PATH']}")
+    facts = setup_helpers.environment_facts(torch, nsight, "cupti", "no ncu here", tmp_path / "libcupti.so.13")
+    assert (facts["gpu"], facts["compute_capability"], facts["l2_bytes"]) == ("Tesla T4", "7.5", 4 << 20)
+    assert (facts["ncu_path"], facts["ncu_version"]) == (str(ncu), "2026.3.1")
+    assert (facts["profiler"], facts["cupti_reason"], facts["nsight_python"]) == ("cupti", "no ncu here", "1.1.0")
+    assert facts["libcupti"] == str(tmp_path / "libcupti.so.13") and facts["memory_gib"] == 15.0

@@ -1,0 +1,130 @@
+"""scripts/notebook_format.py: the committed notebook is canonical (metadata, no outputs); every long folded cell
+comes from a module; --check names what is off (a cell that differs from its module included); --fix rewrites
+exactly the cells that name a module and the Colab noise.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+
+import pytest
+from conftest import NOTEBOOK, ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import notebook_format  # noqa: E402
+
+FEW_LINES = 15  # a folded cell longer than this is plumbing and must come from a module
+
+
+def _cells(path=NOTEBOOK):
+    return {cell["id"]: "".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]}
+
+
+def _write(tmp_path, change):
+    notebook = json.loads(NOTEBOOK.read_text())
+    for cell in notebook["cells"]:
+        cell["source"] = change(cell["id"], "".join(cell["source"]))
+    path = tmp_path / "edited.ipynb"
+    path.write_text(notebook_format.render(notebook))
+    return path
+
+
+def test_every_long_folded_cell_is_embedded_from_a_module():
+    long_by_hand = [
+        cell_id
+        for cell_id, source in _cells().items()
+        if source.startswith("# @title")
+        and len(source.splitlines()) > FEW_LINES
+        and not notebook_format.embedded_modules(source)
+    ]
+    assert not long_by_hand, f"folded cells written by hand, not embedded from plumbing/: {long_by_hand}"
+
+
+def test_the_embedded_modules_are_the_ones_in_the_repository():
+    embedded = {
+        path for source in _cells().values() for path, _ in notebook_format.embedded_modules(source)
+    }  # fmt: skip
+    assert embedded == {"plumbing/cells.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
+                        "plumbing/cupti_child.py"}  # fmt: skip
+    assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+
+
+def test_check_names_the_cell_and_module_that_differ_and_fix_restores_the_module(tmp_path):
+    edited = _write(tmp_path, lambda cell_id, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
+    problems = notebook_format.problems(edited)
+    assert len(problems) == 1 and "(harness) differs from plumbing/cells.py, plumbing/harness.py" in problems[0]
+    assert notebook_format.main(["--check", str(edited)]) == 1
+    assert notebook_format.main(["--fix", str(edited)]) == 0
+    assert _cells(edited) == _cells(), "--fix must give back exactly the committed cells"
+
+
+def test_fix_rewrites_only_the_cells_that_name_a_module(tmp_path):
+    def change(cell_id, source):
+        if cell_id == "s2-run":  # another helper's visible cell, edited in parallel
+            return source + "\nprint('edited elsewhere')"
+        return source
+
+    edited = _write(tmp_path, change)
+    notebook_format.main(["--fix", str(edited)])
+    after = _cells(edited)
+    assert after["s2-run"].endswith("print('edited elsewhere')") and after["harness"] == _cells()["harness"]
+
+
+def test_a_missing_module_is_named_and_nothing_is_written(tmp_path):
+    edited = _write(tmp_path, lambda cell_id, s: s.replace("plumbing/cupti_child.py", "plumbing/cupti_kid.py"))
+    before = edited.read_text()
+    assert notebook_format.main(["--fix", str(edited)]) == 1
+    assert edited.read_text() == before
+    assert any("plumbing/cupti_kid.py does not exist" in problem for problem in notebook_format.problems(edited))
+
+
+@pytest.mark.parametrize("cell_id", ["harness", "setup-helpers", "s9-child"])
+def test_embedded_cells_hold_no_package_imports_or_docstrings(cell_id):
+    tree = ast.parse(_cells()[cell_id])
+    assert not [
+        node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("plumbing")
+    ], "Colab has no plumbing package: the cell that embeds a module must define what it imports"
+    assert not (isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant))
+
+
+def test_the_cupti_child_is_embedded_verbatim_as_a_program():
+    namespace: dict = {}
+    exec(compile(_cells()["s9-child"], "s9-child", "exec"), namespace)
+    module_code = notebook_format.module_code((ROOT / "plumbing/cupti_child.py").read_text())
+    assert namespace["CUPTI_CHILD_SOURCE"].strip() == module_code
+    compile(namespace["CUPTI_CHILD_SOURCE"], "cupti_child.py", "exec")
+
+
+def test_format_tool_check_fails_on_colab_noise_and_fix_restores_canonical_form(tmp_path):
+    noisy = json.loads(NOTEBOOK.read_text())
+    noisy["metadata"]["colab"] = {"provenance": [{"file_id": "x"}]}  # Colab dropped gpuType
+    noisy["metadata"]["widgets"] = {"state": {}}
+    code = next(cell for cell in noisy["cells"] if cell["cell_type"] == "code")
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}]
+    code["execution_count"] = 3
+    code["metadata"]["executionInfo"] = {"elapsed": 5}
+    del noisy["cells"][0]["id"]
+    noisy["nbformat_minor"] = 4
+    path = tmp_path / "noisy.ipynb"
+    path.write_text(json.dumps(noisy))
+    problems = "\n".join(notebook_format.problems(path))
+    for expected in ("gpuType", "widgets", "has outputs", "execution count", "executionInfo", "ids", "4.4"):
+        assert expected in problems, f"--check did not report {expected!r}:\n{problems}"
+    assert notebook_format.main(["--check", str(path)]) == 1
+    assert notebook_format.main(["--fix", str(path)]) == 0
+    assert notebook_format.problems(path) == []
+    fixed = json.loads(path.read_text())
+    original = json.loads(NOTEBOOK.read_text())
+    assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in original["cells"]]
+
+
+def test_committed_notebook_metadata_is_canonical():
+    assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+
+
+def test_committed_notebook_has_no_outputs_or_execution_counts(notebook):
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    dirty = [c.get("id") for c in code if c.outputs or c.execution_count is not None]
+    assert not dirty, f"cells with outputs or counts: {dirty}; run scripts/notebook_format.py --fix"
