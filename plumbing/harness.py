@@ -208,6 +208,8 @@ def name_error_hint(error, number):
         return f"'{name}' is made by section 1 (Set up): run section 1 first, from the top (or Runtime > Run all)."
     if 1 not in SECTIONS:
         return "Section 1 (Set up) has not run in this session: run the notebook from the top (or Runtime > Run all)."
+    if number in GUARD["unguarded"]:
+        return f"Run the cells of section {number} in order, from its first cell (or Runtime > Run all)."
     earlier = range(2, number) if number else ()
     not_run = [n for n in earlier if n not in SECTIONS]
     if not_run:

@@ -130,6 +130,13 @@ def test_a_cell_run_before_section_1_says_to_run_section_1_first(notebook, kerne
     assert "'NCU_ONLY_SKIP' is made by section 1 (Set up): run section 1 first" in opener.stdout, opener
 
 
+def test_a_cell_of_section_1_run_out_of_order_says_to_run_section_1_in_order(notebook, kernel):
+    kernel.run(SECTION_ONE_STAND_IN)  # section 1 opened, but its settings cell never ran
+    probe = kernel.execute(cell_by_id(notebook, "s1-probe-code").source)
+    assert probe.status == "error", "an error in section 1 stops Run all: nothing after a broken set-up can work"
+    assert "Run the cells of section 1 in order, from its first cell" in probe.stdout, probe
+
+
 def test_a_cell_run_before_an_earlier_section_names_that_section(notebook, kernel):
     kernel.run(SECTION_ONE_STAND_IN)
     kernel.run(cell_by_id(notebook, "s3-open").source)
