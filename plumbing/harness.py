@@ -1,9 +1,10 @@
 """Bookkeeping for headless runs. Nothing here imports torch or nsight, or touches CUDA.
 
-Each section opens with a folded cell that calls `begin_section`. From then on, every code cell of
-that section runs inside a guard added by an IPython AST transformer: an exception marks the section
-FAILED (with the first line of the error) instead of stopping Run all, and the later cells of a
-FAILED or SKIPPED section print one line and run nothing. The learner's code is left as written.
+Each section opens with a folded cell that calls `begin_section`. From then on, every code cell runs inside a
+guard added by an IPython AST transformer (the learner's code is left as written): an exception is shown with
+its full traceback, marks the section of the cell that raised FAILED, and does not stop Run all; the summary
+lists the section. Every cell still runs, a corrected one after a failure included. The one exception: a cell
+whose first line says it needs Nsight Compute runs nothing when this run uses CUPTI.
 
 Importing this module (tests, scripts) has no side effects; run as the notebook's cell (or as __main__) it
 creates the output folder and arms the guard.
@@ -25,10 +26,30 @@ import pandas as pd
 from IPython import get_ipython
 from IPython.display import display
 
-from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.cells import (
+    CUPTI_SECTIONS,
+    NCU_ONLY_CELL_MARK,
+    NCU_ONLY_SECTIONS,
+    SECTION_COUNT,
+    SECTION_ONE_NAMES,
+    section_of,
+)
 
 ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
-STRICT = os.environ.get("NSPY_TUTORIAL_STRICT") == "1"  # headless runs: fail on FAILED or SUSPECT
+
+
+def read_strict(environ=os.environ):
+    """NSPY_TUTORIAL_STRICT: 1 makes the summary raise on a FAILED section or a SUSPECT figure (headless runs)."""
+    value = environ.get("NSPY_TUTORIAL_STRICT", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"NSPY_TUTORIAL_STRICT={value!r} is neither 1 nor 0. Set NSPY_TUTORIAL_STRICT=1 to make the last cell "
+            "fail on a FAILED section or a SUSPECT figure, or 0 (or unset it) for a normal run."
+        )
+    return value == "1"
+
+
+STRICT = read_strict()
 
 
 def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
@@ -36,6 +57,23 @@ def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
     if environ.get("NSPY_TUTORIAL_OUT"):
         return Path(environ["NSPY_TUTORIAL_OUT"]).expanduser().resolve()
     return Path("/content/nspy_tutorial") if on_colab else Path("nspy_tutorial_out").resolve()
+
+
+def prepare_output_dir(folder, environ=os.environ):
+    """Create the output folder and check that files can be written there; say which setting to fix if not."""
+    given = environ.get("NSPY_TUTORIAL_OUT")
+    setting = f"NSPY_TUTORIAL_OUT={given}" if given else f"The default output folder {folder}"
+    fix = "Set NSPY_TUTORIAL_OUT to a folder you can write to (it is created if missing)" + (
+        ", or unset it to use the default." if given else "."
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".nspy_write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise RuntimeError(f"{setting}: cannot write there ({error.strerror or error}). {fix}") from None
+    return folder
 
 
 OUT_DIR = choose_output_dir()
@@ -117,7 +155,11 @@ SECTIONS = {}  # number -> {"title", "status", "reason", "environment_limit", "h
 FIGURES = []  # headline figures with a datasheet counterpart, checked against the GPU's peaks
 ENVIRONMENT = {}  # filled by section 1, written to summary.json
 SUSPECT_FLOOR_PCT = 5.0  # see record_figure
-GUARD = {"section": None, "harness_cell": False}  # the open section; is the running cell a folded one?
+# The guard's state. open: the section opened last. cell: the section of the running cell (None: not guarded).
+# seen: each cell source -> the section it first ran in, so that a cell run again later is charged to its own
+# section, not to the one opened last. unguarded: sections whose errors stop Run all (section 1: nothing
+# works after a broken set-up). skip: the running cell needs Nsight Compute and this run uses CUPTI.
+GUARD = {"open": None, "cell": None, "seen": {}, "unguarded": set(), "skip": False}
 
 
 def _close_open_sections():
@@ -126,13 +168,8 @@ def _close_open_sections():
             info["seconds"] = round(time.perf_counter() - info["started"], 2)
 
 
-def begin_section(number, title, skip_reason=None, guarded=True):
-    """Open section `number`; the previous one ends here. A skip_reason marks it SKIPPED at once.
-
-    guarded=False (section 1) lets errors stop Run all: nothing after a broken setup can work.
-    """
-    _close_open_sections()
-    SECTIONS[number] = {
+def _new_section(title):
+    return {
         "title": title,
         "status": "ok",
         "reason": "",
@@ -141,32 +178,107 @@ def begin_section(number, title, skip_reason=None, guarded=True):
         "started": time.perf_counter(),
         "seconds": None,
     }
-    GUARD["section"] = number if guarded else None
+
+
+def begin_section(number, title, skip_reason=None, guarded=True):
+    """Open section `number`; the previous one ends here. A skip_reason marks it SKIPPED at once.
+
+    Running a section's first cell again starts the section afresh (status ok). guarded=False (section 1)
+    lets errors stop Run all: nothing after a broken set-up can work.
+    """
+    _close_open_sections()
+    SECTIONS[number] = _new_section(title)
+    GUARD["open"] = number
+    (GUARD["unguarded"].discard if guarded else GUARD["unguarded"].add)(number)
     if skip_reason:
         SECTIONS[number].update(status="SKIPPED", reason=skip_reason, environment_limit=True)
         print("SKIPPED, see the banner at the end of section 1: this section needs Nsight Compute.")
 
 
 def end_sections():
-    """After the last section: cells are no longer guarded."""
+    """After the last section: cells that never ran in a section are no longer guarded."""
     _close_open_sections()
-    GUARD["section"] = None
+    GUARD["open"] = None
 
 
-def fail_section(error):
-    """Mark the open section FAILED with the first line of the error; show a short traceback."""
-    info = SECTIONS[GUARD["section"]]
-    first_line = (str(error).strip().splitlines() or [""])[0]
-    info.update(status="FAILED", reason=f"{type(error).__name__}: {first_line}"[:300])
-    print(f"Section {GUARD['section']} FAILED: {info['reason']}")
-    traceback.print_exception(type(error), error, error.__traceback__, limit=-3, file=sys.stdout)
-    print("The notebook goes on with the next section; the summary lists this failure.")
+def name_error_hint(error, number):
+    """What to run first when a name is missing, or None: section 1's names, sections not run yet, a FAILED one."""
+    name = getattr(error, "name", None) or next(iter(re.findall(r"name '(\w+)'", str(error))), "")
+    if name in SECTION_ONE_NAMES:
+        return f"'{name}' is made by section 1 (Set up): run section 1 first, from the top (or Runtime > Run all)."
+    if 1 not in SECTIONS:
+        return "Section 1 (Set up) has not run in this session: run the notebook from the top (or Runtime > Run all)."
+    if number in GUARD["unguarded"]:
+        return f"Run the cells of section {number} in order, from its first cell (or Runtime > Run all)."
+    earlier = range(2, number) if number else ()
+    not_run = [n for n in earlier if n not in SECTIONS]
+    if not_run:
+        return (
+            f"Section{'s' if len(not_run) > 1 else ''} {_listed(not_run)} of this notebook did not run in this "
+            f"session, and '{name}' may come from there: run {'them' if len(not_run) > 1 else 'it'} first, in order "
+            "(or Runtime > Run all)."
+        )
+    failed = [n for n in SECTIONS if SECTIONS[n]["status"] == "FAILED" and (number is None or n <= number)]
+    if failed:
+        return (
+            f"Section {_listed(failed)} FAILED above, so '{name}' may never have been made: fix the first cell that "
+            "failed, run it again, then this one."
+        )
+    return None
 
 
-def skipped_cell():
-    info = SECTIONS[GUARD["section"]]
-    if info["status"] == "FAILED":
-        print(f"(not run: section {GUARD['section']} FAILED above)")
+def fail_section(error, number=None):
+    """Charge an error to section `number` (default: the running cell's): FAILED, with the first error's first line."""
+    number = GUARD["cell"] if number is None else number
+    info = SECTIONS.setdefault(number, _new_section(""))
+    if info["status"] != "FAILED":  # the first error is the cause; later ones often follow from it
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        info.update(status="FAILED", reason=f"{type(error).__name__}: {first_line}"[:300])
+    return info
+
+
+def show_error(error):
+    """The error with its full traceback, published as an error output: the front end shows the cell as failed.
+
+    Python's own formatting, because the cell's frame is still running here and IPython's would point at the
+    guard's last line. Headless (NSPY_TUTORIAL_STRICT=1) it goes to stderr instead: nbmake stops at a cell with
+    an error output, and Run all must reach the summary, which then fails the run.
+    """
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    shell = get_ipython()
+    publish = getattr(shell, "_showtraceback", None)
+    sys.stdout.flush()
+    if publish is None or STRICT:
+        print(text, file=sys.stderr)
+        sys.stderr.flush()
+    else:
+        publish(type(error), str(error), text.splitlines())
+
+
+def cell_failed(error, number):
+    """A guarded cell raised: charge its section, show the error, say what happens next.
+
+    Returns False after the last section (the summary cell): then the error goes on and stops Run all.
+    """
+    info = fail_section(error, number)
+    if GUARD["open"] is None:
+        return False
+    show_error(error)
+    lines = [
+        f"This cell FAILED. Section {number} is marked FAILED ({info['reason']}). Fix the cell and run it again.",
+        "Run all goes on with the next cells; the summary at the end lists every FAILED section.",
+    ]
+    hint = name_error_hint(error, number) if isinstance(error, NameError) else None
+    print("\n".join(([hint] if hint else []) + lines))
+    return True
+
+
+def _name_error_outside_sections(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler for a NameError that stops Run all (section 1, or before any section): the error, a hint."""
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    hint = name_error_hint(value, GUARD["cell"])
+    if hint:
+        print(hint)
 
 
 def show_last(value):
@@ -175,29 +287,66 @@ def show_last(value):
         display(value)
 
 
+def _section_of_cell_id(cell_id):
+    """(known, section) for a cell id the front end sent; unknown ids (a learner's own cells) give (False, None)."""
+    try:
+        return True, section_of(cell_id)
+    except KeyError:
+        return False, None
+
+
+def _before_cell(info):
+    """Which section the cell belongs to: its id where the front end sends a notebook id (JupyterLab, VS Code;
+    Colab and nbclient send none), else the section it ran in before, else the section opened last."""
+    source = info.raw_cell or ""
+    known, number = _section_of_cell_id(getattr(info, "cell_id", None))
+    if not known:
+        number = GUARD["seen"].get(source, GUARD["open"])
+    GUARD["seen"].setdefault(source, number)
+    GUARD["cell"], GUARD["opened"] = number, GUARD["open"]
+    shell = get_ipython()
+    skipping = shell is not None and bool(shell.user_ns.get("NCU_ONLY_SKIP"))
+    GUARD["skip"] = skipping and source.lstrip().startswith(NCU_ONLY_CELL_MARK)
+
+
+def _after_cell(result):
+    if GUARD["open"] != GUARD.get("opened"):  # the cell opened a section: that is where it belongs
+        GUARD["seen"][result.info.raw_cell or ""] = GUARD["open"]
+
+
 class SectionGuard(ast.NodeTransformer):
-    """Wrap a section cell in try/except (or skip it) without changing what the learner wrote."""
+    """Wrap a section's cell in try/except, charged to that section, without changing what the learner wrote.
+
+    A cell marked as needing Nsight Compute (its first line) runs nothing when this run uses CUPTI.
+    """
 
     def visit_Module(self, module):
-        number = GUARD["section"]
-        if number is None or GUARD["harness_cell"] or not module.body:
-            return module
-        if SECTIONS[number]["status"] != "ok":
-            module.body = ast.parse("skipped_cell()").body
+        number = GUARD["cell"]
+        if GUARD["skip"]:
+            module.body = [ast.Pass()]
+            return ast.fix_missing_locations(module)
+        if number is None or number in GUARD["unguarded"] or not module.body:
             return module
         body = list(module.body)
         if isinstance(body[-1], ast.Expr):
-            body[-1] = ast.Expr(ast.Call(ast.Name("show_last", ast.Load()), [body[-1].value], []))
+            last = body[-1]
+            shown = ast.copy_location(ast.Call(ast.Name("show_last", ast.Load()), [last.value], []), last.value)
+            body[-1] = ast.copy_location(ast.Expr(shown), last)
         handler = ast.ExceptHandler(
-            ast.Name("Exception", ast.Load()), "section_error", ast.parse("fail_section(section_error)").body
+            ast.Name("Exception", ast.Load()),
+            "section_error",
+            ast.parse(f"if not cell_failed(section_error, {number}):\n    raise").body,
         )
-        module.body = [ast.Try(body=body, handlers=[handler], orelse=[], finalbody=[])]
+        guarded = ast.Try(body=body, handlers=[handler], orelse=[], finalbody=[])
+        # The try spans the cell's own lines, so that a traceback points at the line that raised.
+        guarded.lineno, guarded.col_offset = body[0].lineno, body[0].col_offset
+        guarded.end_lineno, guarded.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
+        for node in ast.walk(handler):
+            if "lineno" in node._attributes:
+                node.lineno = node.end_lineno = body[-1].end_lineno
+                node.col_offset = node.end_col_offset = 0
+        module.body = [guarded]
         return ast.fix_missing_locations(module)
-
-
-def _note_cell_kind(info):
-    # Folded '# @title' cells are the harness's own: they are never guarded.
-    GUARD["harness_cell"] = (info.raw_cell or "").lstrip().startswith("# @title")
 
 
 def install_section_guard(shell=None):
@@ -206,23 +355,22 @@ def install_section_guard(shell=None):
         return
     shell.ast_transformers[:] = [t for t in shell.ast_transformers if type(t).__name__ != "SectionGuard"]
     shell.ast_transformers.append(SectionGuard())
-    for callback in list(shell.events.callbacks["pre_run_cell"]):
-        if getattr(callback, "__name__", "") == "_note_cell_kind":
-            shell.events.unregister("pre_run_cell", callback)
-    shell.events.register("pre_run_cell", _note_cell_kind)
+    for event, callback in (("pre_run_cell", _before_cell), ("post_run_cell", _after_cell)):
+        for registered in list(shell.events.callbacks[event]):
+            if getattr(registered, "__name__", "") == callback.__name__:  # a second Run all replaces, never stacks
+                shell.events.unregister(event, registered)
+        shell.events.register(event, callback)
+    shell.set_custom_exc((NameError,), _name_error_outside_sections)
 
 
 def _record_if_ok(number, record):
     if SECTIONS.get(number, {}).get("status") != "ok":
         return None
-    saved, GUARD["section"] = GUARD["section"], number
     try:
         return record()
     except Exception as error:  # the summary reports it; Run all goes on
-        fail_section(error)
+        cell_failed(error, number)
         return None
-    finally:
-        GUARD["section"] = saved
 
 
 def section_figures(number):
@@ -422,7 +570,7 @@ def cupti_banner(reason):
 
 
 if __name__ == "__main__":  # the notebook's cell: make the output folder, guard the sections
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    prepare_output_dir(OUT_DIR)
     pd.set_option("display.width", 120)  # tables fit a 120-character page
     pd.set_option("display.max_columns", 12)
     install_section_guard()

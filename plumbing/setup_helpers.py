@@ -71,12 +71,37 @@ def read_wheelhouse(environ=os.environ):
     given = environ.get("NSPY_TUTORIAL_WHEELHOUSE")
     if not given:
         return None
+    make_one = (
+        "Make one on a machine with internet access with scripts/make_wheelhouse.py (README: Offline, from a "
+        "wheelhouse), or unset NSPY_TUTORIAL_WHEELHOUSE to install from PyPI."
+    )
     if not Path(given).is_dir():
-        raise FileNotFoundError(
-            f"NSPY_TUTORIAL_WHEELHOUSE={given} is not a folder. Make one with scripts/make_wheelhouse.py, "
-            "or unset the variable to install from PyPI."
-        )
+        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={given} is not a folder. {make_one}")
+    if not any(Path(given).glob("*.whl")):
+        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={given} holds no wheels (*.whl). {make_one}")
     return Path(given)
+
+
+def read_ncu_path(environ=os.environ):
+    """NCU_PATH as the ncu executable (the file, or the folder that holds it), or None when unset.
+
+    A path that names no file, or a file that cannot be run, is an error: a setting the user made is never
+    passed over in silence.
+    """
+    given = environ.get("NCU_PATH")
+    if not given:
+        return None
+    path = Path(given).expanduser()
+    path = path / "ncu" if path.is_dir() else path
+    fix = (
+        "set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or newer (or the folder that holds it), or unset it "
+        "to let this notebook find or install one."
+    )
+    if not path.is_file():
+        raise FileNotFoundError(f"NCU_PATH={given}: there is no file {path}. To fix it, {fix}")
+    if not os.access(path, os.X_OK):
+        raise PermissionError(f"NCU_PATH={given}: {path} is not executable. Run chmod +x {path}, or {fix}")
+    return path
 
 
 # ---------------------------------------------------------------- Nsight Compute
@@ -120,10 +145,8 @@ def ncus_on_path(path_variable):
 
 def ncu_candidates(environ=os.environ):
     """ncu executables to consider, in order: NCU_PATH (the file or its folder), then each one on PATH."""
-    candidates = []
-    if environ.get("NCU_PATH"):
-        given = Path(environ["NCU_PATH"]).expanduser()
-        candidates.append(given / "ncu" if given.is_dir() else given)
+    given = read_ncu_path(environ)
+    candidates = [given] if given else []
     candidates += ncus_on_path(environ.get("PATH"))
     return [path for path in dict.fromkeys(candidates) if path.is_file()]
 
@@ -246,6 +269,14 @@ def installed_version(distribution):
         return None
 
 
+def imported_from(distribution):
+    """The folder this Python imports a distribution from (the first on sys.path), or None."""
+    try:
+        return Path(importlib.metadata.distribution(distribution).locate_file("")).resolve()
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def pins_to_install(pins, have, already_in_folder):
     """The pins this Python lacks or has at another version, minus those already in the tutorial's folder."""
     wanted = {name: version for name, version in pins.items() if have.get(normalize(name)) != version}
@@ -263,9 +294,19 @@ def pip_install(requirements, log_path, wheelhouse=None, target=None):
     status = run_logged(command, log_path, TIME_LIMITS_S["pip"])
     if status != 0:
         ending = f"exit {status}" if status is not None else f"no answer within {TIME_LIMITS_S['pip']} s"
+        if wheelhouse:
+            what_to_do = (
+                f"The wheelhouse {wheelhouse} (NSPY_TUTORIAL_WHEELHOUSE) lacks a wheel pip needs for this Python: "
+                "make it again with scripts/make_wheelhouse.py --python-version "
+                f"{sys.version_info.major}.{sys.version_info.minor}."
+            )
+        else:
+            what_to_do = (
+                "Check the network, or point NSPY_TUTORIAL_WHEELHOUSE at a wheelhouse made by "
+                "scripts/make_wheelhouse.py."
+            )
         raise RuntimeError(
-            f"pip could not install {' '.join(requirements)} ({ending}):\n{log_tail(log_path, 8)}\n"
-            "Check the network, or point NSPY_TUTORIAL_WHEELHOUSE at a wheelhouse made by scripts/make_wheelhouse.py."
+            f"pip could not install {' '.join(requirements)} ({ending}):\n{log_tail(log_path, 8)}\n{what_to_do}"
         )
 
 

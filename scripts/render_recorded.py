@@ -13,6 +13,10 @@ Every output and plot on the page comes from the notebook's own cells, run by id
 the harness, section 1's names from the recording, the define cells, then each section's analysis cells. The
 cells that called the profiler (the run cells) are shown with the output they printed on the GPU machine, not
 run again. Folded '# @title' cells run with their input dropped (tag remove-input).
+
+Re-rendering unchanged data changes no file: cell ids are fixed (page-<n>), no execution times are kept, and
+when nothing but the rendering time would change, nothing is written.
+Needs nbformat, nbclient and nbconvert (requirements-harness.txt; the test suite's .ci/venv has them).
 """
 
 from __future__ import annotations
@@ -28,10 +32,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-from nbconvert import HTMLExporter
-from nbconvert.preprocessors import TagRemovePreprocessor
+try:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+except ImportError as missing:
+    raise SystemExit(
+        f"render_recorded.py needs nbformat, nbclient and nbconvert, and this Python ({sys.executable}) lacks "
+        f"{missing.name}. Run it with the test suite's environment: scripts/run_tests makes .ci/venv, then "
+        ".ci/venv/bin/python scripts/render_recorded.py; or install them: "
+        "python3 -m pip install -r requirements-harness.txt"
+    ) from None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import notebook_format  # noqa: E402
@@ -43,6 +55,7 @@ SECTION_LIST = list(SECTION_NUMBERS)
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
 PAGE = "recorded_sections"
+VOLATILE = ("rendered_utc",)  # figures.json keys that change with every rendering, not with the data
 
 
 def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
@@ -114,7 +127,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell(label(recording)))
     notebook.cells.append(folded(by_id["harness"]["source"], hide="remove-cell"))  # prints only OUT_DIR
-    here = folder.resolve().relative_to(ROOT).as_posix()  # the kernel runs in the repository: relative paths
+    here = Path(os.path.relpath(folder.resolve(), ROOT)).as_posix()  # the kernel runs in the repository
     notebook.cells.append(folded(record_ncu.cpu_section_one_source(here, "scripts") + LINT_NOTE))
     for cell_id in record_ncu.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
         notebook.cells.append(folded(by_id[cell_id]["source"], hide="remove-cell"))
@@ -155,11 +168,14 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             "# @title Section status and figures, for figures.json\n"
             "import json as _json\n"
             "\n"
-            f'_page = {{n: {{k: v for k, v in SECTIONS[n].items() if k != "started"}} for n in {SECTION_LIST}}}\n'
+            '_RUN_TIMES = ("started", "seconds")  # this CPU rendering\'s timings: not the GPU\'s, and never the same\n'
+            f"_page = {{n: {{k: v for k, v in SECTIONS[n].items() if k not in _RUN_TIMES}} for n in {SECTION_LIST}}}\n"
             'print("@@PAGE@@" + _json.dumps({"sections": _page, "figures": FIGURES}, default=str))\n',
             hide="remove-cell",
         )
     )
+    for number, cell in enumerate(notebook.cells):
+        cell.id = f"page-{number:03d}"  # fixed ids: a re-rendering gives the same page, byte for byte
     return notebook, recording
 
 
@@ -300,16 +316,22 @@ def cupti_page(executed: Path) -> Path:
     return target
 
 
-def render(folder: Path) -> Path:
+def render(folder: Path) -> tuple[Path, bool]:
+    """Render the page into folder; write only what changed (keep rendered_utc when nothing else did)."""
     notebook, recording = build(folder)
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["NSPY_TUTORIAL_OUT"] = str(Path(scratch) / "out")
         os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
         os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the plots into the page
         NotebookClient(
-            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+            notebook,
+            timeout=600,
+            kernel_name="python3",
+            record_timing=False,  # execution timestamps would change every file on every rendering
+            resources={"metadata": {"path": str(ROOT)}},
         ).execute()
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
+    notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
     printed = "".join(output.get("text", "") for output in notebook.cells[-1].outputs)
     page = json.loads(printed.rsplit("@@PAGE@@", 1)[1])
     problems = {number: info for number, info in page["sections"].items() if info["status"] != "ok"}
@@ -320,10 +342,29 @@ def render(folder: Path) -> Path:
         recording_created_utc=recording["created_utc"],
         notebook_sha256=record_ncu.hashlib.sha256(record_ncu.NOTEBOOK.read_bytes()).hexdigest(),
     )
+    html = export_html(notebook)
+    text = nbformat.writes(notebook)
+    files = {f"{PAGE}.ipynb": text if text.endswith("\n") else text + "\n", f"{PAGE}.html": html}
+    changed = write_if_changed(folder, page, files)
+    return folder / f"{PAGE}.html", changed
+
+
+def write_if_changed(folder: Path, page: dict, files: dict[str, str]) -> bool:
+    """Write figures.json and the page files, unless only the rendering time would differ from what is there."""
+    try:
+        old_page = json.loads((folder / "figures.json").read_text())
+    except (OSError, ValueError):
+        old_page = {}
+    same_page = {k: v for k, v in old_page.items() if k not in VOLATILE} == {
+        k: v for k, v in page.items() if k not in VOLATILE
+    }
+    same_files = all((folder / name).exists() and (folder / name).read_text() == text for name, text in files.items())
+    if same_page and same_files:
+        return False
     (folder / "figures.json").write_text(json.dumps(page, indent=1) + "\n")
-    nbformat.write(notebook, folder / f"{PAGE}.ipynb")
-    (folder / f"{PAGE}.html").write_text(export_html(notebook))
-    return folder / f"{PAGE}.html"
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
     for folder in folders:
-        print(f"rendered {render(folder).relative_to(ROOT)}")
+        page, changed = render(folder)
+        print(f"{'rendered' if changed else 'unchanged (same data, same page)'}: {os.path.relpath(page, ROOT)}")
     return 0
 
 

@@ -122,6 +122,17 @@ PIP = textwrap.dedent(
         if links is not None and not list(links.glob(stem + "-*.whl")):
             print(f"ERROR: No matching distribution found for {{name}}=={{version}} in {{links}}")
             sys.exit(1)
+    for wheel in [arg for arg in args if arg.endswith(".whl")]:  # wheel files named on the command line
+        if not Path(wheel).is_file():
+            print(f"ERROR: {{wheel}} does not exist")
+            sys.exit(1)
+        name, version = Path(wheel).name.split("-")[:2]
+        pins.append([name.replace("_", "-"), version])
+    if "--no-index" in args and "--no-deps" not in args:
+        # These wheels carry no metadata, so dependencies cannot be resolved offline; on the GPU runner,
+        # pip without --no-deps could not resolve cupti-python's cuda-bindings from the wheelhouse either.
+        print("ERROR: offline, this pip cannot resolve the dependencies; install with --no-deps")
+        sys.exit(1)
     if target is None:
         print("this fake pip only installs with --target: it refuses to change the Python's own packages")
         sys.exit(3)
@@ -254,3 +265,71 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
         for name, version in wanted.items():
             (directory / f"{name.replace('-', '_').lower()}-{version}-py3-none-any.whl").write_text("")
     return folder
+
+
+# ---------------------------------------------------------------- the shell scripts' machine
+FAKE_PYTHON = """#!/bin/sh
+# A python3 for the scripts' tests: records what it is asked to do; FAKE_* variables set its answers.
+echo "$*" >> "$FAKE_LOG"
+case "$1" in
+  -c) case "$2" in
+        *print*version_info*) echo "3.12" ;;
+        *version_info*) exit "${FAKE_OLD_PYTHON:-0}" ;;
+        *import*) exit "${FAKE_HARNESS_MISSING:-0}" ;;
+      esac ;;
+esac
+case "$2" in
+  venv) mkdir -p "$3/bin"; cp "$0" "$3/bin/python" ;;
+  pip) [ "$3" = freeze ] && echo "torch==2.11.0"
+       prev=""; for a; do
+         [ "$prev" = "-c" ] && sed 's/^/constraint: /' "$a" >> "$FAKE_LOG"
+         if [ "$prev" = "--find-links" ] && ! ls "$a"/*.whl >/dev/null 2>&1; then
+           echo "ERROR: Could not find a version that satisfies the requirement (no wheels in $a)" >&2; exit 1
+         fi
+         prev="$a"
+       done
+       [ -n "${FAKE_PIP_FAILS:-}" ] && { echo "ERROR: network unreachable" >&2; exit 1; } ;;
+  pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && echo '{}' > "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb"
+          echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
+  nbconvert) for a; do last="$a"; done; echo "<html>fake</html>" > "${last%.ipynb}.html" ;;
+esac
+exit 0
+"""
+NVIDIA_SMI_LISTING = {
+    True: "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'\n",
+    False: "#!/bin/sh\necho 'No devices were found'\nexit 6\n",
+}
+
+
+def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
+    """A fake python3 and an nvidia-smi that lists a GPU (or none), in folder; the environment that uses them."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", NVIDIA_SMI_LISTING[gpu])):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    log = folder / "python.log"
+    log.touch()
+    env = clean_environment()
+    env.update(
+        PYTHON=str(bin_dir / "python3"),
+        FAKE_LOG=str(log),
+        HOME=str(folder),
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    )
+    return env
+
+
+def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
+    """Run one of our shell scripts with the fake python3 (and a GPU unless gpu=False).
+
+    Returns (exit status, what it printed, what python was asked: one line per call).
+    """
+    from conftest import ROOT
+
+    env = script_machine(tmp_path, gpu)
+    env.update({key: str(value) for key, value in fake.items()})
+    done = subprocess.run(
+        ["bash", str(ROOT / script), *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True
+    )
+    return done.returncode, done.stdout + done.stderr, (tmp_path / "python.log").read_text().splitlines()

@@ -169,8 +169,7 @@ def _all_sections(harness, failing=None, skipped=None):
     for number in range(1, 11):
         harness.begin_section(number, f"s{number}", "needs Nsight Compute" if number == skipped else None)
         if number == failing:
-            harness.GUARD["section"] = number
-            harness.fail_section(RuntimeError("boom"))
+            harness.fail_section(RuntimeError("boom"), number)
     harness.end_sections()
     return harness.build_summary(strict=True)
 

@@ -48,11 +48,15 @@ class RecordedNotebook:
             env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
             cwd=tmp_path,
         )
-        self.session.run(cell_by_id(notebook, "harness").source)
-        self.session.run(record_ncu.cpu_section_one_source(folder))
-        cells = record_ncu.load_cells()
-        for cell_id in record_ncu.prelude_cell_ids(cells)[1:]:
-            self.session.run(cell_by_id(notebook, cell_id).source)
+        try:
+            self.session.run(cell_by_id(notebook, "harness").source)
+            self.session.run(record_ncu.cpu_section_one_source(folder))
+            cells = record_ncu.load_cells()
+            for cell_id in record_ncu.prelude_cell_ids(cells)[1:]:
+                self.session.run(cell_by_id(notebook, cell_id).source)
+        except BaseException:
+            self.session.close()  # a kernel never outlives a failed set-up
+            raise
         self.outputs: dict[int, str] = {}
 
     def section(self, number: int) -> str:

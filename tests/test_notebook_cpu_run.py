@@ -14,6 +14,7 @@ import textwrap
 import nbformat
 import pytest
 from conftest import NOTEBOOK
+from kernel_session import ipc_config
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from notebook_ast import code_cells
@@ -59,7 +60,9 @@ def cpu_run(shimmed, tmp_path_factory):
     _, log, env = shimmed
     out = tmp_path_factory.mktemp("cpu_run")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(out)}})
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(out)}}, config=ipc_config(out)
+    )
     saved = {key: os.environ.get(key) for key in (*env, "NSPY_TUTORIAL_OUT")}
     os.environ.update(env, NSPY_TUTORIAL_OUT=str(out / "nspy"))  # the kernel inherits this environment
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from fake_env import run_script
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import verified_table  # noqa: E402
@@ -26,41 +27,6 @@ def _fenced_commands(markdown: str, heading: str) -> list[str]:
     return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
 
 
-FAKE_PYTHON = """#!/bin/sh
-# A python3 for the scripts' tests: records what it is asked to do; FAKE_* variables set its answers.
-echo "$*" >> "$FAKE_LOG"
-case "$1" in
-  -c) case "$2" in
-        *version_info*) exit "${FAKE_OLD_PYTHON:-0}" ;;
-        *import*) exit "${FAKE_HARNESS_MISSING:-0}" ;;
-      esac ;;
-esac
-case "$2" in
-  venv) mkdir -p "$3/bin"; cp "$0" "$3/bin/python" ;;
-  pip) [ "$3" = freeze ] && echo "torch==2.11.0"
-       prev=""; for a; do [ "$prev" = "-c" ] && sed 's/^/constraint: /' "$a" >> "$FAKE_LOG"; prev="$a"; done ;;
-  pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && echo '{}' > "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb"
-          echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
-  nbconvert) for a; do last="$a"; done; echo "<html>fake</html>" > "${last%.ipynb}.html" ;;
-esac
-exit 0
-"""
-
-
-def run_script(script, tmp_path, *args, **fake):
-    """Run one of our shell scripts with the fake python3; returns (exit status, output, what python was asked)."""
-    fake_python = tmp_path / "python3"
-    fake_python.write_text(FAKE_PYTHON)
-    fake_python.chmod(0o755)
-    log = tmp_path / "python.log"
-    log.touch()
-    env = {**os.environ, "PYTHON": str(fake_python), "FAKE_LOG": str(log), "HOME": str(tmp_path)}
-    env.pop("NSPY_TUTORIAL_WHEELHOUSE", None)
-    env.update({key: str(value) for key, value in fake.items()})
-    done = subprocess.run(["bash", str(ROOT / script), *args], cwd=tmp_path, env=env, capture_output=True, text=True)
-    return done.returncode, done.stdout + done.stderr, log.read_text().splitlines()
-
-
 @pytest.mark.parametrize("pytest_exit", [0, 1, 3])
 def test_run_headless_returns_pytests_status_and_renders_the_html(tmp_path, pytest_exit):
     out = tmp_path / "run"
@@ -73,6 +39,7 @@ def test_run_headless_returns_pytests_status_and_renders_the_html(tmp_path, pyte
 def test_run_headless_installs_the_missing_harness_offline_holding_torch(tmp_path):
     wheelhouse = tmp_path / "wheelhouse"
     wheelhouse.mkdir()
+    (wheelhouse / "nbmake-1.5.5-py3-none-any.whl").write_text("")
     status, output, asked = run_script(
         "scripts/run_headless", tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
     )

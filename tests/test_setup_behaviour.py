@@ -20,9 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import NOTEBOOK, cell_by_id
-from fake_env import FakeMachine, clean_environment, make_wheelhouse
-from jupyter_client.manager import KernelManager
-from kernel_session import CellError, KernelSession
+from fake_env import COLAB_SITE, FakeMachine, clean_environment, make_wheelhouse
+from kernel_session import CellError, KernelSession, running
 
 from plumbing.cells import section_of
 
@@ -38,11 +37,7 @@ class MachineKernel(KernelSession):
     """A kernel whose environment is exactly the simulated machine's (no settings leak in from outside)."""
 
     def __init__(self, env: dict[str, str], cwd: Path):
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(env={**clean_environment(), **env}, cwd=str(cwd))
-        self.client = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
+        super().__init__(env, cwd, base_env=clean_environment())
 
 
 @dataclass
@@ -104,12 +99,6 @@ def pip_targets(machine: FakeMachine) -> list[tuple[str, set[str]]]:
         target = argv[argv.index("--target") + 1] if "--target" in argv else ""
         calls.append((target, {arg for arg in argv if "==" in arg}))
     return calls
-
-
-def running(pid: int) -> bool:
-    """Whether a process is alive (a zombie, killed and not yet reaped, counts as ended)."""
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stops_where_a_gpu_is_needed(run: Run) -> None:
@@ -438,3 +427,37 @@ def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsig
         assert session.value("'torch' in sys.modules") is False, "torch must come after the backend is chosen"
     finally:
         session.close()
+
+
+# ---------------------------------------------------------------- bad settings, as a new user makes them
+def test_an_ncu_path_that_names_no_file_stops_with_the_setting_and_the_fix(scenario):
+    run = scenario("ncu_path_missing", env={"NCU_PATH": "/opt/no-such-nsight-compute/ncu"})
+    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "FileNotFoundError", run.text()[-2000:]
+    assert "NCU_PATH=/opt/no-such-nsight-compute/ncu: there is no file" in run.error.evalue
+    assert run.machine.apt_installs() == [], "a wrong NCU_PATH must be said, not passed over for apt-get"
+
+
+def test_an_ncu_path_that_is_not_executable_stops_with_the_setting_and_the_fix(scenario, tmp_path_factory):
+    ncu = tmp_path_factory.mktemp("not_executable") / "ncu"
+    ncu.write_text("#!/bin/sh\necho 'Version 2026.3.1.0'\n")
+    ncu.chmod(0o644)
+    run = scenario("ncu_path_not_executable", env={"NCU_PATH": str(ncu)})
+    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "PermissionError", run.text()[-2000:]
+    assert f"NCU_PATH={ncu}: {ncu} is not executable" in run.error.evalue
+
+
+def test_an_empty_wheelhouse_stops_at_the_settings_and_names_the_setting(scenario, tmp_path_factory):
+    empty = tmp_path_factory.mktemp("empty_wheelhouse")
+    run = scenario("wheelhouse_empty", env={"NSPY_TUTORIAL_WHEELHOUSE": str(empty)})
+    assert run.stopped_at == "s1-choice-code", f"stopped at {run.stopped_at}: {run.error}"
+    assert f"NSPY_TUTORIAL_WHEELHOUSE={empty} holds no wheels" in run.error.evalue
+    assert "network" not in run.error.evalue.lower() and run.machine.calls("pip") == []
+
+
+def test_a_second_run_all_says_where_nsight_python_is_imported_from(scenario):
+    # This Python has an older nsight-python, so the first Run all installs 1.1.0 into the tutorial's folder.
+    run = scenario("second_run_all_source", site={**COLAB_SITE, "nsight-python": "1.0.0"})
+    folder = run.value("str(PACKAGES_DIR)")
+    assert f"nsight-python 1.1.0 imported from {folder}" in run.outputs["s1-pip-code"], run.outputs["s1-pip-code"]
+    run_cells(run, RERUN)  # Run all again: nothing to install now, still the same folder
+    assert f"nsight-python 1.1.0 imported from {folder}" in run.outputs["s1-pip-code"], run.outputs["s1-pip-code"]

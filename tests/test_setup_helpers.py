@@ -52,9 +52,17 @@ def test_profiler_choice_defaults_to_auto_and_rejects_typos():
 
 
 def test_a_wheelhouse_that_is_not_a_folder_says_how_to_make_one(tmp_path):
+    (tmp_path / "nsight_python-1.1.0-py3-none-any.whl").write_text("")
     assert read_wheelhouse({}) is None and read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": str(tmp_path)}) == tmp_path
     with pytest.raises(FileNotFoundError, match="scripts/make_wheelhouse.py"):
         read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": str(tmp_path / "missing")})
+
+
+def test_an_empty_wheelhouse_is_named_with_how_to_make_one_not_blamed_on_the_network(tmp_path):
+    with pytest.raises(FileNotFoundError) as raised:
+        read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": str(tmp_path)})
+    message = str(raised.value)
+    assert f"NSPY_TUTORIAL_WHEELHOUSE={tmp_path} holds no wheels" in message and "make_wheelhouse.py" in message
 
 
 # ---------------------------------------------------------------- Nsight Compute versions
@@ -75,6 +83,21 @@ def test_ncu_path_folder_is_searched_before_path(tmp_path):
     found = ncu_candidates({"NCU_PATH": str(chosen.parent), "PATH": str(other.parent)})
     assert found == [chosen, other]
     assert ncu_version_of(chosen) == (2026, 2, 1)
+
+
+def test_an_ncu_path_that_names_no_file_is_an_error_that_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"NCU_PATH={tmp_path / 'none'}: there is no file") as raised:
+        ncu_candidates({"NCU_PATH": str(tmp_path / "none"), "PATH": ""})
+    assert "set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or newer" in str(raised.value)
+    with pytest.raises(FileNotFoundError, match="there is no file .*/ncu"):
+        ncu_candidates({"NCU_PATH": str(tmp_path), "PATH": ""})  # a folder without an ncu in it
+
+
+def test_an_ncu_path_that_is_not_executable_is_an_error_that_says_so(tmp_path):
+    ncu = fake_ncu(tmp_path / "given", "2026.3.1.0")
+    ncu.chmod(0o644)
+    with pytest.raises(PermissionError, match=f"NCU_PATH={ncu}: {ncu} is not executable. Run chmod \\+x"):
+        ncu_candidates({"NCU_PATH": str(ncu), "PATH": ""})
 
 
 def test_apt_versions_are_newest_first_and_never_below_the_floor():
@@ -140,6 +163,12 @@ def test_failed_pip_install_raises_with_pips_error_and_what_to_do(tmp_path):
     with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_WHEELHOUSE") as raised:
         pip_install(["no-such-package-xyz==1.0"], tmp_path / "pip.log", wheelhouse=empty_wheelhouse)
     assert "no-such-package-xyz" in str(raised.value)
+    assert "lacks a wheel" in str(raised.value) and "network" not in str(raised.value), "offline, the network is moot"
+
+
+def test_imported_from_names_the_folder_a_package_comes_from():
+    assert setup_helpers.imported_from("pytest") == Path(pytest.__file__).resolve().parent.parent
+    assert setup_helpers.imported_from("no-such-distribution-xyz") is None
 
 
 # ---------------------------------------------------------------- libcupti

@@ -1,0 +1,217 @@
+"""Bad input to the scripts and the README's commands, tried as a new user would.
+
+Every wrong setting gets a message that names it and the fix, a non-zero exit, and nothing written outside
+the output folder; the README's commands work verbatim on a fresh clone. The scripts run for real (bash),
+with a fake python3 and nvidia-smi on PATH (tests/fake_env.py) that record what they were asked to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from fake_env import FakeMachine, make_wheelhouse, run_script, script_machine
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_wheelhouse as wheelhouse_script  # noqa: E402
+
+README = (ROOT / "README.md").read_text()
+# What the old run_headless wrote into / when its output folder could not be made.
+LEFT_IN_ROOT = ("pytest.log", "run_info.json", "nsight_python_t4_tutorial.ipynb", "nsight_python_t4_tutorial.html")
+
+
+def readme_commands(heading: str) -> list[str]:
+    """The commands of the ```bash blocks under a README heading (any level), continuation lines joined."""
+    match = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ |\Z)", README, re.S | re.M)
+    assert match, f"README.md has no heading {heading!r}"
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", match.group(1), re.S):
+        text = re.sub(r"\\\n\s*", " ", block)
+        commands += [line.strip() for line in text.splitlines() if line.strip()]
+    return commands
+
+
+def invoked(asked: list[str], what: str) -> list[str]:
+    return [line for line in asked if line.startswith(what)]
+
+
+def fresh_clone(folder: Path) -> Path:
+    """The files run_headless needs, as a fresh clone has them (and nothing a user made, like wheelhouse/)."""
+    for name in (
+        "scripts/run_headless",
+        "requirements-harness.txt",
+        "requirements.txt",
+        "nsight_python_t4_tutorial.ipynb",
+    ):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, folder / name)
+    return folder
+
+
+# ---------------------------------------------------------------- scripts/run_headless
+def test_run_headless_without_a_gpu_stops_before_it_installs_anything(tmp_path):
+    status, output, asked = run_script("scripts/run_headless", tmp_path, gpu=False, FAKE_HARNESS_MISSING=1)
+    assert status != 0, f"no GPU must be a failure, not a pass with skipped tests:\n{output}"
+    assert "no NVIDIA GPU" in output and "scripts/run_tests" in output, output
+    for step in ("-m pip install", "-m ipykernel install", "-m pytest"):
+        assert not invoked(asked, step), f"without a GPU run_headless ran `python {step}` before failing"
+
+
+@pytest.mark.parametrize("kind", ["under /proc", "a file", "under a file"])
+def test_run_headless_refuses_an_unusable_output_folder_and_writes_nowhere(tmp_path, kind):
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("not a folder")
+    value = {"under /proc": "/proc/nspy_no_such/x", "a file": str(a_file), "under a file": f"{a_file}/run"}[kind]
+    in_root_before = {name: (Path("/") / name).exists() for name in LEFT_IN_ROOT}
+    status, output, asked = run_script(
+        "scripts/run_headless", tmp_path, NSPY_TUTORIAL_OUT=value, FAKE_HARNESS_MISSING=1
+    )
+    assert status == 2, f"an unusable NSPY_TUTORIAL_OUT must stop the run (exit 2):\n{output}"
+    assert f"NSPY_TUTORIAL_OUT={value}" in output and "writable folder" in output, output
+    assert not invoked(asked, "-m pip install") and not invoked(asked, "-m pytest"), "it must stop before anything"
+    written = [name for name in LEFT_IN_ROOT if (Path("/") / name).exists() and not in_root_before[name]]
+    assert not written, f"run_headless wrote {written} into / (the output folder was empty)"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bin", "python.log", "results.txt"]
+
+
+def test_run_headless_names_the_output_folder_argument_when_that_is_the_bad_one(tmp_path):
+    status, output, _ = run_script("scripts/run_headless", tmp_path, "/proc/nspy_no_such/x")
+    assert status == 2 and "output folder argument (/proc/nspy_no_such/x)" in output, output
+
+
+@pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests"])
+def test_scripts_say_a_missing_python_is_not_found_rather_than_older(tmp_path, script):
+    status, output, _ = run_script(script, tmp_path, PYTHON="python3.99")
+    assert status == 2, output
+    assert "PYTHON=python3.99: not found" in output and "older" not in output, output
+
+
+@pytest.mark.parametrize("state", ["missing", "empty"])
+def test_run_headless_names_the_wheelhouse_setting_and_how_to_make_one(tmp_path, state):
+    wheelhouse = tmp_path / "wheelhouse"
+    if state == "empty":
+        (wheelhouse / "cupti").mkdir(parents=True)  # a folder, but no wheel in it
+    status, output, asked = run_script(
+        "scripts/run_headless", tmp_path, FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
+    )
+    assert status == 2, output
+    said = {"missing": "is not a folder", "empty": "holds no wheels"}[state]
+    assert f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} {said}" in output, output
+    assert "scripts/make_wheelhouse.py --dest wheelhouse" in output and "check the network" not in output.lower()
+    assert not invoked(asked, "-m pip install"), "a wheelhouse without wheels must be refused before pip runs"
+
+
+def test_run_headless_blames_the_wheelhouse_not_the_network_when_a_wheel_is_missing(tmp_path):
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    (wheelhouse / "nbmake-1.5.5-py3-none-any.whl").write_text("")
+    status, output, _ = run_script(
+        "scripts/run_headless", tmp_path, FAKE_HARNESS_MISSING=1, FAKE_PIP_FAILS=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
+    )
+    assert status == 2, output
+    assert f"from NSPY_TUTORIAL_WHEELHOUSE={wheelhouse}" in output and "make_wheelhouse.py" in output, output
+    assert "network access, set" not in output, "offline, the advice to get network access does not help"
+
+
+# ---------------------------------------------------------------- README.md's commands, verbatim
+def test_readme_first_command_runs_on_a_fresh_clone_from_pypi(tmp_path):
+    first = readme_commands("Two commands on a fresh clone")[0]
+    clone = fresh_clone(tmp_path / "clone")
+    env = script_machine(tmp_path, gpu=True)
+    env.update(FAKE_HARNESS_MISSING="1", NSPY_TUTORIAL_OUT=str(tmp_path / "out"))
+    done = subprocess.run(["bash", "-c", first], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"README's first command failed on a fresh clone (no wheelhouse):\n{done.stderr}"
+    install = invoked((tmp_path / "python.log").read_text().splitlines(), "-m pip install")
+    assert install and "--no-index" not in install[0], "with network access the harness comes from PyPI"
+
+
+def test_readme_offline_way_makes_the_wheelhouse_the_run_then_uses(tmp_path):
+    make, run = readme_commands("Offline, from a wheelhouse")
+    clone = fresh_clone(tmp_path / "clone")
+    env = script_machine(tmp_path, gpu=True)
+    env.update(FAKE_HARNESS_MISSING="1", NSPY_TUTORIAL_OUT=str(tmp_path / "out"))
+    subprocess.run(["bash", "-c", make], cwd=clone, env=env, check=True)
+    made = invoked((tmp_path / "python.log").read_text().splitlines(), "scripts/make_wheelhouse.py")[0].split()
+    dest = clone / made[made.index("--dest") + 1]
+    main, cupti = wheelhouse_script.read_requirements(ROOT / "requirements.txt")
+    make_wheelhouse(dest, dict(pin.split("==") for pin in main), dict(pin.split("==") for pin in cupti))
+    done = subprocess.run(["bash", "-c", run], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"README's offline command failed with the wheelhouse it makes:\n{done.stderr}"
+    install = invoked((tmp_path / "python.log").read_text().splitlines(), "-m pip install")[0]
+    assert f"--no-index --find-links {dest}" in install, install
+
+
+def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
+    (recipe,) = readme_commands("Re-recording the Nsight Compute data")
+    machine = FakeMachine(tmp_path / "machine")
+    env = machine.build()
+    clone = fresh_clone(tmp_path / "clone")
+    main, cupti = wheelhouse_script.read_requirements(ROOT / "requirements.txt")
+    pins, cupti_pins = dict(pin.split("==") for pin in main), dict(pin.split("==") for pin in cupti)
+    make_wheelhouse(clone / "wheelhouse", pins, cupti_pins)
+    # The recorder's stand-in reports what the real one would import, and from where.
+    (clone / "scripts" / "record_ncu.py").write_text(
+        "import importlib.metadata as m, json, os, pathlib\n"
+        "found = {}\n"
+        "for d in m.distributions():  # the first on sys.path wins, as for imports\n"
+        "    found.setdefault(d.metadata['Name'], str(d.locate_file('')))\n"
+        "cupti = pathlib.Path(os.environ['NSPY_TUTORIAL_CUPTI_DIR'])\n"
+        "print(json.dumps({'found': found, 'libcupti': [str(p) for p in cupti.glob('nvidia/*/lib/libcupti.so.13')]}))\n"
+    )
+    bin_dir = tmp_path / "python_bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(["bash", "-c", recipe], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"the README's re-recording recipe failed:\n{done.stdout}\n{done.stderr}"
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in pins:
+        assert Path(report["found"].get(name, "")).name == "packages", (
+            f"the recorder did not import {name} from record_env"
+        )
+    assert report["libcupti"], "the CUPTI set (libcupti.so.13) is not in NSPY_TUTORIAL_CUPTI_DIR"
+    pip_calls = machine.calls("pip")
+    assert len(pip_calls) == 2 and all("--no-deps" in call["argv"] for call in pip_calls), pip_calls
+
+
+def test_folders_the_readme_commands_make_are_ignored_by_git():
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for folder in ("wheelhouse", "record_env", "record_ncu_work", "headless_run"):
+        done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x.whl"], cwd=ROOT)
+        assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"
+
+
+# ---------------------------------------------------------------- scripts/render_recorded.py
+RECORDINGS = sorted(path.parent for path in (ROOT / "docs/verified").glob("*/recording.json"))
+
+
+def test_render_recorded_without_nbformat_says_what_to_run_instead():
+    # -S: this Python without its site-packages, like a plain system python3 that lacks nbformat
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "scripts/render_recorded.py")], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode != 0, "a missing nbformat must fail the script"
+    assert "Traceback" not in done.stderr, f"a missing package must get a message, not a traceback:\n{done.stderr}"
+    assert "lacks nbformat" in done.stderr and ".ci/venv/bin/python scripts/render_recorded.py" in done.stderr
+
+
+@pytest.mark.skipif(not RECORDINGS, reason="no docs/verified/*/recording.json to render")
+def test_render_recorded_twice_on_the_same_data_changes_no_file(tmp_path):
+    folder = tmp_path / RECORDINGS[0].name
+    shutil.copytree(RECORDINGS[0], folder)
+    render = [sys.executable, str(ROOT / "scripts/render_recorded.py"), str(folder)]
+    subprocess.run(render, check=True, capture_output=True, cwd=ROOT)
+    first = {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+    again = subprocess.run(render, check=True, capture_output=True, text=True, cwd=ROOT)
+    second = {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+    changed = sorted(str(name) for name in first.keys() | second.keys() if first.get(name) != second.get(name))
+    assert not changed, f"re-rendering unchanged data rewrote {changed}: cell ids, timestamps or timings leak in"
+    assert "unchanged" in again.stdout, again.stdout
