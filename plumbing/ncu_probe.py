@@ -18,6 +18,8 @@ def main():
         import nsight
         from nsight.collection import ncu as nsight_ncu
 
+        if nsight_ncu.injection_load_error is not None:
+            raise nsight_ncu.injection_load_error
         report["stage"] = "import torch"
         import torch
 
