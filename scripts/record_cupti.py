@@ -37,9 +37,9 @@ RECORDING_FILE = "cupti_recording.json"
 # its folded figure cell included, is analysis: it reads only what these bound, and runs on a CPU from the recording.
 RECORDED = {
     2: {"define": ("s2-define",), "run": ("s2-run",)},
-    3: {"define": ("s3-define",), "run": ("s3-run",)},
+    3: {"define": ("s3-define", "s3-timing-define"), "run": ("s3-run", "s3-timing-run")},
     5: {"define": ("s5-define", "s5-each", "s5-normalize"), "run": ("s5-run", "s5-ratio")},
-    8: {"define": ("s8-collectors", "s8-define"), "run": ("s8-run",)},
+    8: {"define": ("s8-timestamps", "s8-collectors", "s8-limits", "s8-define"), "run": ("s8-run",)},
     9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti",)},
 }
 ENCODABLE = (int, float, str, list, tuple, dict)
