@@ -23,8 +23,16 @@ import traceback
 from pathlib import Path
 
 import pandas as pd
-from IPython import get_ipython
-from IPython.display import display
+
+try:
+    from IPython import get_ipython
+    from IPython.display import display
+except ImportError:  # a plain Python running these cells (scripts/record_ncu.py's environment): nothing to guard
+
+    def get_ipython():
+        return None
+
+    display = print
 
 from plumbing.cells import (
     CUPTI_SECTIONS,
