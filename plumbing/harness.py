@@ -368,8 +368,9 @@ def _record_if_ok(number, record):
         return None
     try:
         return record()
-    except Exception as error:  # the summary reports it; Run all goes on
-        cell_failed(error, number)
+    except Exception as error:  # the summary reports it; Run all goes on (after the last section, it stops)
+        if not cell_failed(error, number):
+            raise
         return None
 
 
