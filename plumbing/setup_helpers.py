@@ -380,40 +380,7 @@ def check_cupti_library(preloaded, environ=os.environ):
 
 
 # ---------------------------------------------------------------- the backend probe
-PROBE_SCRIPT = r'''
-"""Can nsight profile one kernel with Nsight Compute in a fresh process? Prints one JSON line."""
-import json
-import shutil
-import sys
-
-report = {"ncu": shutil.which("ncu"), "stage": "import nsight", "error": ""}
-try:
-    import nsight
-    from nsight.collection import ncu as nsight_ncu
-
-    if nsight_ncu.injection_load_error is not None:
-        raise nsight_ncu.injection_load_error
-    report["stage"] = "import torch"
-    import torch
-
-    report["stage"] = "profile one kernel"
-
-    quiet = nsight.VerbosityLevel.SILENT
-
-    @nsight.analyze.kernel(runs=1, thermal_mode="off", output_prefix=sys.argv[1], verbosity=quiet)
-    def probe(n):
-        x = torch.ones(n, device="cuda")
-        with nsight.annotate("probe"):
-            x * 2.0
-
-    times = probe(1 << 16).to_dataframe().AvgValue.tolist()
-    if not times or not all(t > 0 for t in times):
-        raise RuntimeError(f"the probe kernel measured {times}")
-    report["stage"] = "done"
-except BaseException as error:
-    report["error"] = f"{type(error).__name__}: {error}"
-print(json.dumps(report))
-'''
+PROBE_SCRIPT = None  # the text of plumbing/ncu_probe.py: the setup-helpers cell embeds it right after this module
 PROBE_REMEDIES = (
     ("ERR_NVGPUCTRPERM", "this user may not read the GPU's performance counters: run as root, or allow them "
      "for all users (NVreg_RestrictProfilingToAdminUsers=0, see the README)"),
@@ -433,12 +400,14 @@ def explain_probe_failure(report):
     return f"the Nsight Compute probe failed at '{report.get('stage')}': {' '.join(cause)[:400]}. What to do: {remedy}"
 
 
-def probe_ncu(ncu_path, prefix, log_path):
-    """Profile one tiny kernel with Nsight Compute in a child process. Returns (usable, reason if not)."""
+def probe_ncu(ncu_path, prefix, log_path, script=None):
+    """Profile one tiny kernel with Nsight Compute in a child process (plumbing/ncu_probe.py, or `script`).
+    Returns (usable, reason if not)."""
+    script = script or PROBE_SCRIPT
     env = {key: value for key, value in os.environ.items() if key != "NSPY_NCU_INIT_AT_IMPORT"}
     env["MPLBACKEND"] = "Agg"
     Path(log_path).write_text("")
-    status = run_logged([sys.executable, "-c", PROBE_SCRIPT, prefix], log_path, TIME_LIMITS_S["probe"], env)
+    status = run_logged([sys.executable, "-c", script, prefix], log_path, TIME_LIMITS_S["probe"], env)
     if status is None:
         return False, f"the Nsight Compute probe did not finish within {TIME_LIMITS_S['probe']} s; see {log_path}"
     lines = [line for line in Path(log_path).read_text(errors="replace").splitlines() if line.startswith("{")]

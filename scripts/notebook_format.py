@@ -15,7 +15,7 @@ its code, through nbconvert's TagRemovePreprocessor). Every other cell carries n
 
 Plumbing lives in modules (plumbing/*.py), embedded into folded cells. A folded cell whose second line reads
 
-    # Source: plumbing/cells.py, plumbing/harness.py (embedded by scripts/notebook_format.py; edit the module)
+    # Source: plumbing/cells.py, plumbing/harness.py (embedded by scripts/notebook_format.py)
 
 holds exactly those modules' code after it (without docstrings, `from __future__` and `from plumbing...` imports:
 the names come from the cell that embeds that module); `path as NAME` embeds a module's text as the
@@ -61,7 +61,7 @@ def is_folded(cell: dict) -> bool:
 
 
 # ---------------------------------------------------------------- modules embedded into folded cells
-GENERATED_NOTE = "(embedded by scripts/notebook_format.py; edit the module)"
+GENERATED_NOTE = "(embedded by scripts/notebook_format.py)"  # edit the module, not the cell
 SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) " + re.escape(GENERATED_NOTE) + "$")
 EMBEDDED_ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
 

@@ -155,13 +155,6 @@ def test_every_nsight_name_used_exists_in_the_installed_library(notebook):
         assert hasattr(importlib.import_module(module), name), f"from {module} import {name}: no such name"
 
 
-def test_cupti_is_activated_only_with_tool_enum_after_disabling_ncu_at_import(notebook):
-    source = "\n".join(cell_python(cell) for cell in code_cells(notebook))
-    assert "nsight.activate(nsight.Tool.CUPTI)" in source
-    assert 'os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"' in source, "CUPTI needs NCU kept off at import"
-    assert not re.search(r"activate\(\s*['\"]", source), "nsight.activate takes a nsight.Tool, not a string"
-
-
 def test_requirements_never_ask_for_torch():
     for path in ROOT.glob("requirements*.txt"):
         assert not re.search(r"^\s*torch\b", path.read_text(), re.M), f"{path.name} would pull a (CUDA) torch"

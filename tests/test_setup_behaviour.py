@@ -407,6 +407,28 @@ def test_a_t4_passes_the_gpu_check(colab):
     assert "GPU 0: Tesla T4, compute capability 7.5" in run.outputs["gpu-check"]
 
 
+def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsights_tool(notebook, tmp_path):
+    """The import cell's CUPTI branch, with the real nsight and no cupti-python (this suite's environment): nsight
+    is imported with Nsight Compute kept out (no injection load was even tried), then activated with its own
+    Tool enum, which asks for cupti-python. Only the libcupti preload stands in: there is no GPU library here."""
+    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out")}, cwd=tmp_path)
+    try:
+        session.run(cell_by_id(notebook, "harness").source)
+        session.run(cell_by_id(notebook, "setup-helpers").source)
+        session.run(
+            "# @title test set-up: what the probe decided, and a stand-in for the libcupti preload\n"
+            "USE_NCU, CUPTI_DIR = False, Path('cupti13')\n"
+            "preload_libcupti = lambda folder: folder / 'libcupti.so.13'\n"
+        )
+        with pytest.raises(CellError) as raised:
+            session.run(cell_by_id(notebook, "s1-import-code").source)
+        assert raised.value.ename == "ImportError" and "cupti-python is required" in raised.value.evalue
+        assert session.value("nsight.collection.ncu.injection_load_error is None"), "nsight tried to load ncu"
+        assert session.value("'torch' in sys.modules") is False, "torch must come after the backend is chosen"
+    finally:
+        session.close()
+
+
 # ---------------------------------------------------------------- bad settings, as a new user makes them
 def test_an_ncu_path_that_names_no_file_stops_with_the_setting_and_the_fix(scenario):
     run = scenario("ncu_path_missing", env={"NCU_PATH": "/opt/no-such-nsight-compute/ncu"})

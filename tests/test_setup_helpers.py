@@ -280,3 +280,13 @@ def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path,
     assert (facts["ncu_path"], facts["ncu_version"]) == (str(ncu), "2026.3.1")
     assert (facts["profiler"], facts["cupti_reason"], facts["nsight_python"]) == ("cupti", "no ncu here", "1.1.0")
     assert facts["libcupti"] == str(tmp_path / "libcupti.so.13") and facts["memory_gib"] == 15.0
+
+
+def test_the_probe_reports_where_nsight_compute_failed_and_what_to_do(tmp_path, monkeypatch):
+    """plumbing/ncu_probe.py with the real nsight, on a machine without ncu: the probe stops at 'import nsight' and
+    section 1 falls back to CUPTI with that reason."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no ncu here
+    script = (ROOT / "plumbing" / "ncu_probe.py").read_text()
+    usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", f"{tmp_path}/probe/", tmp_path / "probe.log", script)
+    assert usable is False
+    assert reason.startswith("the Nsight Compute probe failed at 'import nsight'") and "What to do:" in reason, reason
