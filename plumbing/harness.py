@@ -66,6 +66,8 @@ def prepare_output_dir(folder, environ=os.environ):
     fix = "Set NSPY_TUTORIAL_OUT to a folder you can write to (it is created if missing)" + (
         ", or unset it to use the default." if given else "."
     )
+    if folder.exists() and not folder.is_dir():
+        raise RuntimeError(f"{setting}: that is a file, not a folder. {fix}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / ".nspy_write_test"
