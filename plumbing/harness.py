@@ -74,6 +74,8 @@ def prepare_output_dir(folder, environ=os.environ):
     fix = "Set NSPY_TUTORIAL_OUT to a folder you can write to (it is created if missing)" + (
         ", or unset it to use the default." if given else "."
     )
+    if folder.exists() and not folder.is_dir():
+        raise RuntimeError(f"{setting}: that is a file, not a folder. {fix}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / ".nspy_write_test"
@@ -376,8 +378,9 @@ def _record_if_ok(number, record):
         return None
     try:
         return record()
-    except Exception as error:  # the summary reports it; Run all goes on
-        cell_failed(error, number)
+    except Exception as error:  # the summary reports it; Run all goes on (after the last section, it stops)
+        if not cell_failed(error, number):
+            raise
         return None
 
 

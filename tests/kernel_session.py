@@ -150,10 +150,7 @@ class KernelSession:
                 return done
 
     def value(self, expression: str):
-        """The JSON value of an expression evaluated in the kernel.
-
-        The probe is a folded '# @title' cell, so the notebook's section guard never skips or wraps it.
-        """
+        """The JSON value of an expression evaluated in the kernel (by a cell that only prints it)."""
         dump = f"print({RESULT_MARK!r} + _json.dumps({expression}, default=str))"
         probe = f"# @title test probe\nimport json as _json\n{dump}"
         out = self.run(probe)

@@ -98,10 +98,16 @@ def test_run_headless_names_the_wheelhouse_setting_and_how_to_make_one(tmp_path,
     wheelhouse = tmp_path / "wheelhouse"
     if state == "empty":
         (wheelhouse / "cupti").mkdir(parents=True)  # a folder, but no wheel in it
+    out = tmp_path / "out"
     status, output, asked = run_script(
-        "scripts/run_headless", tmp_path, FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
+        "scripts/run_headless",
+        tmp_path,
+        FAKE_HARNESS_MISSING=1,
+        NSPY_TUTORIAL_WHEELHOUSE=wheelhouse,
+        NSPY_TUTORIAL_OUT=out,
     )
     assert status == 2, output
+    assert not out.exists(), "a bad wheelhouse must stop the run before it makes even the output folder"
     said = {"missing": "is not a folder", "empty": "holds no wheels"}[state]
     assert f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} {said}" in output, output
     assert "scripts/make_wheelhouse.py --dest wheelhouse" in output and "check the network" not in output.lower()
