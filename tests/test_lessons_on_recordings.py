@@ -190,7 +190,9 @@ def test_s7_without_the_flush_bytes_written_match_what_must_be_written(lessons):
     frame = lessons.recording["variables"]["unflushed_fusion_frame"]
     for row in rows:
         must = row["must write (MB)"]
-        assert row["written, no flush (MB)"] == pytest.approx(must, rel=0.03), (
+        # Without a flush the window counts the kernel's own writes, less what it leaves dirty in L2 at its end, plus
+        # earlier lines evicted during it: a few percent either way on the recording (H200: +2.2% and +3.9%).
+        assert row["written, no flush (MB)"] == pytest.approx(must, rel=0.05), (
             f"{row['Annotation']}: {row['written, no flush (MB)']:.1f} MB written without the flush, against "
             f"{must:.1f} MB it must write: check s7-table's no-flush column (bytes / 1e6 = MB)"
         )
