@@ -71,3 +71,19 @@ def test_each_sections_analysis_runs_on_the_recording_and_its_figures_are_physic
     assert section["status"] == "ok", f"section {number} on the CUPTI recording: {section['reason']}\n{outputs}"
     suspect = recorded.value(f"[f for f in FIGURES if f['section'] == {number} and f['check'] == 'SUSPECT']")
     assert not suspect, f"section {number}'s figures are outside the recorded GPU's physical limits: {suspect}"
+
+
+def test_section_3s_bandwidth_counts_every_byte_the_add_moves(notebook, recorded):
+    """A vector add of n floats reads two tensors and writes one: 3 * 4 * n bytes over the recorded kernel time."""
+    number = 3
+    recorded.run(cell_by_id(notebook, record_cupti.opener_id(number)).source)
+    recorded.run(record_cupti.inject_source(number))
+    for cell_id in record_cupti.analysis_cell_ids(record_ncu.load_cells(), number):
+        recorded.run(cell_by_id(notebook, cell_id).source)
+    n = 1 << 24
+    add_ns = recorded.value(f"float(repeats_frame.query('Annotation == \"add\" and n == {n}').AvgValue.iloc[0])")
+    figure = recorded.value("next(f for f in FIGURES if f['name'] == 'vector add 16M')")
+    assert figure["value"] == pytest.approx(3 * 4 * n / add_ns, rel=1e-3), (
+        f"section 3's GB/s must count two reads and one write of 4-byte floats over the kernel time: got "
+        f"{figure['value']:.0f} GB/s for {add_ns:.0f} ns; check s3-record's byte count"
+    )
