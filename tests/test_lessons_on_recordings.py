@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from types import SimpleNamespace
 
 import pytest
 from conftest import ROOT
@@ -96,68 +95,6 @@ def test_every_ncu_run_of_the_recording_left_the_clocks_alone_and_base_rows_name
         command = call.get("command", "").split()
         if "--clock-control" not in command or command[command.index("--clock-control") + 1] != "none":
             predates(lessons.folder, f"call {call['index']} ran ncu with {call.get('clock_control')!r} clocks")
-
-
-def _fake_call(tmp_path, clock_control):
-    argv = tmp_path / "ncu_argv"
-    ncu = tmp_path / "ncu"
-    ncu.write_text(f'#!/bin/sh\necho "$@" > "{argv}"\nexit 1\n')
-    ncu.chmod(0o755)
-    (tmp_path / "calls").mkdir(exist_ok=True)
-    calls = record_ncu.ProfiledCalls(tmp_path, "outer", ncu=str(ncu), log=lambda *_: None)
-    calls.where = (4, "s4-run")
-    collector = SimpleNamespace(
-        metrics=["gpu__time_duration.sum"],
-        cache_control="all",
-        clock_control=clock_control,
-        replay_mode="kernel",
-        combine_kernel_metrics=None,
-        ignore_kernel_list=None,
-    )
-    settings = SimpleNamespace(runs=1, output_prefix=f"{tmp_path / 'out'}/", info_collectors=None)
-
-    def double(n):
-        pass
-
-    double._nspy_run_id = 0
-    return calls, (collector, double, [(8,)], settings), argv
-
-
-def test_recorder_runs_ncu_with_clock_control_none(tmp_path):
-    calls, arguments, argv = _fake_call(tmp_path, "none")
-    with pytest.raises(record_ncu.RecorderError):  # the fake ncu exits 1 after noting its arguments
-        calls.collect(*arguments)
-    command = argv.read_text().split()
-    assert command[command.index("--clock-control") + 1] == "none", f"ncu was started with {command}"
-
-
-def test_recorder_refuses_base_clocks_unless_a_committed_recording_holds_the_call(tmp_path, monkeypatch):
-    monkeypatch.setattr(record_ncu, "recording_folders", lambda root=None: [])
-    calls, arguments, argv = _fake_call(tmp_path, "base")
-    with pytest.raises(record_ncu.RecorderError, match="refuses"):
-        calls.collect(*arguments)
-    assert not argv.exists(), "ncu was started for a clock_control='base' call"
-
-
-def test_recorder_serves_base_clock_rows_from_the_recording_that_ran_them(tmp_path, monkeypatch):
-    import pandas as pd
-
-    old = tmp_path / "old-recording"
-    old.mkdir()
-    frame = pd.DataFrame({"Annotation": ["double"], "Value": [1234.0], "Metric": ["gpu__time_duration.sum"]})
-    wanted = {"section": 4, "benchmark": "double", "cache_control": "all", "clock_control": "base", "runs": 1}
-    call = {**wanted, "index": 1, "configs": record_ncu.encode([(8,)]), "metrics": ["gpu__time_duration.sum"]}
-    call["raw_frame"] = record_ncu.encode(frame)
-    old_recording = {"created_utc": "2026-11-30T10:00:00+00:00", "provenance": {"notebook_commit": "abc1234"}}
-    (old / "recording.json").write_text(json.dumps({**old_recording, "calls": [call]}))
-    monkeypatch.setattr(record_ncu, "recording_folders", lambda root=None: [old])
-    (tmp_path / "work").mkdir()
-    calls, arguments, argv = _fake_call(tmp_path / "work", "base")
-    served = calls.collect(*arguments)
-    assert not argv.exists(), "ncu was started for a clock_control='base' call"
-    assert served.Value.tolist() == [1234.0], "the committed raw frame should come back unchanged"
-    source = calls.calls[-1]["served_from"]
-    assert source["folder"] == "old-recording" and "2026-11-30T10:00:00" in source["label"], source
 
 
 # ---------------------------------------------------------------- section 4: the memory clock

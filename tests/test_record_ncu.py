@@ -1,5 +1,8 @@
 """scripts/record_ncu.py's mechanism on CPU: the ncu command it builds from nsight's own, nsight's collect driven
-through the patched functions up to the report, the check that names what moved in a new nsight-python, the plan.
+through the patched functions up to the report, the check that names what moved in a new nsight-python, the plan,
+and the clock policy: every ncu it starts gets --clock-control none; a clock_control='base' call is never run but
+served from the committed recording that ran it (section 4's own benchmark, through nsight's real collect), or
+refused with the reason when no committed recording holds it.
 
 What needs a GPU (the inner replay under ncu, the report itself) is exercised by the lead on the GPU runner; the
 committed recording's analysis is tested in test_ncu_recordings.py.
@@ -156,6 +159,73 @@ def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
         bench(1)
 
 
+# ---------------------------------------------------------------- the recorder leaves the runner's clocks alone
+COMMITTED = record_ncu.recording_folders()
+
+
+def _doubling_benchmark(clock_control):
+    """Section 4's own benchmark for cold caches and the given clocks, built by the notebook's s4-define cell with
+    the L2 size of the committed recording (so its configs are the ones that recording profiled)."""
+    environment = record_ncu.load_recording(COMMITTED[0])["environment"]
+    cells = record_ncu.load_cells()
+    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT}
+    for cell_id in ("harness", "setup-helpers"):
+        record_ncu.run_cell(namespace, cells, cell_id)
+    namespace["L2_BYTES"] = environment["l2_bytes"]
+    record_ncu.run_cell(namespace, cells, "s4-define")
+    return namespace["doubling_benchmarks"][("all", clock_control)]
+
+
+def test_every_ncu_the_recorder_starts_gets_clock_control_none(patched):
+    calls, log, work = patched
+    with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction fails after ncu ran
+        _doubling_benchmark("none")()
+    assert not isinstance(raised.value, record_ncu.RecorderError), f"the recorder refused: {raised.value}"
+    assert log.exists(), "nsight's collect never started ncu through the recorder"
+    argv = json.loads(log.read_text())
+    assert _option(argv, "--clock-control") == "none", f"ncu was started with {argv}"
+
+
+def test_the_recorder_refuses_to_start_ncu_with_base_clocks_or_ncus_default(tmp_path):
+    attach, _ = record_ncu.nsight_attach_command(
+        nsight_ncu.launch_ncu, f"{tmp_path}/report.ncu-rep", ["gpu__time_duration.sum"], "all", "base", "kernel",
+        nsight.VerbosityLevel.SILENT,
+    )  # fmt: skip
+    with pytest.raises(record_ncu.RecorderError, match="without --clock-control none"):
+        record_ncu.launch_command(attach, "ncu", ["python3"])  # base clocks: the runner is shared
+    at = attach.index("--clock-control")
+    with pytest.raises(record_ncu.RecorderError, match="without --clock-control none"):
+        record_ncu.launch_command(attach[:at] + attach[at + 2 :], "ncu", ["python3"])  # ncu's default is base
+
+
+def test_a_base_clock_call_no_committed_recording_holds_is_refused_and_never_run(patched, monkeypatch):
+    calls, log, work = patched
+    monkeypatch.setattr(record_ncu, "recording_folders", lambda root=None: [])
+    with pytest.raises(record_ncu.RecorderError, match=r"clock_control='base', which this recorder refuses") as no:
+        _doubling_benchmark("base")()
+    assert "No committed recording holds this call" in str(no.value), str(no.value)
+    assert not log.exists(), "ncu was started for a clock_control='base' call"
+
+
+def test_a_base_clock_call_is_served_from_the_committed_recording_that_ran_it(patched):
+    """The committed recording holds section 4's base-clock calls, served from the older recording that ran them:
+    nsight's collect gets that call's raw frame and rebuilds the frame the committed recording kept, and the call
+    names the recording that ran it (not the one that served it again)."""
+    import pandas as pd
+
+    calls, log, work = patched
+    recording = record_ncu.load_recording(COMMITTED[0])
+    served = _doubling_benchmark("base")().to_dataframe()
+    assert not log.exists(), "ncu was started for a clock_control='base' call"
+    pd.testing.assert_frame_equal(served, recording["variables"]["doubling_frames"][("all", "base")])
+    committed = next(c for c in recording["calls"] if c.get("clock_control") == "base" and c["cache_control"] == "all")
+    assert calls.calls[-1]["served_from"] == committed["served_from"], "the call must name the recording that ran it"
+    source = calls.calls[-1]["served_from"]
+    assert source["notebook_commit"] != recording["provenance"]["notebook_commit"], (
+        f"{source['label']}: a call served again names the recording that ran it, not the one that served it"
+    )
+
+
 def test_plan_lists_the_cells_and_metrics_without_a_gpu():
     done = subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), "--plan"], capture_output=True,
                           text=True, check=True)  # fmt: skip
@@ -187,8 +257,7 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
 
     import pandas as pd
 
-    folder = record_ncu.recording_folders()[0]
-    recording = record_ncu.load_recording(folder)
+    recording = record_ncu.load_recording(COMMITTED[0])
     call = next(call for call in recording["calls"] if call["cell"] == "s6-run")
     work = tmp_path / "work"
     (work / "calls").mkdir(parents=True)

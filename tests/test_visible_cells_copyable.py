@@ -86,9 +86,10 @@ def test_the_checker_finds_a_name_only_a_folded_cell_binds():
         nbformat.v4.new_code_cell("import math\nvalue = math.pi"),
         nbformat.v4.new_code_cell("def use():\n    return helper() + value\nframe = pd.DataFrame()\nL2_BYTES"),
     ]
-    for index, cell in enumerate(notebook.cells):
-        cell["id"] = f"c{index}"
-    assert hidden_names(notebook) == {"c3": ["helper", "pd"]}
+    # Ids as the cell table (plumbing/cells.py) reads them: all four cells belong to section 2.
+    for cell, cell_id in zip(notebook.cells, ["s2", "s2-plumbing", "s2-define", "s2-use"], strict=True):
+        cell["id"] = cell_id
+    assert hidden_names(notebook) == {"s2-use": ["helper", "pd"]}
 
 
 def test_every_visible_cell_uses_only_names_from_earlier_visible_cells(notebook):

@@ -1,0 +1,85 @@
+"""plumbing/headlines.py, imported: on the tables that real recorded runs gave, each section's headline function
+gives back the figure and the headline that run recorded.
+
+Sections 4 and 7 come from the Nsight Compute recording (docs/verified/<gpu>-ncu-<version>/: its figures.json holds
+what the notebook's -record cells printed there); section 8 from the CUPTI recording (cupti_recording.json, with
+the output of every cell it ran). The section's own cells build its table in a real kernel, as in
+tests/test_ncu_recordings.py and tests/test_cupti_recordings.py; the function then runs here, on that table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+from conftest import ROOT, cell_by_id
+from kernel_session import KernelSession
+from test_ncu_recordings import RecordedNotebook
+
+from plumbing.headlines import doubling_headline, fusion_headline, thermal_headline
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import record_cupti  # noqa: E402
+import record_ncu  # noqa: E402
+
+NCU_FOLDERS = [folder for folder in record_ncu.recording_folders() if (folder / "figures.json").exists()]
+CUPTI_FOLDERS = record_cupti.cupti_recording_folders()
+
+
+def _recorded(figures: dict, number: int) -> tuple[float, str]:
+    """(the figure value, the headline) a recorded run kept for section `number`."""
+    (figure,) = [figure for figure in figures["figures"] if figure["section"] == number]
+    return figure["value"], figures["sections"][str(number)]["headline"]
+
+
+@pytest.fixture(scope="module", params=NCU_FOLDERS, ids=[folder.name for folder in NCU_FOLDERS])
+def ncu_run(request, notebook, tmp_path_factory):
+    runner = RecordedNotebook(notebook, request.param, tmp_path_factory.mktemp(f"headlines-{request.param.name}"))
+    yield runner, json.loads((request.param / "figures.json").read_text())
+    runner.session.close()
+
+
+def test_an_ncu_recording_with_figures_is_committed():
+    assert NCU_FOLDERS, "no docs/verified/*/figures.json: render one with python scripts/render_recorded.py"
+
+
+def test_section_4_headline_and_figure_match_what_the_recording_printed(ncu_run):
+    runner, figures = ncu_run
+    runner.section(4)
+    clock_table = pd.DataFrame(runner.value("clock_table.to_dict('records')"))
+    large_gbs, headline = doubling_headline(clock_table)
+    value, recorded_headline = _recorded(figures, 4)
+    assert headline == recorded_headline, "doubling_headline no longer gives section 4's recorded headline"
+    assert large_gbs == pytest.approx(value, abs=0.01), "doubling_headline's GB/s is not the recorded figure"
+
+
+def test_section_7_headline_and_figure_match_what_the_recording_printed(ncu_run):
+    runner, figures = ncu_run
+    runner.section(7)
+    fusion_table = pd.DataFrame(runner.value("fusion_table.reset_index().to_dict('records')")).set_index("Annotation")
+    fused_gbs, headline = fusion_headline(fusion_table)
+    value, recorded_headline = _recorded(figures, 7)
+    assert headline == recorded_headline, "fusion_headline no longer gives section 7's recorded headline"
+    assert fused_gbs == pytest.approx(value, abs=0.01), "fusion_headline's GB/s is not the recorded figure"
+
+
+@pytest.mark.parametrize("folder", CUPTI_FOLDERS, ids=[folder.name for folder in CUPTI_FOLDERS])
+def test_section_8_headline_and_figure_match_what_the_cupti_recording_printed(notebook, folder, tmp_path):
+    recording = record_cupti.load_cupti_recording(folder)
+    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out"), "MPLBACKEND": "Agg"}, cwd=tmp_path)
+    try:
+        session.run(cell_by_id(notebook, "harness").source)
+        session.run(record_cupti.cpu_section_one_source(folder))
+        session.run(cell_by_id(notebook, record_cupti.opener_id(8)).source)
+        session.run(record_cupti.inject_source(8))
+        session.run(cell_by_id(notebook, "s8-table").source)  # the section's own rule for a pause
+        auto_pauses = session.value("int(paused_before(thermal['auto']['runs']).sum())")
+    finally:
+        session.close()
+    fp16_tflops, headline = thermal_headline(recording["sections"][8]["thermal"], auto_pauses)
+    printed = recording["cell_output"]["s8-record"].strip().splitlines()
+    assert f"-> {headline}" == printed[-1], "thermal_headline no longer gives section 8's recorded headline"
+    (figure,) = [figure for figure in record_ncu.decode(recording["figures"]) if figure["section"] == 8]
+    assert fp16_tflops == pytest.approx(figure["value"], abs=0.001), "thermal_headline's TFLOP/s is not the figure"
