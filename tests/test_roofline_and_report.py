@@ -9,7 +9,9 @@ collect, each test fails with a message that says so (never a skip).
 
 from __future__ import annotations
 
+import lzma
 import math
+import os
 import re
 import sys
 
@@ -319,3 +321,23 @@ def test_s10_rules_come_with_sections_and_cost_replay_passes(recorded, reports):
     )
     printed = recorded.section(10)
     assert all(result["name"] in printed for result in fused.rule_results_as_dicts()), "a rule result is not shown"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
+def test_s10_opens_the_newest_report_in_section_7s_folder(notebook, folder, tmp_path):
+    """A second Run all leaves older reports beside the new one: section 10 must read the one this run wrote."""
+    runner = RecordedNotebook(notebook, folder, tmp_path)
+    try:
+        older = runner.out / record_ncu.FUSION_REPORT_FOLDER / "ncu-output-an-earlier-run.ncu-rep"
+        older.parent.mkdir(parents=True, exist_ok=True)
+        sections = folder / record_ncu.SECTIONS_REPORT_FOLDER
+        older.write_bytes(lzma.decompress(next(sections.glob("*.ncu-rep.xz")).read_bytes()))  # a report, not s7's
+        os.utime(older, (1_000_000_000, 1_000_000_000))  # 2001: older than anything restored now
+        runner.section(10)
+        regions = set(runner.value("launches['region'].tolist()"))
+        assert regions == {"multiply, then add", "addcmul"}, (
+            f"section 10 read {regions} from {runner.value('report_path.name')}: it must open the newest report "
+            "in section 7's folder (this run's), not an older one (s10-report)"
+        )
+    finally:
+        runner.session.close()
