@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Render sections 4, 6, 7, 9 and 10 from a recording made by scripts/record_ncu.py, on a CPU.
+"""Render the Nsight Compute sections (record_ncu.SECTIONS) from a recording by scripts/record_ncu.py, on a CPU.
 
     python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
     python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
@@ -50,8 +50,9 @@ import notebook_format  # noqa: E402
 import record_ncu  # noqa: E402
 
 ROOT = record_ncu.ROOT
-SECTION_NUMBERS = (4, 6, 7, 9, 10)
+SECTION_NUMBERS = tuple(record_ncu.SECTIONS)  # the sections the recorder records, in order
 SECTION_LIST = list(SECTION_NUMBERS)
+SECTION_NAMES = ", ".join(map(str, SECTION_NUMBERS[:-1])) + f" and {SECTION_NUMBERS[-1]}"  # "4, 6, 7, 9 and 10"
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
 PAGE = "recorded_sections"
@@ -68,7 +69,7 @@ def label(recording: dict) -> str:
         f"section {number}: {info['ncu_wall_s']:.1f} s in {info['calls']} ncu run(s)"
         for number, info in wall["per_section"].items()
     )
-    return f"""# Sections 4, 6, 7, 9 and 10, from a recording
+    return f"""# Sections {SECTION_NAMES}, from a recording
 
 **What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
 by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU machine. Nothing here is typed by hand.
