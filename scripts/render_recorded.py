@@ -307,7 +307,13 @@ def collapse_skipped_sections(notebook: nbformat.NotebookNode, recorded_link: st
 
 def cupti_page(executed: Path) -> Path:
     """The HTML page of an executed notebook (scripts/run_headless), next to it."""
-    notebook = nbformat.read(executed, as_version=4)
+    try:
+        notebook = nbformat.read(executed, as_version=4)
+    except ValueError as error:  # not JSON, or cut short: a run killed while nbmake wrote it
+        raise SystemExit(
+            f"--executed {executed}: nbformat cannot read it as a notebook ({type(error).__name__}); "
+            "run scripts/run_headless again to write it whole"
+        ) from None
     folders = record_ncu.recording_folders()
     # The page is committed beside the recordings (docs/verified/<gpu>-cupti/), so the link is a sibling folder.
     link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""

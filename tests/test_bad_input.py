@@ -46,12 +46,16 @@ def fresh_clone(folder: Path) -> Path:
     """The files run_headless needs, as a fresh clone has them (and nothing a user made, like wheelhouse/)."""
     for name in (
         "scripts/run_headless",
+        "scripts/render_recorded.py",  # and what it imports: the page of the executed notebook
+        "scripts/record_ncu.py",
+        "scripts/notebook_format.py",
         "requirements-harness.txt",
         "requirements.txt",
         "nsight_python_t4_tutorial.ipynb",
     ):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, folder / name)
+    shutil.copytree(ROOT / "plumbing", folder / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 
 
@@ -126,6 +130,21 @@ def test_run_headless_blames_the_wheelhouse_not_the_network_when_a_wheel_is_miss
     assert "network access, set" not in output, "offline, the advice to get network access does not help"
 
 
+@pytest.mark.parametrize("pytest_exit", [0, 1])
+def test_run_headless_reports_a_page_it_cannot_render_and_keeps_pytests_status(tmp_path, pytest_exit):
+    cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
+    cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
+    out = tmp_path / "run"
+    status, output, _ = run_script(
+        "scripts/run_headless", tmp_path, str(out), FAKE_EXECUTED=cut_short, FAKE_PYTEST_EXIT=pytest_exit
+    )
+    assert status == pytest_exit, f"a page that cannot be rendered must not change the run's result:\n{output}"
+    assert "could not render" in output and "render_recorded.py --executed" in output, output
+    assert "Traceback" not in output, f"a render failure needs a message, not a traceback:\n{output}"
+    assert not (out / "nsight_python_t4_tutorial.html").exists()
+    assert json.loads((out / "run_info.json").read_text())["pytest_exit"] == pytest_exit
+
+
 # ---------------------------------------------------------------- README.md's commands, verbatim
 def test_readme_first_command_runs_on_a_fresh_clone_from_pypi(tmp_path):
     first = readme_commands("Two commands on a fresh clone")[0]
@@ -136,6 +155,7 @@ def test_readme_first_command_runs_on_a_fresh_clone_from_pypi(tmp_path):
     assert done.returncode == 0, f"README's first command failed on a fresh clone (no wheelhouse):\n{done.stderr}"
     install = invoked((tmp_path / "python.log").read_text().splitlines(), "-m pip install")
     assert install and "--no-index" not in install[0], "with network access the harness comes from PyPI"
+    assert (tmp_path / "out" / "nsight_python_t4_tutorial.html").exists(), f"no HTML page:\n{done.stderr}"
 
 
 def test_readme_offline_way_makes_the_wheelhouse_the_run_then_uses(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from fake_env import run_script
+from fake_env import run_script, script_machine
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import verified_table  # noqa: E402
@@ -28,12 +28,36 @@ def _fenced_commands(markdown: str, heading: str) -> list[str]:
 
 
 @pytest.mark.parametrize("pytest_exit", [0, 1, 3])
-def test_run_headless_returns_pytests_status_and_renders_the_html(tmp_path, pytest_exit):
+def test_run_headless_returns_pytests_status_and_writes_the_readers_page_into_the_output_folder(tmp_path, pytest_exit):
     out = tmp_path / "run"
     status, output, _ = run_script("scripts/run_headless", tmp_path, str(out), FAKE_PYTEST_EXIT=pytest_exit)
     assert status == pytest_exit, f"run_headless must exit with pytest's status:\n{output[-1500:]}"
-    assert (out / "nsight_python_t4_tutorial.html").exists(), "the executed notebook was not rendered to HTML"
+    page = out / "nsight_python_t4_tutorial.html"
+    assert page.exists(), f"the executed notebook was not rendered to HTML in the output folder:\n{output[-1500:]}"
     assert json.loads((out / "run_info.json").read_text())["pytest_exit"] == pytest_exit
+    assert "could not render" not in output, "a page that was rendered must not be reported as a failure"
+    html = page.read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "Skipped in this run" in text, "the CUPTI run's SKIPPED sections must be collapsed to a heading and a line"
+    assert "class SectionGuard" not in text, "the folded cells' code must be dropped from the page"
+    images = re.findall(r'<img([^>]*)src="data:image/png', html)
+    assert images and all('alt="Plot. title: ' in image for image in images), "every plot needs alt text"
+
+
+def test_run_headless_renders_the_page_with_the_python_it_was_given(tmp_path):
+    """PYTHON has the harness after step 1; a python3 on PATH may lack nbformat and nbconvert."""
+    env = script_machine(tmp_path)
+    given = tmp_path / "given" / "python3"
+    given.parent.mkdir()
+    shutil.copy2(env["PYTHON"], given)
+    (tmp_path / "bin" / "python3").write_text("#!/bin/sh\necho 'No module named nbformat' >&2\nexit 1\n")
+    out = tmp_path / "run"
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/run_headless"), str(out)],
+        cwd=tmp_path, env={**env, "PYTHON": str(given)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (out / "nsight_python_t4_tutorial.html").exists(), f"not rendered with PYTHON={given}:\n{done.stderr}"
 
 
 def test_run_headless_installs_the_missing_harness_offline_holding_torch(tmp_path):
