@@ -270,13 +270,15 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
 # ---------------------------------------------------------------- the shell scripts' machine
 FAKE_PYTHON = """#!/bin/sh
 # A python3 for the scripts' tests: records what it is asked to do (FAKE_LOG); FAKE_* variables set its answers.
-# `pytest` leaves FAKE_EXECUTED as the executed notebook; the project's Python scripts run for real, with the
-# test suite's Python (it has the harness).
+# Its version is FAKE_PYTHON_VERSION; the code the scripts give it with -c runs in the real Python under that
+# version. `pytest` leaves FAKE_EXECUTED as the executed notebook; the project's Python scripts run for real,
+# with the test suite's Python (it has the harness).
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
   -c) case "$2" in
-        *print*version_info*) echo "3.12" ;;
-        *version_info*) exit "${FAKE_OLD_PYTHON:-0}" ;;
+        *version_info*) exec "$FAKE_REAL_PYTHON" -c "import sys
+sys.version_info = tuple(map(int, '${FAKE_PYTHON_VERSION:-3.12.3}'.split('.'))) + ('final', 0)
+$2" ;;
         *import*) exit "${FAKE_HARNESS_MISSING:-0}" ;;
       esac ;;
   *scripts/make_wheelhouse.py) exit 0 ;;  # it downloads from PyPI: only recorded
