@@ -271,8 +271,8 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
 FAKE_PYTHON = """#!/bin/sh
 # A python3 for the scripts' tests: records what it is asked to do (FAKE_LOG); FAKE_* variables set its answers.
 # Its version is FAKE_PYTHON_VERSION; the code the scripts give it with -c runs in the real Python under that
-# version. `pytest` leaves FAKE_EXECUTED as the executed notebook; the project's Python scripts run for real,
-# with the test suite's Python (it has the harness).
+# version. Its pip is this file's script_pip. `pytest` leaves FAKE_EXECUTED as the executed notebook; the
+# project's Python scripts run for real, with the test suite's Python (it has the harness).
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
   -c) case "$2" in
@@ -286,20 +286,76 @@ $2" ;;
 esac
 case "$2" in
   venv) mkdir -p "$3/bin"; cp "$0" "$3/bin/python" ;;
-  pip) [ "$3" = freeze ] && echo "torch==2.11.0"
-       prev=""; for a; do
-         [ "$prev" = "-c" ] && sed 's/^/constraint: /' "$a" >> "$FAKE_LOG"
-         if [ "$prev" = "--find-links" ] && ! ls "$a"/*.whl >/dev/null 2>&1; then
-           echo "ERROR: Could not find a version that satisfies the requirement (no wheels in $a)" >&2; exit 1
-         fi
-         prev="$a"
-       done
-       [ -n "${FAKE_PIP_FAILS:-}" ] && { echo "ERROR: network unreachable" >&2; exit 1; } ;;
+  pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
   pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb"
           echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
 esac
 exit 0
 """
+SCRIPT_PYTHON_PACKAGES = {"torch": "2.11.0"}  # what the fake python has before anything is installed
+
+
+def requirement_pins(path: Path, constraints: dict[str, str | None] | None = None) -> dict[str, str | None]:
+    """name -> version (None when unpinned) of a requirements file, following -r; its -c files go to constraints."""
+    pins: dict[str, str | None] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith(("-r ", "-c ")):
+            included = Path(path).parent / line[3:].strip()
+            if line.startswith("-r "):
+                pins.update(requirement_pins(included, constraints))
+            elif constraints is not None:
+                constraints.update(requirement_pins(included, constraints))
+        elif line:
+            name, _, version = line.partition("==")
+            pins[name.strip().lower()] = version.strip() or None
+    return pins
+
+
+def script_pip(python: str, args: list[str]) -> int:
+    """The fake python's `-m pip`: freeze lists its packages; install checks that every requirement can be had
+    (offline: a wheel of that name and version in --find-links) and appends what it installed, from where and
+    into which Python, to FAKE_INSTALLS. It installs nothing."""
+    if args[:1] == ["freeze"]:
+        print("\n".join(f"{name}=={version}" for name, version in SCRIPT_PYTHON_PACKAGES.items()))
+        return 0
+    record = {"python": python, "index": "PyPI", "find_links": None, "requirements": {}, "constraints": {}}
+    words = iter([part for word in args[1:] for part in (word.split("=", 1) if word.startswith("--") else [word])])
+    for word in words:  # pip's spellings of the same request are the same request: --find-links=X, -f X
+        if word in ("-r", "--requirement"):
+            record["requirements"].update(requirement_pins(Path(next(words)), record["constraints"]))
+        elif word in ("-c", "--constraint"):
+            record["constraints"].update(requirement_pins(Path(next(words)), record["constraints"]))
+        elif word in ("-f", "--find-links"):
+            record["find_links"] = next(words)
+        elif word in ("-i", "--index-url"):
+            record["index"] = next(words)
+        elif word == "--no-index":
+            record["index"] = None
+        elif not word.startswith("-"):
+            name, _, version = word.partition("==")
+            record["requirements"][name.lower()] = version or None
+    if os.environ.get("FAKE_PIP_FAILS"):
+        print("ERROR: Could not install: network unreachable", file=sys.stderr)
+        return 1
+    for name, version in record["requirements"].items():
+        wheel = f"{name.replace('-', '_')}-{version or ''}*.whl"
+        if record["index"] is None and not (record["find_links"] and list(Path(record["find_links"]).glob(wheel))):
+            print(
+                f"ERROR: No matching distribution found for {name}=={version} (no index, no {wheel})", file=sys.stderr
+            )
+            return 1
+    with open(os.environ["FAKE_INSTALLS"], "a") as log:
+        log.write(json.dumps(record) + "\n")
+    return 0
+
+
+def pip_installs(folder: Path) -> list[dict]:
+    """What the fake python's pip installed in folder's script machine: one record per pip install."""
+    path = folder / "pip_installs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 NVIDIA_SMI_LISTING = {
     True: "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'\n",
     False: "#!/bin/sh\necho 'No devices were found'\nexit 6\n",
@@ -323,6 +379,8 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
         PYTHON=str(bin_dir / "python3"),
         FAKE_LOG=str(log),
         FAKE_REAL_PYTHON=sys.executable,
+        FAKE_PIP=__file__,
+        FAKE_INSTALLS=str(folder / "pip_installs.jsonl"),
         FAKE_EXECUTED=str(executed[-1]),
         HOME=str(folder),
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -343,3 +401,7 @@ def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
         ["bash", str(ROOT / script), *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True
     )
     return done.returncode, done.stdout + done.stderr, (tmp_path / "python.log").read_text().splitlines()
+
+
+if __name__ == "__main__":  # the fake python's pip: python fake_env.py PYTHON PIP-ARGUMENTS...
+    sys.exit(script_pip(sys.argv[1], sys.argv[2:]))

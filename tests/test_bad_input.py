@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from fake_env import FakeMachine, make_wheelhouse, run_script, script_machine
+from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_wheelhouse as wheelhouse_script  # noqa: E402
@@ -119,13 +119,12 @@ def test_run_headless_names_the_wheelhouse_setting_and_how_to_make_one(tmp_path,
 
 
 def test_run_headless_blames_the_wheelhouse_not_the_network_when_a_wheel_is_missing(tmp_path):
-    wheelhouse = tmp_path / "wheelhouse"
-    wheelhouse.mkdir()
-    (wheelhouse / "nbmake-1.5.5-py3-none-any.whl").write_text("")
+    wheelhouse = make_wheelhouse(tmp_path / "wheelhouse", {"nbmake": "1.5.5"}, {})  # the other harness wheels lack
     status, output, _ = run_script(
-        "scripts/run_headless", tmp_path, FAKE_HARNESS_MISSING=1, FAKE_PIP_FAILS=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
+        "scripts/run_headless", tmp_path, FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
     )
     assert status == 2, output
+    assert not pip_installs(tmp_path), "pip must have failed for want of a wheel"
     assert f"from NSPY_TUTORIAL_WHEELHOUSE={wheelhouse}" in output and "make_wheelhouse.py" in output, output
     assert "network access, set" not in output, "offline, the advice to get network access does not help"
 
@@ -153,8 +152,8 @@ def test_readme_first_command_runs_on_a_fresh_clone_from_pypi(tmp_path):
     env.update(FAKE_HARNESS_MISSING="1", NSPY_TUTORIAL_OUT=str(tmp_path / "out"))
     done = subprocess.run(["bash", "-c", first], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"README's first command failed on a fresh clone (no wheelhouse):\n{done.stderr}"
-    install = invoked((tmp_path / "python.log").read_text().splitlines(), "-m pip install")
-    assert install and "--no-index" not in install[0], "with network access the harness comes from PyPI"
+    (install,) = pip_installs(tmp_path)
+    assert install["index"] == "PyPI", "with network access the harness comes from PyPI"
     assert (tmp_path / "out" / "nsight_python_t4_tutorial.html").exists(), f"no HTML page:\n{done.stderr}"
 
 
@@ -167,11 +166,12 @@ def test_readme_offline_way_makes_the_wheelhouse_the_run_then_uses(tmp_path):
     made = invoked((tmp_path / "python.log").read_text().splitlines(), "scripts/make_wheelhouse.py")[0].split()
     dest = clone / made[made.index("--dest") + 1]
     main, cupti = wheelhouse_script.read_requirements(ROOT / "requirements.txt")
-    make_wheelhouse(dest, dict(pin.split("==") for pin in main), dict(pin.split("==") for pin in cupti))
+    harness = requirement_pins(ROOT / "requirements-harness.txt")  # make_wheelhouse.py adds the harness
+    make_wheelhouse(dest, {**dict(pin.split("==") for pin in main), **harness}, dict(pin.split("==") for pin in cupti))
     done = subprocess.run(["bash", "-c", run], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"README's offline command failed with the wheelhouse it makes:\n{done.stderr}"
-    install = invoked((tmp_path / "python.log").read_text().splitlines(), "-m pip install")[0]
-    assert f"--no-index --find-links {dest}" in install, install
+    (install,) = pip_installs(tmp_path)
+    assert install["index"] is None and install["find_links"] == str(dest), f"not from the wheelhouse only: {install}"
 
 
 def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):

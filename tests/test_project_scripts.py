@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from fake_env import run_script, script_machine
+from fake_env import make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import verified_table  # noqa: E402
 
 README = (ROOT / "README.md").read_text()
+HARNESS = requirement_pins(ROOT / "requirements-harness.txt")
 
 
 def _fenced_commands(markdown: str, heading: str) -> list[str]:
@@ -61,28 +62,29 @@ def test_run_headless_renders_the_page_with_the_python_it_was_given(tmp_path):
 
 
 def test_run_headless_installs_the_missing_harness_offline_holding_torch(tmp_path):
-    wheelhouse = tmp_path / "wheelhouse"
-    wheelhouse.mkdir()
-    (wheelhouse / "nbmake-1.5.5-py3-none-any.whl").write_text("")
+    wheelhouse = make_wheelhouse(tmp_path / "wheelhouse", HARNESS, {})
     status, output, asked = run_script(
         "scripts/run_headless", tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
     )
     assert status == 0, output
-    install = next(line for line in asked if line.startswith("-m pip install"))
-    assert f"--no-index --find-links {wheelhouse}" in install and "requirements-harness.txt" in install
-    constraints = install.split(" -c ")[1].split()[0]
+    (install,) = pip_installs(tmp_path)
+    assert install["python"] == str(tmp_path / "bin" / "python3"), "the harness goes into PYTHON"
+    assert install["index"] is None and install["find_links"] == str(wheelhouse), "offline: from the wheelhouse only"
+    assert install["requirements"] == HARNESS, "the harness is requirements-harness.txt"
+    assert install["constraints"].get("torch") == "2.11.0", "pip must hold the installed torch at its version"
     assert "-m ipykernel install --user --name python3" in asked, "the python3 kernel must be registered"
     assert not any(line.startswith("-m pytest") for line in asked), "--prepare-only must not run the notebook"
-    assert constraints and "constraint: torch==2.11.0" in asked, "pip must hold the installed torch at its version"
 
 
 def test_run_headless_installs_online_without_a_wheelhouse_and_skips_a_complete_harness(tmp_path):
-    _, _, asked = run_script("scripts/run_headless", tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1)
-    install = next(line for line in asked if line.startswith("-m pip install"))
-    assert "--no-index" not in install and "-c " in install
+    status, output, _ = run_script("scripts/run_headless", tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1)
+    assert status == 0, output
+    (install,) = pip_installs(tmp_path)
+    assert install["index"] == "PyPI" and install["requirements"] == HARNESS
+    assert install["constraints"].get("torch") == "2.11.0", "pip must hold the installed torch at its version"
     (tmp_path / "again").mkdir()
-    _, _, asked = run_script("scripts/run_headless", tmp_path / "again", "--prepare-only")
-    assert not any(line.startswith("-m pip install") for line in asked), "a complete harness is not reinstalled"
+    run_script("scripts/run_headless", tmp_path / "again", "--prepare-only")
+    assert not pip_installs(tmp_path / "again"), "a complete harness is not reinstalled"
 
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests"])
@@ -91,13 +93,11 @@ def test_scripts_refuse_a_python_below_ruffs_floor_say_so_and_accept_the_floor(t
     args = ["--prepare-only"] if script == "scripts/run_headless" else []
     venv = tmp_path / "venv"  # run_tests makes its venv here, never in the repository's .ci/venv
     below, at = tmp_path / "below", tmp_path / "at"
-    status, output, asked = run_script(
+    status, output, _ = run_script(
         script, below, *args, FAKE_PYTHON_VERSION=f"3.{floor - 1}.12", NSPY_TUTORIAL_TEST_VENV=venv
     )
     assert status == 2 and f"Python 3.{floor} or newer" in output, f"Python 3.{floor - 1} must be refused:\n{output}"
-    assert not venv.exists() and not any(line.startswith("-m pip") for line in asked), (
-        "a refused Python changes nothing"
-    )
+    assert not pip_installs(below) and not venv.exists(), "a refused Python must change nothing"
     status, output, _ = run_script(script, at, *args, FAKE_PYTHON_VERSION=f"3.{floor}.0", NSPY_TUTORIAL_TEST_VENV=venv)
     assert status == 0, f"Python 3.{floor} (ruff's target-version py3{floor}) must be accepted:\n{output}"
 
@@ -110,7 +110,12 @@ def test_run_tests_makes_its_pinned_env_and_fails_when_pytest_collected_nothing(
     )
     assert status == expected, output
     assert f"-m venv {venv}" in asked
-    assert "-m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints-ci.txt" in asked
+    (install,) = pip_installs(tmp_path)
+    assert install["python"] == str(venv / "bin" / "python"), "the suite's packages go into its venv"
+    assert install["index"] == "PyPI" and install["requirements"] == requirement_pins(ROOT / "requirements-dev.txt")
+    pinned = requirement_pins(ROOT / "constraints-ci.txt")
+    loose = {name: version for name, version in pinned.items() if install["constraints"].get(name) != version}
+    assert not loose, f"constraints-ci.txt must pin the install; {len(loose)} pins not held, e.g. {sorted(loose)[:5]}"
     if pytest_exit == 5:
         assert "collected no tests" in output
 
