@@ -229,6 +229,32 @@ def test_render_recorded_without_nbformat_says_what_to_run_instead():
     assert "lacks nbformat" in done.stderr and ".ci/venv/bin/python scripts/render_recorded.py" in done.stderr
 
 
+# What the GPU runner's Python lacks outside the notebook's kernel (the notebook installs nsight and ncu-report into
+# its own folder); run_headless renders the page with that Python.
+ABSENT_ON_THE_RUNNER = ("nsight", "ncu_report", "IPython")
+WITHOUT_MODULES = """import runpy, sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {absent!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Absent())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_render_recorded_makes_the_run_page_in_a_python_without_nsight_ncu_report_or_ipython(tmp_path):
+    (executed,) = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))[-1:]
+    shutil.copy(executed, tmp_path / executed.name)
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MODULES.format(absent=ABSENT_ON_THE_RUNNER),
+         str(ROOT / "scripts/render_recorded.py"), "--executed", str(tmp_path / executed.name)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, f"render_recorded.py --executed needs one of {ABSENT_ON_THE_RUNNER}:\n{done.stderr}"
+    assert (tmp_path / "nsight_python_t4_tutorial.html").exists(), done.stdout + done.stderr
+
+
 @pytest.mark.skipif(not RECORDINGS, reason="no docs/verified/*/recording.json to render")
 def test_render_recorded_twice_on_the_same_data_changes_no_file(tmp_path):
     folder = tmp_path / RECORDINGS[0].name
