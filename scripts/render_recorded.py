@@ -113,6 +113,19 @@ def served_note(recording: dict, number: int) -> str:
     return "".join(notes)
 
 
+def wall_note(recording: dict, number: int) -> str:
+    """The ncu wall time the recording measured for section `number`'s profiled calls, or '' where it has none.
+
+    A section whose cells run ncu themselves (section 10's command line) has no profiled calls for the recorder
+    to time: its cells print their own time, so the note adds nothing that could contradict them.
+    """
+    info = recording["wall_s"]["per_section"].get(str(number), {})
+    if not info.get("calls"):
+        return ""
+    seconds, calls = info["ncu_wall_s"], info["calls"]
+    return f" ({seconds:.1f} s of ncu wall time in {calls} run(s), Python start-up per call included)"
+
+
 def recorded_cell(cell: dict, output: str) -> nbformat.NotebookNode:
     node = nbformat.v4.new_code_cell(cell["source"], metadata={"tags": ["skip-execution"]})
     if output:
@@ -148,13 +161,11 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                 continue
             if cell["id"] in spec["run"]:
                 if cell["id"] == spec["run"][0]:
-                    seconds = recording["wall_s"]["per_section"].get(str(number), {}).get("ncu_wall_s", 0)
                     notebook.cells.append(
                         nbformat.v4.new_markdown_cell(
                             f"*Recorded:* the next cell(s) ran on the {recording['provenance']['gpu']} under ncu "
-                            f"{recording['provenance']['ncu_version']} in launch mode ({seconds:.1f} s of ncu wall "
-                            "time, Python start-up per call included); below is what they printed there."
-                            + served_note(recording, number)
+                            f"{recording['provenance']['ncu_version']} in launch mode{wall_note(recording, number)}; "
+                            "below is what they printed there." + served_note(recording, number)
                         )
                     )
                 notebook.cells.append(recorded_cell(cell, recording["cell_output"].get(cell["id"], "")))
@@ -220,7 +231,8 @@ def alt_text(source: str) -> str:
 
 
 def add_alt_text(page: str, notebook: nbformat.NotebookNode) -> str:
-    """Give every PNG output in the HTML the alt text of the cell that drew it (nbconvert writes none)."""
+    """Give every PNG output in the HTML the alt text of the cell that drew it: its titles and labels, then the
+    alt text the cell built from its data, where it displayed the figure with one."""
     for cell in notebook.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             data = output.get("data", {}).get("image/png")
@@ -230,7 +242,8 @@ def add_alt_text(page: str, notebook: nbformat.NotebookNode) -> str:
             start = page.rfind("<img", 0, source)
             if source < 0 or start < 0:
                 continue
-            alt = html_text.escape(alt_text(cell.source), quote=True)
+            own = output.get("metadata", {}).get("image/png", {}).get("alt", "")  # a cell's display(Image(alt=...))
+            alt = html_text.escape(alt_text(cell.source) + (f". {own}" if own else ""), quote=True)
             tag = re.sub(r'\salt="[^"]*"', "", page[start:source])  # nbconvert's placeholder, if any
             page = page[:start] + tag.replace("<img", f'<img alt="{alt}"', 1) + page[source:]
     return page

@@ -371,3 +371,20 @@ def test_rendered_page_says_how_the_data_was_recorded_and_every_section_was_ok(f
     assert all(info["status"] == "ok" for info in figures["sections"].values()), figures["sections"]
     assert figures["figures"] and all(figure["check"] == "ok" for figure in figures["figures"]), figures["figures"]
     assert figures["recording_created_utc"] == recording["created_utc"], "the page was rendered from another recording"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
+def test_recorded_notes_quote_ncu_wall_time_only_where_the_recording_timed_profiled_calls(folder):
+    import render_recorded
+
+    notebook, recording = render_recorded.build(folder)
+    notes = [cell.source for cell in notebook.cells if cell.cell_type == "markdown" and "*Recorded:*" in cell.source]
+    assert len(notes) == len(render_recorded.SECTION_NUMBERS), f"one note per recorded section expected: {notes}"
+    quoted = sorted(float(seconds) for note in notes for seconds in re.findall(r"([\d.]+) s of ncu wall time", note))
+    timed = sorted(
+        round(info["ncu_wall_s"], 1) for info in recording["wall_s"]["per_section"].values() if info.get("calls")
+    )
+    assert quoted == timed, (
+        f"the notes quote {quoted} s of ncu wall time, the recording timed {timed} s: a section without profiled "
+        "calls in the recording (section 10 runs ncu itself and prints its own time) must not get a wall-time figure"
+    )
