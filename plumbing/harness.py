@@ -94,35 +94,6 @@ def out_prefix(name):
     return f"{OUT_DIR / name}/"
 
 
-# ---------------------------------------------------------------- units
-SI_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-UNIT_PART = re.compile(r"^([kKMGTmun]?)(byte|cycle|second|s|hz)$", re.IGNORECASE)
-
-
-def to_base_units(value, unit):
-    """A value in ncu's unit ('Mbyte', 'cycle/nsecond', 'usecond', 'GHz') as bytes, cycles, seconds or Hz.
-
-    Nsight Compute may scale a metric's unit; converting by the Unit column keeps the arithmetic right.
-    """
-    factor = 1.0
-    for position, part in enumerate(str(unit).split("/")):
-        match = UNIT_PART.match(part.strip())
-        if match is None:
-            raise ValueError(f"unexpected unit {unit!r}: expected a (k|M|G|m|u|n) byte, cycle, second or Hz")
-        scale = SI_PREFIX[match.group(1)] if not (match.group(1) == "m" and match.group(2).lower() == "hz") else 1e6
-        factor = factor * scale if position == 0 else factor / scale
-    return value * factor
-
-
-def pivot_in_base_units(frame, index):
-    """An index x Metric table of AvgValue converted to base units (s, bytes, Hz) by the Unit column.
-
-    Percentages ('%') pass through unchanged.
-    """
-    base = [v if u == "%" else to_base_units(v, u) for v, u in zip(frame.AvgValue, frame.Unit, strict=True)]
-    return frame.assign(base=base).pivot(index=index, columns="Metric", values="base")
-
-
 # ---------------------------------------------------------------- datasheet peaks
 # Vendor peaks, dense, no sparsity. L2 size and SM count are read from the device instead.
 # Each pattern matches the name nvidia-smi and torch report, and only the SXM/datasheet variant

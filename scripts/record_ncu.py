@@ -72,7 +72,8 @@ MIN_NCU = (2025, 1)
 # The notebook's cells, by id (plumbing/cells.py says which section each belongs to). Section 1's names are made
 # here the way section 1 makes them (see section_one_names); the harness and the helpers come from the notebook.
 PRELUDE_CELLS = ("harness", "setup-helpers")
-PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s")  # run the cells that define these
+# The cells that define these run first: later sections' define, run and analysis cells use them.
+PRELUDE_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s", "pivot_in_base_units")
 SECTIONS = {
     4: {"define": ("s4-define",), "run": ("s4-run",), "names": ("doubling_frames",)},
     6: {"define": ("s6-define",), "run": ("s6-run",), "names": ("limits_frame",)},

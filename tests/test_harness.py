@@ -1,4 +1,4 @@
-"""The harness module (plumbing/harness.py), imported: output folder, units, kernel names, datasheet peaks,
+"""The harness module (plumbing/harness.py), imported: output folder, kernel names, datasheet peaks,
 SUSPECT figures, summary.json and strict mode. The section guard, which needs IPython, is in test_section_guard.py.
 """
 
@@ -45,21 +45,7 @@ def test_out_prefix_is_a_folder_inside_the_output_folder(harness, tmp_path):
     assert harness.out_prefix("s7_fusion") == f"{tmp_path / 'out' / 's7_fusion'}/"
 
 
-# ---------------------------------------------------------------- units and names
-@pytest.mark.parametrize(
-    ("value", "unit", "base"),
-    [(1500.0, "ns", 1.5e-6), (1500.0, "nsecond", 1.5e-6), (2.0, "usecond", 2e-6), (3.0, "Mbyte", 3e6),
-     (7.0, "byte", 7.0), (1.59, "cycle/nsecond", 1.59e9), (1.59e9, "cycle/second", 1.59e9), (585.0, "MHz", 5.85e8)],
-)  # fmt: skip
-def test_ncu_units_convert_to_base_units(harness, value, unit, base):
-    assert harness.to_base_units(value, unit) == pytest.approx(base)
-
-
-def test_an_unknown_unit_is_an_error_not_a_silent_factor(harness):
-    with pytest.raises(ValueError, match="unexpected unit"):
-        harness.to_base_units(1.0, "percent")
-
-
+# ---------------------------------------------------------------- kernel names
 @pytest.mark.parametrize(
     ("kernel", "short"),
     [

@@ -229,7 +229,7 @@ def test_s4_large_input_streams_at_a_physical_share_of_dram_bandwidth(recorded):
     peak = recorded.peaks()["dram_gbs"]
     assert 0.5 * peak < from_time <= peak, (
         f"x * 2.0 on {large:,.0f} MiB in {row['time (us)']:,.1f} us is {from_time:,.0f} GB/s, outside 50-100% of the "
-        f"{peak:,.0f} GB/s DRAM peak: a unit slip in s4-table's time column or in the harness's to_base_units"
+        f"{peak:,.0f} GB/s DRAM peak: a unit slip in s4-table's time column or in s4-units' TO_BASE_UNITS"
     )
     assert row["GB/s"] == pytest.approx(from_time, rel=1e-3), (
         f"s4-table's GB/s {row['GB/s']:,.0f} differs from bytes over time {from_time:,.0f}: check its bytes (2 x 4 n)"
