@@ -19,8 +19,6 @@ import argparse
 import datetime
 import json
 import os
-import re
-import shutil
 import socket
 import sys
 import time
@@ -28,7 +26,7 @@ import traceback
 from pathlib import Path
 
 import record_ncu
-from record_ncu import ROOT, cell_source, encode, load_cells, run_cell, top_level_names
+from record_ncu import ROOT, cell_source, encode, load_cells, opener_id, run_cell, top_level_names
 
 from plumbing.cells import CUPTI_SECTIONS, section_of
 
@@ -49,19 +47,9 @@ def section_one_cell_ids(cells: list[dict]) -> list[str]:
     return [cell["id"] for cell in cells if cell["type"] == "code" and section_of(cell["id"]) == 1]
 
 
-def opener_id(number: int) -> str:
-    return f"s{number}-open"
-
-
 def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
     """Section `number`'s code cells other than its opener, define and run cells, in notebook order."""
-    spec = RECORDED[number]
-    skip = {opener_id(number), *spec["define"], *spec["run"]}
-    return [
-        cell["id"]
-        for cell in cells
-        if cell["type"] == "code" and section_of(cell["id"]) == number and cell["id"] not in skip
-    ]
+    return record_ncu.analysis_cell_ids(cells, number, RECORDED[number])
 
 
 def plan(cells: list[dict]) -> list[tuple[int | None, str]]:
@@ -105,8 +93,7 @@ def run_sections(namespace: dict, cells: list[dict]) -> tuple[dict, dict, dict]:
 
 def record(dest_root: Path) -> tuple[Path | None, dict]:
     os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
-    work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / "record_cupti_work")).resolve()
-    shutil.rmtree(work, ignore_errors=True)
+    work = record_ncu.work_folder("record_cupti_work")
     os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
     cells = load_cells()
     namespace: dict = {"__name__": "__main__"}
@@ -148,7 +135,7 @@ def record(dest_root: Path) -> tuple[Path | None, dict]:
                 if isinstance(value, ENCODABLE) or type(value).__module__.startswith(("pandas", "numpy")):
                     values[name] = encode(value)
         recording["sections"][str(number)] = values
-    dest = dest_root / f"{re.sub(r'[^a-z0-9]+', '-', env['gpu'].lower()).strip('-')}-cupti-recording"
+    dest = dest_root / f"{record_ncu.gpu_slug(env['gpu'])}-cupti-recording"
     dest.mkdir(parents=True, exist_ok=True)
     (dest / RECORDING_FILE).write_text(json.dumps(recording, indent=1, allow_nan=False) + "\n")
     return dest, failed

@@ -129,10 +129,15 @@ def section_cells(cells: list[dict], number: int) -> list[dict]:
     return [cell for cell in cells if section_of(cell["id"]) == number]
 
 
-def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
-    """Section `number`'s code cells other than its opener, define and run cells."""
-    spec = SECTIONS[number]
-    skip = {f"s{number}-open", *spec["define"], *spec["run"]}
+def opener_id(number: int) -> str:
+    """The folded cell that opens section `number` (begin_section)."""
+    return f"s{number}-open"
+
+
+def analysis_cell_ids(cells: list[dict], number: int, spec: dict | None = None) -> list[str]:
+    """Section `number`'s code cells other than its opener, define and run cells (spec: SECTIONS[number])."""
+    spec = spec or SECTIONS[number]
+    skip = {opener_id(number), *spec["define"], *spec["run"]}
     return [cell["id"] for cell in section_cells(cells, number) if cell["type"] == "code" and cell["id"] not in skip]
 
 
@@ -719,7 +724,7 @@ LAUNCH_MODE = {
 }
 
 
-def section_one_names(namespace: dict, use_ncu: bool = True, environment: dict | None = None):
+def section_one_names(namespace: dict, environment: dict | None = None):
     """The names section 1 leaves for later sections (plumbing/cells.py), made with the functions section 1 uses,
     after the harness and setup-helper cells ran in namespace. `environment` overrides what they record."""
     import matplotlib
@@ -731,12 +736,11 @@ def section_one_names(namespace: dict, use_ncu: bool = True, environment: dict |
     import torch
     from matplotlib import pyplot as plt
 
-    profiler = "ncu" if use_ncu else "cupti"
-    facts = namespace["environment_facts"](torch, nsight, profiler, libcupti=namespace.get("LIBCUPTI"))
+    facts = namespace["environment_facts"](torch, nsight, "ncu", libcupti=namespace.get("LIBCUPTI"))
     namespace["ENVIRONMENT"].update({**facts, **(environment or {})})
     namespace.update(nsight=nsight, torch=torch, plt=plt, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT)
-    namespace.update(USE_NCU=use_ncu, CUPTI_REASON="" if use_ncu else "recorded with CUPTI on purpose")
-    values = namespace["section_one_values"](namespace["ENVIRONMENT"], use_ncu)
+    namespace.update(USE_NCU=True, CUPTI_REASON="")
+    values = namespace["section_one_values"](namespace["ENVIRONMENT"], True)
     namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP"), values, strict=True))
     missing = [name for name in SECTION_ONE_NAMES if name not in namespace]
     if missing:
@@ -821,19 +825,35 @@ def notebook_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def notebook_sha256() -> str:
+    return hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
+
+
 def notebook_provenance(cells: list[dict], cell_ids: list[str]) -> dict:
     """Which notebook the recording ran: its commit, its hash and each executed cell's hash."""
     return {
         "notebook_commit": notebook_commit(),
-        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
+        "notebook_sha256": notebook_sha256(),
         "cell_sha256": {
             cell_id: hashlib.sha256(cell_source(cells, cell_id).encode()).hexdigest() for cell_id in cell_ids
         },
     }
 
 
+def gpu_slug(gpu: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200': the start of a recording folder's name."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+
+
+def work_folder(default_name: str) -> Path:
+    """The recorder's scratch folder (NSPY_RECORD_WORK, else ./<default_name>), emptied; git ignores both defaults."""
+    work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / default_name)).resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    return work
+
+
 def folder_name(gpu: str, ncu_version: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    slug = gpu_slug(gpu)
     return f"{slug}-ncu-{ncu_version.rsplit('.', 1)[0] if ncu_version.count('.') > 2 else ncu_version}"
 
 
@@ -871,8 +891,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
     ncu = ncu_executable()
     version, ncu_says = launch_mode_ncu_version(ncu)
     put_first_on_path(Path(ncu).parent)  # as section 1 does: the environment names this ncu, the inner finds it
-    work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / "record_ncu_work")).resolve()
-    shutil.rmtree(work, ignore_errors=True)
+    work = work_folder("record_ncu_work")
     (work / "calls").mkdir(parents=True)
     os.environ.update(child_env(work))
     calls = ProfiledCalls(work, "outer", ncu=ncu)
@@ -895,7 +914,7 @@ def outer(dest_root: Path, keep_work: bool) -> Path:
     define_values = {}
     for name in sorted(benchmark_setting_names(cells)):
         value = namespace.get(name)
-        if isinstance(value, (int, float, str, list, tuple)) and not callable(value):
+        if isinstance(value, (int, float, str, list, tuple)):
             define_values[name] = encode(value)
     recording = {
         "what": "Nsight Compute frames of the notebook's sections 4, 6, 7, 9, recorded in ncu launch mode by "

@@ -170,7 +170,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                     )
                 notebook.cells.append(recorded_cell(cell, recording["cell_output"].get(cell["id"], "")))
                 continue
-            if not injected and cell["id"] not in (f"s{number}-open", *spec["define"]):
+            if not injected and cell["id"] not in (record_ncu.opener_id(number), *spec["define"]):
                 notebook.cells.append(folded(record_ncu.inject_source(number)))
                 injected = True
             is_folded = notebook_format.is_folded({"cell_type": "code", **cell})
@@ -288,7 +288,11 @@ def collapse_skipped_sections(notebook: nbformat.NotebookNode, recorded_link: st
             section = int(match.group(1)) if match else None
             kept.append(cell)
             continue
-        if section is not None and cell.get("id") == f"s{section}-open" and printed(cell).startswith(SKIPPED_MARK):
+        if (
+            section is not None
+            and cell.get("id") == record_ncu.opener_id(section)
+            and printed(cell).startswith(SKIPPED_MARK)
+        ):
             skipped.add(section)
             heading = kept.pop()  # the section's own heading cell: keep its first line only
             kept.append(nbformat.v4.new_markdown_cell(heading.source.splitlines()[0]))
@@ -360,7 +364,7 @@ def render(folder: Path) -> tuple[Path, bool]:
     page.update(
         rendered_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         recording_created_utc=recording["created_utc"],
-        notebook_sha256=record_ncu.hashlib.sha256(record_ncu.NOTEBOOK.read_bytes()).hexdigest(),
+        notebook_sha256=record_ncu.notebook_sha256(),
     )
     html = export_html(notebook)
     text = nbformat.writes(notebook)
