@@ -158,24 +158,7 @@ def cupti_recording_folders(root: Path = ROOT) -> list[Path]:
 
 def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
     """A folded cell for a kernel that ran the harness: section 1's names as the CUPTI run left them, no GPU."""
-    return f"""# @title Section 1's names, from the CUPTI recording in {Path(folder).name} (no GPU in this process)
-import os
-import sys
-
-os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
-sys.path.insert(0, {json.dumps(str(scripts))})
-import matplotlib.pyplot as plt
-import nsight
-import numpy as np
-import record_cupti as _record_cupti
-from IPython.display import Image, display
-
-RECORDING = _record_cupti.load_cupti_recording({json.dumps(str(folder))})
-ENVIRONMENT.update(RECORDING["environment"])
-USE_NCU, CUPTI_REASON = False, ENVIRONMENT["cupti_reason"]
-L2_BYTES, PEAKS_LABEL, PEAKS, NCU_ONLY_SKIP = section_one_values(ENVIRONMENT, USE_NCU)
-QUIET = nsight.VerbosityLevel.SILENT
-"""
+    return record_ncu.cpu_section_one_source(folder, scripts, loader="record_cupti.load_cupti_recording")
 
 
 def inject_source(number: int) -> str:

@@ -298,13 +298,16 @@ def load_recording(folder: Path) -> dict:
     return recording
 
 
-def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
+def cpu_section_one_source(
+    folder: Path | str, scripts: Path | str = ROOT / "scripts", loader: str = "record_ncu.load_recording"
+) -> str:
     """A folded cell for a kernel that ran the harness: section 1's names, from a recording, without a GPU.
 
-    Used by tests/test_ncu_recordings.py and scripts/render_recorded.py (which passes paths relative to the
-    repository). No torch: the define cells name it only inside benchmark bodies, which never run here; the
-    recorded frames stand in for the profiled calls.
+    Used by the tests and scripts/render_recorded.py (which passes paths relative to the repository). `loader`
+    reads the recording: this script's (Nsight Compute) or record_cupti.py's. No torch: the define cells name it
+    only inside benchmark bodies, which never run here; the recorded frames stand in for the profiled calls.
     """
+    module, function = loader.split(".")
     return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)
 import os
 import sys
@@ -314,15 +317,16 @@ sys.path.insert(0, {json.dumps(str(scripts))})
 import matplotlib.pyplot as plt
 import nsight
 import numpy as np
-import record_ncu as _record_ncu
+import {module} as _recorder
 from IPython.display import Image, display
 
-RECORDING = _record_ncu.load_recording({json.dumps(str(folder))})
+RECORDING = _recorder.{function}({json.dumps(str(folder))})
 ENVIRONMENT.update(RECORDING["environment"])
-USE_NCU, CUPTI_REASON = True, ""
+USE_NCU = ENVIRONMENT["profiler"].startswith("ncu")
+CUPTI_REASON = "" if USE_NCU else ENVIRONMENT["cupti_reason"]
 L2_BYTES, PEAKS_LABEL, PEAKS, NCU_ONLY_SKIP = section_one_values(ENVIRONMENT, USE_NCU)
 QUIET = nsight.VerbosityLevel.SILENT
-CUPTI_DIR = Path("/nonexistent-cupti-dir")  # the CUPTI side of section 9 is recorded too
+CUPTI_DIR = Path("/nonexistent-cupti-dir")  # no CUPTI child runs here: section 9's CUPTI side is recorded
 """
 
 

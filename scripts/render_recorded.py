@@ -151,7 +151,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             notebook.cells.append(
                 folded(
                     "# @title The section 7 report, from the recording\n"
-                    f"_restored = _record_ncu.restore_fusion_report({json.dumps(here)}, OUT_DIR)\n"
+                    f"_restored = _recorder.restore_fusion_report({json.dumps(here)}, OUT_DIR)\n"
                 )
             )
         injected = False
