@@ -22,9 +22,6 @@ the names come from the cell that embeds that module); `path as NAME` embeds a m
 string constant NAME instead (a program the notebook writes to disk and runs). --fix rewrites only such cells;
 --check names each cell that differs from its modules.
 
-A visible code cell of a section that needs Nsight Compute (plumbing/cells.py: NCU_ONLY_SECTIONS) starts with
-the line NCU_ONLY_CELL_MARK, so a learner sees before running it that CUPTI mode skips it (the harness's guard
-reads the same line). --fix adds the line where it is missing; --check names such a cell.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from plumbing.cells import NCU_ONLY_CELL_MARK, NCU_ONLY_SECTIONS, section_of  # noqa: E402
 
 DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
 CANONICAL_METADATA = {
@@ -140,19 +136,6 @@ def generated_source(source: str, repo: Path = REPO) -> str | None:
     return head + "\n" + "\n\n\n".join(parts)
 
 
-def needs_ncu_mark(cell: dict) -> bool:
-    """A visible code cell of a section that only Nsight Compute can run."""
-    try:
-        section = section_of(cell.get("id"))
-    except KeyError:  # a cell id that names no section
-        return False
-    return cell.get("cell_type") == "code" and not is_folded(cell) and section in NCU_ONLY_SECTIONS
-
-
-def with_ncu_mark(source: str) -> str:
-    return source if source.startswith(NCU_ONLY_CELL_MARK + "\n") else f"{NCU_ONLY_CELL_MARK}\n{source}"
-
-
 def expected_cell_metadata(cell: dict) -> dict:
     return dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
 
@@ -170,8 +153,6 @@ def canonical(notebook: dict) -> dict:
         source = "".join(source) if isinstance(source, list) else source
         if cell["cell_type"] == "code":
             source = generated_source(source) or source
-            if needs_ncu_mark({**cell, "id": cell_id, "source": source}):
-                source = with_ncu_mark(source)
         new = {
             "cell_type": cell["cell_type"],
             "id": cell_id,
@@ -220,11 +201,6 @@ def problems(path: Path) -> list[str]:
             want = expected_cell_metadata(cell) or "none"
             found.append(f"cell {index} ({cell.get('id')}) has metadata {cell.get('metadata')!r}, expected {want}")
         found += embedding_problems(index, cell)
-        source = "".join(cell.get("source", ""))
-        if needs_ncu_mark(cell) and with_ncu_mark(source) != source:
-            found.append(
-                f"cell {index} ({cell.get('id')}) needs Nsight Compute but lacks the first line {NCU_ONLY_CELL_MARK!r}"
-            )
     if not found and path.read_text() != render(canonical(notebook)):
         found.append("JSON layout differs from the canonical one")
     return found
