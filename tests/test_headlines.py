@@ -1,5 +1,5 @@
-"""plumbing/headlines.py, imported: on the tables that real recorded runs gave, each section's headline function
-gives back the figure and the headline that run recorded.
+"""The headline functions of plumbing/figures.py, imported: on the tables that real recorded runs gave, each
+section's headline function gives back the figure and the headline that run recorded.
 
 Sections 4 and 7 come from the Nsight Compute recording (docs/verified/<gpu>-ncu-<version>/: its figures.json holds
 what the notebook's -record cells printed there); section 8 from the CUPTI recording (cupti_recording.json, with
@@ -18,7 +18,7 @@ from conftest import ROOT, cell_by_id
 from kernel_session import KernelSession
 from test_ncu_recordings import RecordedNotebook
 
-from plumbing.headlines import doubling_headline, fusion_headline, thermal_headline
+from plumbing.figures import doubling_headline, fusion_headline, thermal_headline
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import record_cupti  # noqa: E402
