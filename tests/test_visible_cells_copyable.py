@@ -6,9 +6,10 @@ import, a def, an assignment). The only exceptions are the values section 1 repo
 PEAKS, L2_BYTES, ENVIRONMENT, ...). A name that only a folded `# @title` cell binds is plumbing the learner does
 not see, so a copied cell would raise NameError.
 
-Two deliberate exceptions, named here so that nothing else slips through: section 1's own cells (they install and
-choose the profiler through the setup helpers; a learner's notebook replaces them with its own setup) and section
-9's CUPTI child process (`run_cupti_child`), plumbing that starts a second Python process.
+Three deliberate exceptions, named here so that nothing else slips through: section 1's own cells (they install and
+choose the profiler through the setup helpers; a learner's notebook replaces them with its own setup), section
+9's CUPTI child process (`run_cupti_child`), plumbing that starts a second Python process, and the plot functions of
+plumbing/figures.py (FIGURE_HELPERS): a picture repeats a table the learner's own cell printed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 from conftest import ROOT, cells_with_section
 from notebook_ast import cell_python
 
+from plumbing.figures import FIGURE_HELPERS
+
 sys.path.insert(0, str(ROOT / "scripts"))
 import notebook_format  # noqa: E402
 
@@ -27,7 +30,8 @@ import notebook_format  # noqa: E402
 SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "USE_NCU", "OUT_DIR", "QUIET", "NCU_ONLY_SKIP"}
 # IPython gives every notebook these without an import.
 NOTEBOOK_BUILTINS = {"display", "get_ipython", "In", "Out"}
-PLUMBING_ENTRY_POINTS = {"run_cupti_child"}  # section 9: the CUPTI side runs in a second Python process
+# Section 9: the CUPTI side runs in a second Python process. The plots: one folded module draws every picture.
+PLUMBING_ENTRY_POINTS = {"run_cupti_child", *FIGURE_HELPERS}
 SETUP_SECTION = 1
 
 
