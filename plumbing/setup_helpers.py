@@ -77,14 +77,15 @@ def visible_gpus(smi=None):
 
 
 def stop_without_gpu():
-    """Stop section 1's installs when no GPU of compute capability 7.5+ is visible (the first cell said so too)."""
+    """Stop section 1's installs when no GPU of compute capability 7.5+ is visible (the first cell said so too).
+    Returns why section 1 stops ('' when it goes on)."""
     gpus = visible_gpus()
     if not gpus:
         return stop_setup("no NVIDIA GPU is visible: on Colab choose Runtime > Change runtime type > T4 GPU")
     name, capability = gpus[0]
     if tuple(int(part) for part in capability.split(".")) < (7, 5):
         return stop_setup(f"{name} has compute capability {capability}; nsight-python needs 7.5 or newer")
-    return stop_setup("")
+    return SETUP_STOPPED["reason"]  # a GPU: only an earlier stop (a setting) stands
 
 
 # ---------------------------------------------------------------- settings
@@ -322,9 +323,12 @@ def read_cupti_dir(environ=os.environ):
     path = Path(given).expanduser().resolve()
     if path.exists() and not path.is_dir():
         raise ValueError(
-            f"NSPY_TUTORIAL_CUPTI_DIR={given}: {path} is a file, not a folder. The setting names the folder the "
-            f"CUPTI backend's packages are installed into (created if missing): set it to a folder, or unset it "
-            f"for {INSTALL_ROOT / 'cupti13'}."
+            stop_setup(
+                f"NSPY_TUTORIAL_CUPTI_DIR={given}: {path} is a file, not a folder. The setting names the folder the "
+                "CUPTI backend's packages are installed into (created if missing): set it to a folder, or unset it "
+                f"for {INSTALL_ROOT / 'cupti13'}"
+            )
+            + "."
         )
     return path
 
