@@ -9,10 +9,6 @@ SECTION_COUNT = 10
 NCU_ONLY_SECTIONS = frozenset({4, 6, 7, 10})  # hardware counters or an .ncu-rep: SKIPPED under CUPTI
 CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # they run on either backend
 
-# The first line of every visible code cell of those sections: the learner sees before running it that the cell
-# needs Nsight Compute, and the harness's guard runs nothing in such a cell when this run uses CUPTI.
-NCU_ONLY_CELL_MARK = "# Needs Nsight Compute: under CUPTI this cell is skipped (see the banner of section 1)."
-
 # What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
 # and the recorded page make them too).
 SECTION_ONE_NAMES = ("nsight", "torch", "plt", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES",

@@ -1,16 +1,15 @@
-"""Bookkeeping for headless runs. Nothing here imports torch or nsight, or touches CUDA.
+"""Bookkeeping for the sections, the figures and summary.json. Nothing here imports torch or nsight, or touches CUDA.
 
-Each section opens with a folded cell that calls `begin_section`. From then on, every code cell runs inside a
-guard added by an IPython AST transformer (the learner's code is left as written): an exception is shown with
-its full traceback, marks the section of the cell that raised FAILED, and does not stop Run all; the summary
-lists the section. Every cell still runs, a corrected one after a failure included. The one exception: a cell
-whose first line says it needs Nsight Compute runs nothing when this run uses CUPTI.
+Nothing here wraps or changes a learner's cell: sections record their status through ordinary calls in their own
+folded cells. A section's first cell calls `begin_section` (NOT RUN, or SKIPPED when it needs Nsight Compute and
+this run uses CUPTI); its last cell records its figures with `section_figures`, which marks it ok. A cell that
+raises is an ordinary error and stops Run all. The headless run reads which cells raised from the executed
+notebook and marks their sections FAILED (plumbing/executed_run.py).
 
 Importing this module (tests, scripts) has no side effects; run as the notebook's cell (or as __main__) it
-creates the output folder and arms the guard.
+creates the output folder.
 """
 
-import ast
 import datetime
 import functools
 import json
@@ -19,29 +18,11 @@ import os
 import re
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import pandas as pd
 
-try:
-    from IPython import get_ipython
-    from IPython.display import display
-except ImportError:  # a plain Python running these cells (scripts/record_ncu.py's environment): nothing to guard
-
-    def get_ipython():
-        return None
-
-    display = print
-
-from plumbing.cells import (
-    CUPTI_SECTIONS,
-    NCU_ONLY_CELL_MARK,
-    NCU_ONLY_SECTIONS,
-    SECTION_COUNT,
-    SECTION_ONE_NAMES,
-    section_of,
-)
+from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
 
 ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
@@ -136,24 +117,14 @@ SECTIONS = {}  # number -> {"title", "status", "reason", "environment_limit", "h
 FIGURES = []  # headline figures with a datasheet counterpart, checked against the GPU's peaks
 ENVIRONMENT = {}  # filled by section 1, written to summary.json
 SUSPECT_FLOOR_PCT = 5.0  # see record_figure
-# The guard's state. open: the section opened last. cell: the section of the running cell (None: not guarded).
-# seen: each cell source -> the section it first ran in, so that a cell run again later is charged to its own
-# section, not to the one opened last. unguarded: sections whose errors stop Run all (section 1: nothing
-# works after a broken set-up). skip: the running cell needs Nsight Compute and this run uses CUPTI.
-GUARD = {"open": None, "cell": None, "seen": {}, "unguarded": set(), "skip": False}
-
-
-def _close_open_sections():
-    for info in SECTIONS.values():
-        if info["seconds"] is None:
-            info["seconds"] = round(time.perf_counter() - info["started"], 2)
+NOT_RUN_REASON = "its last cell did not run"
 
 
 def _new_section(title):
     return {
         "title": title,
-        "status": "ok",
-        "reason": "",
+        "status": "NOT RUN",
+        "reason": NOT_RUN_REASON,
         "environment_limit": False,
         "headline": "",
         "started": time.perf_counter(),
@@ -161,206 +132,37 @@ def _new_section(title):
     }
 
 
-def begin_section(number, title, skip_reason=None, guarded=True):
-    """Open section `number`; the previous one ends here. A skip_reason marks it SKIPPED at once.
+def begin_section(number, title, use_ncu=None):
+    """A section's first (folded) cell: the section is NOT RUN until its last cell runs (section_figures).
 
-    Running a section's first cell again starts the section afresh (status ok). guarded=False (section 1)
-    lets errors stop Run all: nothing after a broken set-up can work.
+    use_ncu: section 1's choice of backend (USE_NCU). A section that needs Nsight Compute (plumbing/cells.py) is
+    SKIPPED when it is False; those sections must be given it. Running the cell again starts the section afresh:
+    its figures are dropped until its last cell records them again.
     """
-    _close_open_sections()
+    if number in NCU_ONLY_SECTIONS and use_ncu is None:
+        raise ValueError(f"section {number} needs Nsight Compute: open it with begin_section(..., use_ncu=USE_NCU)")
     SECTIONS[number] = _new_section(title)
-    GUARD["open"] = number
-    (GUARD["unguarded"].discard if guarded else GUARD["unguarded"].add)(number)
-    if skip_reason:
-        SECTIONS[number].update(status="SKIPPED", reason=skip_reason, environment_limit=True)
-        print("SKIPPED, see the banner at the end of section 1: this section needs Nsight Compute.")
+    FIGURES[:] = [figure for figure in FIGURES if figure["section"] != number]
+    if number in NCU_ONLY_SECTIONS and not use_ncu:
+        SECTIONS[number].update(status="SKIPPED", reason=NCU_ONLY_REASON, environment_limit=True, seconds=0.0)
+        print(f"SKIPPED: section {number} needs Nsight Compute, and this run uses CUPTI (see the end of section 1).")
 
 
-def end_sections():
-    """After the last section: cells that never ran in a section are no longer guarded."""
-    _close_open_sections()
-    GUARD["open"] = None
-
-
-def name_error_hint(error, number):
-    """What to run first when a name is missing, or None: section 1's names, sections not run yet, a FAILED one."""
-    name = getattr(error, "name", None) or next(iter(re.findall(r"name '(\w+)'", str(error))), "")
-    if name in SECTION_ONE_NAMES:
-        return f"'{name}' is made by section 1 (Set up): run section 1 first, from the top (or Runtime > Run all)."
-    if 1 not in SECTIONS:
-        return "Section 1 (Set up) has not run in this session: run the notebook from the top (or Runtime > Run all)."
-    if number in GUARD["unguarded"]:
-        return f"Run the cells of section {number} in order, from its first cell (or Runtime > Run all)."
-    earlier = range(2, number) if number else ()
-    not_run = [n for n in earlier if n not in SECTIONS]
-    if not_run:
-        return (
-            f"Section{'s' if len(not_run) > 1 else ''} {_listed(not_run)} of this notebook did not run in this "
-            f"session, and '{name}' may come from there: run {'them' if len(not_run) > 1 else 'it'} first, in order "
-            "(or Runtime > Run all)."
-        )
-    failed = [n for n in SECTIONS if SECTIONS[n]["status"] == "FAILED" and (number is None or n <= number)]
-    if failed:
-        return (
-            f"Section {_listed(failed)} FAILED above, so '{name}' may never have been made: fix the first cell that "
-            "failed, run it again, then this one."
-        )
-    return None
-
-
-def fail_section(error, number=None):
-    """Charge an error to section `number` (default: the running cell's): FAILED, with the first error's first line."""
-    number = GUARD["cell"] if number is None else number
+def _record_section(number, record):
     info = SECTIONS.setdefault(number, _new_section(""))
-    if info["status"] != "FAILED":  # the first error is the cause; later ones often follow from it
-        first_line = (str(error).strip().splitlines() or [""])[0]
-        info.update(status="FAILED", reason=f"{type(error).__name__}: {first_line}"[:300])
-    return info
-
-
-def show_error(error):
-    """The error with its full traceback, published as an error output: the front end shows the cell as failed.
-
-    Python's own formatting, because the cell's frame is still running here and IPython's would point at the
-    guard's last line. Headless (NSPY_TUTORIAL_STRICT=1) it goes to stderr instead: nbmake stops at a cell with
-    an error output, and Run all must reach the summary, which then fails the run.
-    """
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    shell = get_ipython()
-    publish = getattr(shell, "_showtraceback", None)
-    sys.stdout.flush()
-    if publish is None or STRICT:
-        print(text, file=sys.stderr)
-        sys.stderr.flush()
-    else:
-        publish(type(error), str(error), text.splitlines())
-
-
-def cell_failed(error, number):
-    """A guarded cell raised: charge its section, show the error, say what happens next.
-
-    Returns False after the last section (the summary cell): then the error goes on and stops Run all.
-    """
-    info = fail_section(error, number)
-    if GUARD["open"] is None:
-        return False
-    show_error(error)
-    lines = [
-        f"This cell FAILED. Section {number} is marked FAILED ({info['reason']}). Fix the cell and run it again.",
-        "Run all goes on with the next cells; the summary at the end lists every FAILED section.",
-    ]
-    hint = name_error_hint(error, number) if isinstance(error, NameError) else None
-    print("\n".join(([hint] if hint else []) + lines))
-    return True
-
-
-def _name_error_outside_sections(shell, etype, value, tb, tb_offset=None):
-    """IPython's handler for a NameError that stops Run all (section 1, or before any section): the error, a hint."""
-    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    hint = name_error_hint(value, GUARD["cell"])
-    if hint:
-        print(hint)
-
-
-def show_last(value):
-    """What Jupyter does with a cell's last expression, for cells that run inside the guard."""
-    if value is not None:
-        display(value)
-
-
-def _section_of_cell_id(cell_id):
-    """(known, section) for a cell id the front end sent; unknown ids (a learner's own cells) give (False, None)."""
-    try:
-        return True, section_of(cell_id)
-    except KeyError:
-        return False, None
-
-
-def _before_cell(info):
-    """Which section the cell belongs to: its id where the front end sends a notebook id (JupyterLab, VS Code;
-    Colab and nbclient send none), else the section it ran in before, else the section opened last."""
-    source = info.raw_cell or ""
-    known, number = _section_of_cell_id(getattr(info, "cell_id", None))
-    if not known:
-        number = GUARD["seen"].get(source, GUARD["open"])
-    GUARD["seen"].setdefault(source, number)
-    GUARD["cell"], GUARD["opened"] = number, GUARD["open"]
-    shell = get_ipython()
-    skipping = shell is not None and bool(shell.user_ns.get("NCU_ONLY_SKIP"))
-    GUARD["skip"] = skipping and source.lstrip().startswith(NCU_ONLY_CELL_MARK)
-
-
-def _after_cell(result):
-    if GUARD["open"] != GUARD.get("opened"):  # the cell opened a section: that is where it belongs
-        GUARD["seen"][result.info.raw_cell or ""] = GUARD["open"]
-
-
-class SectionGuard(ast.NodeTransformer):
-    """Wrap a section's cell in try/except, charged to that section, without changing what the learner wrote.
-
-    A cell marked as needing Nsight Compute (its first line) runs nothing when this run uses CUPTI.
-    """
-
-    def visit_Module(self, module):
-        number = GUARD["cell"]
-        if GUARD["skip"]:
-            module.body = [ast.Pass()]
-            return ast.fix_missing_locations(module)
-        if number is None or number in GUARD["unguarded"] or not module.body:
-            return module
-        body = list(module.body)
-        if isinstance(body[-1], ast.Expr):
-            last = body[-1]
-            shown = ast.copy_location(ast.Call(ast.Name("show_last", ast.Load()), [last.value], []), last.value)
-            body[-1] = ast.copy_location(ast.Expr(shown), last)
-        handler = ast.ExceptHandler(
-            ast.Name("Exception", ast.Load()),
-            "section_error",
-            ast.parse(f"if not cell_failed(section_error, {number}):\n    raise").body,
-        )
-        guarded = ast.Try(body=body, handlers=[handler], orelse=[], finalbody=[])
-        # The try spans the cell's own lines, so that a traceback points at the line that raised.
-        guarded.lineno, guarded.col_offset = body[0].lineno, body[0].col_offset
-        guarded.end_lineno, guarded.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
-        for node in ast.walk(handler):
-            if "lineno" in node._attributes:
-                node.lineno = node.end_lineno = body[-1].end_lineno
-                node.col_offset = node.end_col_offset = 0
-        module.body = [guarded]
-        return ast.fix_missing_locations(module)
-
-
-def install_section_guard(shell=None):
-    shell = shell or get_ipython()
-    if shell is None:  # plain Python (a script running these cells): nothing to guard
-        return
-    shell.ast_transformers[:] = [t for t in shell.ast_transformers if type(t).__name__ != "SectionGuard"]
-    shell.ast_transformers.append(SectionGuard())
-    for event, callback in (("pre_run_cell", _before_cell), ("post_run_cell", _after_cell)):
-        for registered in list(shell.events.callbacks[event]):
-            if getattr(registered, "__name__", "") == callback.__name__:  # a second Run all replaces, never stacks
-                shell.events.unregister(event, registered)
-        shell.events.register(event, callback)
-    shell.set_custom_exc((NameError,), _name_error_outside_sections)
-
-
-def _record_if_ok(number, record):
-    if SECTIONS.get(number, {}).get("status") != "ok":
+    if info["status"] == "SKIPPED":
         return None
-    try:
-        return record()
-    except Exception as error:  # the summary reports it; Run all goes on (after the last section, it stops)
-        if not cell_failed(error, number):
-            raise
-        return None
+    FIGURES[:] = [figure for figure in FIGURES if figure["section"] != number]  # a second run replaces them
+    result = record()
+    info.update(status="ok", reason="", seconds=round(time.perf_counter() - info["started"], 2))
+    return result
 
 
 def section_figures(number):
-    """Decorator for a folded cell that records a section's figures: it runs at once, if the section is ok.
-
-    A raise there marks the section FAILED, like a raise in the section's own cells.
+    """Decorator for a section's last (folded) cell: it runs at once, records the section's figures and headline,
+    and marks the section ok. Nothing runs for a SKIPPED section. An error there is an ordinary cell error.
     """
-    return functools.partial(_record_if_ok, number)
+    return functools.partial(_record_section, number)
 
 
 def _mangled_names(symbol):
@@ -447,19 +249,9 @@ def describe_figure(figure):
 
 # ---------------------------------------------------------------- summary
 def build_summary(strict=False):
-    _close_open_sections()
     sections = []
     for number in range(1, SECTION_COUNT + 1):
-        info = SECTIONS.get(number)
-        if info is None:
-            info = {
-                "title": "",
-                "status": "NOT RUN",
-                "reason": "its cells did not run",
-                "environment_limit": False,
-                "headline": "",
-                "seconds": None,
-            }
+        info = SECTIONS.get(number) or {**_new_section(""), "reason": "its cells did not run"}
         sections.append({"number": number, **{k: v for k, v in info.items() if k != "started"}})
     statuses = [s["status"] for s in sections]
     return {
@@ -510,7 +302,6 @@ def report_summary(strict):
     """The notebook's last cell: close the sections, write summary.json, show the sections and the figures against
     the datasheet. Strict mode (NSPY_TUTORIAL_STRICT=1) raises here on a FAILED or NOT RUN section or a SUSPECT figure.
     """
-    end_sections()
     summary, path = write_summary(strict=strict)
     table = pd.DataFrame(summary["sections"])[["number", "title", "status", "seconds"]]
     print(table.round(1).to_string(index=False))
@@ -551,9 +342,8 @@ def cupti_banner(reason):
     )
 
 
-if __name__ == "__main__":  # the notebook's cell: make the output folder, guard the sections
+if __name__ == "__main__":  # the notebook's cell: make the output folder
     prepare_output_dir(OUT_DIR)
     pd.set_option("display.width", 120)  # tables fit a 120-character page
     pd.set_option("display.max_columns", 12)
-    install_section_guard()
     print(f"Output folder: {OUT_DIR}")

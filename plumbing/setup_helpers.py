@@ -51,6 +51,43 @@ def log_tail(log_path, lines=5):
     return "\n".join(Path(log_path).read_text(errors="replace").strip().splitlines()[-lines:])
 
 
+# ---------------------------------------------------------------- stopping early
+# Why section 1 installs nothing more ('' while it may go on): no GPU, or the profiler asked for cannot be had.
+# Run all stops at the cell that raised; a later section 1 cell run by hand reads this and says why it does nothing.
+SETUP_STOPPED = {"reason": ""}
+
+
+def stop_setup(reason):
+    SETUP_STOPPED["reason"] = reason
+    return reason
+
+
+def setup_stopped(what):
+    """True, after one line saying why `what` is not done, once section 1 has stopped; else False."""
+    if SETUP_STOPPED["reason"]:
+        print(f"{what}: not done, because {SETUP_STOPPED['reason']}")
+    return bool(SETUP_STOPPED["reason"])
+
+
+def visible_gpus(smi=None):
+    """[(name, compute capability)] of the GPUs nvidia-smi lists; nvidia-smi creates no CUDA context."""
+    smi = smi or shutil.which("nvidia-smi")
+    answer = command_output([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"]) if smi else ""
+    return [tuple(part.strip() for part in line.rsplit(",", 1)) for line in answer.splitlines() if "," in line]
+
+
+def stop_without_gpu():
+    """Stop section 1's installs when no GPU of compute capability 7.5+ is visible (the first cell said so too).
+    Returns why section 1 stops ('' when it goes on)."""
+    gpus = visible_gpus()
+    if not gpus:
+        return stop_setup("no NVIDIA GPU is visible: on Colab choose Runtime > Change runtime type > T4 GPU")
+    name, capability = gpus[0]
+    if tuple(int(part) for part in capability.split(".")) < (7, 5):
+        return stop_setup(f"{name} has compute capability {capability}; nsight-python needs 7.5 or newer")
+    return SETUP_STOPPED["reason"]  # a GPU: only an earlier stop (a setting) stands
+
+
 # ---------------------------------------------------------------- settings
 PROFILER_CHOICES = ("auto", "ncu", "cupti")
 
@@ -191,13 +228,45 @@ def install_ncu_with_apt(versions, log_path):
     )
 
 
+def check_ncu_path(found, environ=os.environ):
+    """NCU_PATH, when set, must be a working Nsight Compute 2026.2.1+: never passed over for another one."""
+    given = read_ncu_path(environ)
+    version = dict(found).get(given) if given else None
+    if given is None or ncu_is_recent(version):
+        return
+    what = f"is Nsight Compute {version_text(version)}, older than" if version else "is not Nsight Compute"
+    detail = "" if version else f" (`{given} --version` prints no Nsight Compute version)"
+    raise ValueError(
+        f"NCU_PATH={environ['NCU_PATH']}: {given} {what} {version_text(NCU_MIN_VERSION)}{detail}. Set NCU_PATH to the "
+        "ncu of Nsight Compute 2026.2.1 or newer, or unset it to let this notebook find or install one."
+    )
+
+
 def find_or_install_ncu(choice, wheelhouse, log_path, environ=os.environ):
-    """(ncu path or None, what happened): NCU_PATH or PATH first, then an earlier apt install, then apt-get."""
+    """(ncu path or None, what happened): NCU_PATH or PATH first, then an earlier apt install, then apt-get.
+
+    With NSPY_TUTORIAL_PROFILER=ncu and no usable ncu, it raises and section 1 installs nothing more.
+    """
+    if setup_stopped("looking for Nsight Compute"):
+        return None, SETUP_STOPPED["reason"]
     if choice == "cupti":
         return None, "NSPY_TUTORIAL_PROFILER=cupti, so Nsight Compute is not looked for"
     found = [(path, ncu_version_of(path)) for path in ncu_candidates(environ)]
     for path, version in found:
         print(f"found ncu {version_text(version)} at {path}")
+    check_ncu_path(found, environ)
+    chosen, message = recent_or_installed_ncu(found, wheelhouse, log_path)
+    if chosen is None and choice == "ncu":
+        raise RuntimeError(
+            stop_setup(
+                f"NSPY_TUTORIAL_PROFILER=ncu, but there is no usable Nsight Compute: {message}. Set NCU_PATH to an "
+                "ncu 2026.2.1+, or set NSPY_TUTORIAL_PROFILER=auto (or cupti) to run on CUPTI"
+            )
+        )
+    return chosen, message
+
+
+def recent_or_installed_ncu(found, wheelhouse, log_path):
     chosen = next((path for path, version in found if ncu_is_recent(version)), None)
     if chosen is not None:
         return chosen, f"ncu {version_text(ncu_version_of(chosen))} was already there"
@@ -244,7 +313,27 @@ CUPTI_PINS = {"cupti-python": "13.4.0", "nvidia-cuda-cupti": "13.5.25", "pyelfto
 EXPECTED_PRESENT = ("numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder")  # Colab has these
 INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
 PACKAGES_DIR = INSTALL_ROOT / "packages"
-CUPTI_DIR = Path(os.environ.get("NSPY_TUTORIAL_CUPTI_DIR") or INSTALL_ROOT / "cupti13")
+
+
+def read_cupti_dir(environ=os.environ):
+    """NSPY_TUTORIAL_CUPTI_DIR: the folder the CUPTI backend's packages go into (created if missing)."""
+    given = environ.get("NSPY_TUTORIAL_CUPTI_DIR")
+    if not given:
+        return INSTALL_ROOT / "cupti13"
+    path = Path(given).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise ValueError(
+            stop_setup(
+                f"NSPY_TUTORIAL_CUPTI_DIR={given}: {path} is a file, not a folder. The setting names the folder the "
+                "CUPTI backend's packages are installed into (created if missing): set it to a folder, or unset it "
+                f"for {INSTALL_ROOT / 'cupti13'}"
+            )
+            + "."
+        )
+    return path
+
+
+CUPTI_DIR = read_cupti_dir()
 
 
 def versions_in(folders):
@@ -320,7 +409,7 @@ def put_first_on_sys_path(folder):
 
 
 def install_pins(pins, folder, wheelhouse, log_path):
-    """Install into folder what this Python lacks; Colab's site-packages are never written. Returns the installs."""
+    """Install into folder what this Python lacks; Colab's site-packages are never written. Returns the installs"""
     have = versions_outside_tutorial()
     absent = [name for name in EXPECTED_PRESENT if normalize(name) not in have]
     if absent:
@@ -360,6 +449,8 @@ def preload_libcupti(cupti_dir):
     cuda.pathfinder only searches site-packages, so it would otherwise pick an older libcupti (for
     example torch's); once a library with that soname is loaded, pathfinder reuses it.
     """
+    if SETUP_STOPPED["reason"]:
+        raise RuntimeError(f"section 1 stopped earlier, because {SETUP_STOPPED['reason']}")
     path = find_libcupti(cupti_dir)
     ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
     return path

@@ -90,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
     parser.add_argument("--no-harness", action="store_true", help="only the notebook's packages, not the harness")
     args = parser.parse_args(argv)
+    if args.skip_installed is not None and not args.skip_installed.is_file():
+        parser.error(
+            f"--skip-installed {args.skip_installed}: no such file. Give the `pip freeze` of the GPU machine's Python "
+            "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out."
+        )
     platforms = args.platform or DEFAULT_PLATFORMS
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
     requirements = list(main_pins)

@@ -173,12 +173,25 @@ def render(notebook: dict) -> str:
     return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def problems(path: Path) -> list[str]:
-    """Human-readable differences between a notebook and its canonical form ([] if canonical)."""
+class NotANotebook(Exception):
+    """A file --check and --fix cannot read as a notebook; the message says what to do."""
+
+
+def load_notebook(path: Path) -> dict:
+    """The notebook at path as parsed JSON, or NotANotebook saying why not and how to get a good one back."""
+    restore = f"--fix cannot repair that: restore it (git checkout -- {path}) or save it again from Jupyter"
     try:
         notebook = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        return [f"cannot read {path} as JSON: {error}"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise NotANotebook(f"cannot read it as JSON ({error}); {restore}") from None
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise NotANotebook(f"it is JSON but not a notebook (no list of cells at its top); {restore}")
+    return notebook
+
+
+def problems(path: Path) -> list[str]:
+    """Human-readable differences between a notebook and its canonical form ([] if canonical)."""
+    notebook = load_notebook(path)
     found = []
     if (notebook.get("nbformat"), notebook.get("nbformat_minor")) != (4, 5):
         found.append(f"nbformat is {notebook.get('nbformat')}.{notebook.get('nbformat_minor')}, not 4.5")
@@ -221,6 +234,15 @@ def embedding_problems(index: int, cell: dict) -> list[str]:
     return [f"cell {index} ({cell.get('id')}) differs from {modules}: edit the module, then run --fix"]
 
 
+def this_script() -> str:
+    """This script's path as the user can type it from where they are."""
+    script = Path(__file__).resolve()
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -234,9 +256,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path}: no such notebook", file=sys.stderr)
             status = 2
             continue
+        try:
+            notebook = load_notebook(path)
+        except NotANotebook as error:
+            print(f"{path}: {error}", file=sys.stderr)
+            status = 2
+            continue
         if args.fix:
             try:
-                fixed = render(canonical(json.loads(path.read_text())))
+                fixed = render(canonical(notebook))
             except EmbeddingError as error:
                 print(f"{path}: {error}", file=sys.stderr)
                 status = 1
@@ -248,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in found:
             print(f"{path}: {problem}")
         if found:
-            print(f"Fix with: python {Path(__file__).name} --fix {path}")
+            print(f"Fix with: python {this_script()} --fix {path}")
             status = 1
         else:
             print(f"{path}: canonical")

@@ -37,6 +37,7 @@ try:
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
+    from traitlets.config import Config
 except ImportError as missing:
     raise SystemExit(
         f"render_recorded.py needs nbformat, nbclient and nbconvert, and this Python ({sys.executable}) lacks "
@@ -353,6 +354,7 @@ def render(folder: Path) -> tuple[Path, bool]:
             kernel_name="python3",
             record_timing=False,  # execution timestamps would change every file on every rendering
             resources={"metadata": {"path": str(ROOT)}},
+            config=Config({"KernelManager": {"transport": "ipc", "ip": str(Path(scratch) / "k")}}),  # no TCP ports
         ).execute()
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's

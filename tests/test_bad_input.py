@@ -267,3 +267,126 @@ def test_render_recorded_twice_on_the_same_data_changes_no_file(tmp_path):
     changed = sorted(str(name) for name in first.keys() | second.keys() if first.get(name) != second.get(name))
     assert not changed, f"re-rendering unchanged data rewrote {changed}: cell ids, timestamps or timings leak in"
     assert "unchanged" in again.stdout, again.stdout
+
+
+# ---------------------------------------------------------------- more bad input (issue 18), one test each
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_run_headless_help_prints_usage_and_does_nothing_else(tmp_path, flag):
+    status, output, asked = run_script("scripts/run_headless", tmp_path, flag, FAKE_HARNESS_MISSING=1)
+    assert status == 0 and output.startswith("usage: scripts/run_headless"), output
+    assert "NSPY_TUTORIAL_CELL_TIMEOUT" in output, "the usage names the settings the script reads"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bin", "python.log"], f"{flag} made a folder"
+    assert asked == [], f"run_headless {flag} asked python to {asked}"
+
+
+def test_run_headless_refuses_an_unknown_option_instead_of_taking_it_as_the_folder(tmp_path):
+    status, output, asked = run_script("scripts/run_headless", tmp_path, "--out", FAKE_HARNESS_MISSING=1)
+    assert status == 2 and "unknown option --out" in output and "usage:" in output, output
+    assert not (tmp_path / "--out").exists() and not invoked(asked, "-m pip install")
+
+
+def test_run_headless_expands_a_tilde_in_the_output_setting_as_the_notebook_does(tmp_path):
+    status, output, _ = run_script("scripts/run_headless", tmp_path, NSPY_TUTORIAL_OUT="~/runs/first")
+    assert status == 0, output
+    assert (tmp_path / "runs" / "first" / "run_info.json").exists(), "~ is the home folder (the fake HOME here)"
+    assert not (tmp_path / "~").exists(), "a folder literally named ~ was made"
+
+
+@pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests"])
+def test_scripts_say_a_python_that_does_not_run_does_not_run_rather_than_older(tmp_path, script):
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "python3.12").write_text(
+        "#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\n"
+        "echo 'The `python3.12` command exists in these Python versions: 3.12.3' >&2\nexit 127\n"
+    )
+    (shims / "python3.12").chmod(0o755)
+    env_path = f"{shims}{os.pathsep}{os.environ['PATH']}"
+    status, output, _ = run_script(script, tmp_path, PYTHON="python3.12", PATH=env_path)
+    assert status == 2, output
+    assert "PYTHON=python3.12 does not run: pyenv: python3.12: command not found" in output, output
+    assert "older" not in output, output
+
+
+def test_run_headless_refuses_a_cell_timeout_that_is_not_a_number(tmp_path):
+    status, output, asked = run_script(
+        "scripts/run_headless", tmp_path, NSPY_TUTORIAL_CELL_TIMEOUT="abc", FAKE_HARNESS_MISSING=1
+    )
+    assert status == 2 and "NSPY_TUTORIAL_CELL_TIMEOUT=abc is not a whole number of seconds" in output, output
+    assert not invoked(asked, "-m pip install") and not invoked(asked, "-m pytest")
+
+
+def test_a_bad_cell_timeout_does_not_break_the_cpu_suite_and_the_gpu_test_names_it(tmp_path):
+    env = {**os.environ, "NSPY_TUTORIAL_CELL_TIMEOUT": "abc"}
+    collect = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", "-m", "gpu",
+               "tests/test_notebook_gpu.py"]  # fmt: skip
+    done = subprocess.run(collect, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"a bad NSPY_TUTORIAL_CELL_TIMEOUT broke collection:\n{done.stdout[-2000:]}"
+    from test_notebook_gpu import cell_timeout_s
+
+    with pytest.raises(pytest.fail.Exception, match="NSPY_TUTORIAL_CELL_TIMEOUT='abc' is not a whole number"):
+        cell_timeout_s({"NSPY_TUTORIAL_CELL_TIMEOUT": "abc"})
+    assert cell_timeout_s({}) == 900 and cell_timeout_s({"NSPY_TUTORIAL_CELL_TIMEOUT": "60"}) == 60
+
+
+@pytest.mark.parametrize("kind", ["a file", "a folder of other files"])
+def test_run_tests_refuses_a_venv_setting_that_names_no_venv(tmp_path, kind):
+    venv = tmp_path / "venv"
+    if kind == "a file":
+        venv.write_text("not a venv")
+    else:
+        venv.mkdir()
+        (venv / "notes.txt").write_text("mine")
+    status, output, asked = run_script("scripts/run_tests", tmp_path, NSPY_TUTORIAL_TEST_VENV=venv)
+    assert status == 2 and f"NSPY_TUTORIAL_TEST_VENV={venv}" in output and "unset it" in output, output
+    assert not invoked(asked, "-m venv"), "nothing may be made over the user's file or folder"
+
+
+def test_run_tests_help_prints_usage_before_making_a_venv(tmp_path):
+    status, output, asked = run_script("scripts/run_tests", tmp_path, "--help")
+    assert status == 0 and output.startswith("usage: scripts/run_tests") and "NSPY_TUTORIAL_TEST_VENV" in output
+    assert asked == [], f"--help asked python to {asked}"
+
+
+def test_make_wheelhouse_names_a_missing_skip_installed_file_before_downloading(tmp_path, capsys):
+    dest = tmp_path / "wheelhouse"
+    with pytest.raises(SystemExit) as stopped:
+        wheelhouse_script.main(["--dest", str(dest), "--skip-installed", str(tmp_path / "freeze.txt")])
+    assert stopped.value.code == 2
+    said = capsys.readouterr().err
+    assert f"--skip-installed {tmp_path / 'freeze.txt'}: no such file" in said and "pip freeze" in said, said
+    assert not dest.exists(), "nothing may be downloaded or made before the option is checked"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [('{"cells": [{"cell_type": "code", "source": "import nsight"', "cannot read it as JSON"),
+     ("[1, 2]", "it is JSON but not a notebook")],
+)  # fmt: skip
+@pytest.mark.parametrize("mode", ["--check", "--fix"])
+def test_notebook_format_names_a_file_that_is_no_notebook_without_a_traceback(tmp_path, content, said, mode):
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text(content)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/notebook_format.py"), mode, str(broken)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr and "git checkout" in done.stderr and "Fix with" not in done.stdout, done
+    assert broken.read_text() == content, f"{mode} changed a file it cannot read"
+
+
+def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
+    notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
+    notebook["cells"][0]["metadata"] = {"collapsed": True}  # Colab noise: --fix removes it
+    edited = tmp_path / "edited.ipynb"
+    edited.write_text(json.dumps(notebook))
+    check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
+    done = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    advice = done.stdout.strip().splitlines()[-1]
+    assert advice.startswith("Fix with: python "), advice
+    fix = advice.removeprefix("Fix with: python ").split()
+    fixed = subprocess.run([sys.executable, *fix], capture_output=True, text=True, cwd=tmp_path)
+    assert fixed.returncode == 0, f"the advised command failed from {tmp_path}: {fixed.stderr}"
+    assert subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0

@@ -320,9 +320,10 @@ def test_profiler_cupti_skips_ncu_entirely(scenario):
 
 def test_profiler_ncu_without_a_usable_ncu_stops_with_the_cause(scenario):
     run = scenario("choice_ncu_no_ncu", apt="unreachable", env={"NSPY_TUTORIAL_PROFILER": "ncu"})
-    assert run.stopped_at == "s1-probe-code" and run.error.ename == "RuntimeError"
-    assert "NSPY_TUTORIAL_PROFILER=ncu, but Nsight Compute is not usable" in run.error.evalue
+    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "RuntimeError"
+    assert "NSPY_TUTORIAL_PROFILER=ncu, but there is no usable Nsight Compute" in run.error.evalue
     assert "apt-get could not install" in run.error.evalue
+    assert run.machine.calls("pip") == [], "nothing is installed for a profiler that cannot be had"
 
 
 def test_profiler_ncu_stops_when_the_probe_fails(scenario):

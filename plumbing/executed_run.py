@@ -1,0 +1,92 @@
+"""Each section's status from a headless run's executed notebook, merged into the summary.json it wrote.
+
+The headless run executes a copy of the notebook with errors allowed, so every cell runs and the summary cell
+writes summary.json. A cell with an error output marks its section (plumbing/cells.py's table) FAILED, with the
+first error of that section; a section whose cells never reached their last one stays NOT RUN. Nothing here runs
+in the notebook's kernel: it reads the executed file afterwards (tests/test_notebook_gpu.py).
+"""
+
+import json
+from pathlib import Path
+
+from plumbing.cells import SECTION_COUNT, section_of
+from plumbing.harness import summary_problems
+
+STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
+
+
+def _source(cell):
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _section(cell_id):
+    try:
+        return section_of(cell_id)
+    except KeyError:  # a cell the table does not know: reported outside the sections, never dropped
+        return None
+
+
+def first_errors(notebook):
+    """{section number or None: the first error in it} from the cells' error outputs, in notebook order.
+
+    Each error is {"cell": cell id, "error": "ename: first line of evalue"}; None holds cells outside the sections
+    (the summary cell, a cell the table does not know).
+    """
+    found = {}
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                first_line = (str(output.get("evalue", "")).strip().splitlines() or [""])[0]
+                error = {"cell": cell.get("id"), "error": f"{output.get('ename', '?')}: {first_line}"[:300]}
+                found.setdefault(_section(cell.get("id")), error)
+                break
+    return found
+
+
+def _unwritten_summary():
+    """What the run tells when the notebook wrote no summary.json (it never reached its summary cell)."""
+    not_run = {"title": "", "status": "NOT RUN", "reason": "no summary.json: the notebook stopped before its end",
+               "environment_limit": False, "headline": "", "seconds": None}  # fmt: skip
+    sections = [{"number": number, **not_run} for number in range(1, SECTION_COUNT + 1)]
+    return {"environment": {}, "sections": sections, "figures": [], "summary_written": False}
+
+
+def merge_failures(summary, notebook):
+    """summary (summary.json's content, or None when none was written) with every section that raised FAILED.
+
+    A FAILED section's reason is its first error and the cell it came from. Errors outside the sections are listed
+    under "errors_outside_sections". The counts are made again.
+    """
+    merged = json.loads(json.dumps(summary)) if summary else _unwritten_summary()
+    errors = first_errors(notebook)
+    by_number = {section["number"]: section for section in merged["sections"]}
+    for number, error in errors.items():
+        if number is None:
+            continue
+        section = by_number[number]
+        section.update(status="FAILED", reason=f"{error['error']} (cell {error['cell']})", environment_limit=False)
+    merged["errors_outside_sections"] = [errors[None]] if None in errors else []
+    statuses = [section["status"] for section in merged["sections"]]
+    merged["counts"] = {status: statuses.count(status) for status in STATUSES}
+    merged["suspect_figures"] = sum(figure.get("check") == "SUSPECT" for figure in merged.get("figures", []))
+    return merged
+
+
+def run_problems(summary):
+    """What fails a headless run: a FAILED or NOT RUN section, a SUSPECT figure, an error outside the sections."""
+    problems = summary_problems(summary)
+    problems += [f"cell {error['cell']}: {error['error']}" for error in summary.get("errors_outside_sections", [])]
+    return problems
+
+
+def finish_run(executed_path, summary_path):
+    """Read the executed notebook, merge its errors into summary.json (rewritten in place), return the summary."""
+    notebook = json.loads(Path(executed_path).read_text())
+    summary_path = Path(summary_path)
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    merged = merge_failures(summary, notebook)
+    summary_path.write_text(json.dumps(merged, indent=2, default=str) + "\n")
+    return merged

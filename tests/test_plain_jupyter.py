@@ -1,0 +1,186 @@
+"""With the notebook's folded cells loaded and a section open, a cell behaves as in plain IPython.
+
+One real kernel (no cell ids sent, as Colab and nbclient send none) runs the notebook's own harness and
+setup-helper cells, section 1's names from the committed CUPTI recording (no GPU here), and a section's own
+opener, analysis and record cells. Then it runs what a learner types: %timeit, %%time, %%capture, a trailing `;`,
+`_` and `Out`, a cell that raises. Each test asserts what the front end receives (streams, results, the reply's
+status, the traceback). Section status comes from ordinary calls in the folded cells: ok once a section's last
+cell ran, SKIPPED for a section that needs Nsight Compute under CUPTI, NOT RUN otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+from conftest import ROOT, cell_by_id
+from kernel_session import KernelSession
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import record_cupti  # noqa: E402
+
+FOLDERS = record_cupti.cupti_recording_folders()
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Reply:
+    """Everything a front end receives for one cell: streams, results and displays, errors, the reply's status."""
+
+    def __init__(self):
+        self.stdout, self.stderr, self.status = "", "", ""
+        self.results: list[str] = []  # execute_result and display_data, as text/plain
+        self.errors: list[dict] = []
+        self.content: dict = {}
+
+    @property
+    def traceback(self) -> str:
+        return ANSI.sub("", "\n".join(line for error in self.errors for line in error["traceback"]))
+
+
+def front_end(session: KernelSession, code: str, timeout: float = 120) -> Reply:
+    """Send code as Colab does (no cell id) and collect every output message and the execute_reply."""
+    client = session.client
+    msg_id = client.execute(code, store_history=True, allow_stdin=False, stop_on_error=True)
+    reply, deadline = Reply(), time.monotonic() + timeout
+    while True:
+        message = client.get_iopub_msg(timeout=max(deadline - time.monotonic(), 1))
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, body = message["header"]["msg_type"], message["content"]
+        if kind == "stream":
+            setattr(reply, body["name"], getattr(reply, body["name"]) + body["text"])
+        elif kind in ("execute_result", "display_data"):
+            reply.results.append(body["data"].get("text/plain", ""))
+        elif kind == "error":
+            reply.errors.append(body)
+        elif kind == "status" and body["execution_state"] == "idle":
+            break
+    while True:
+        shell = client.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
+        if shell["parent_header"].get("msg_id") == msg_id:
+            reply.content, reply.status = shell["content"], shell["content"]["status"]
+            return reply
+
+
+@pytest.fixture(scope="module")
+def learner(notebook, tmp_path_factory):
+    """A kernel with the folded cells loaded, section 1's names from a CUPTI recording, section 2 open."""
+    if not FOLDERS:
+        pytest.skip("no committed CUPTI recording (docs/verified/*-cupti-recording): record one with record_cupti.py")
+    folder = tmp_path_factory.mktemp("plain")
+    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
+    try:
+        for cell_id in ("harness", "setup-helpers"):
+            session.run(cell_by_id(notebook, cell_id).source)
+        session.run(record_cupti.cpu_section_one_source(FOLDERS[0]))
+        session.run(cell_by_id(notebook, "s2-open").source)
+    except BaseException:
+        session.close()
+        raise
+    yield session
+    session.close()
+
+
+# ---------------------------------------------------------------- magics, `;`, `_`, errors
+def per_loop_seconds(line: str) -> float:
+    """'354 ns ± 2.1 ns per loop (mean ± std. dev. of 3 runs, 1,000 loops each)' -> 3.54e-07."""
+    value, unit = re.match(r"\s*([\d.]+)\s*(ns|µs|us|ms|s)\b", line).groups()
+    return float(value) * {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+
+
+def test_timeit_in_an_open_section_prints_one_line_and_times_only_the_statement(learner):
+    reply = front_end(learner, "%timeit -n 1000 -r 3 sum(range(20))")
+    assert reply.status == "ok" and not reply.errors, reply.traceback
+    assert reply.results == [], f"%timeit must display nothing per loop; it displayed {len(reply.results)} values"
+    lines = [line for line in reply.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and "per loop" in lines[0], f"%timeit should print one line, printed:\n{reply.stdout[:500]}"
+    assert per_loop_seconds(lines[0]) < 50e-6, f"sum(range(20)) cannot take {lines[0]}: something wraps the statement"
+
+
+def test_timeit_of_a_raising_statement_is_an_error_and_reports_no_time(learner):
+    reply = front_end(learner, "%timeit -n 5 -r 1 1 / 0")
+    assert reply.status == "error" and reply.content["ename"] == "ZeroDivisionError", reply.content
+    assert "per loop" not in reply.stdout and "FAILED" not in reply.stdout, reply.stdout
+
+
+def test_cell_magics_time_and_capture_work_as_in_ipython(learner):
+    timed = front_end(learner, "%%time\nsum(range(10))")
+    assert timed.status == "ok" and "Wall time" in timed.stdout, timed.stdout
+    assert timed.results == ["45"], f"%%time must still show the cell's value: {timed.results}"
+    timed_error = front_end(learner, "%%time\n1 / 0")
+    assert timed_error.status == "error", "a cell timed with %%time that raises must still fail for the front end"
+    captured = front_end(learner, "%%capture kept\nprint('kept for later')\n")
+    assert captured.stdout == "" and captured.results == [], "%%capture must hide the cell's output"
+    assert learner.value("kept.stdout") == "kept for later\n"
+
+
+def test_a_trailing_semicolon_hides_the_value_and_underscore_holds_the_last_one(learner):
+    hidden = front_end(learner, "[1, 2, 3];")
+    assert hidden.results == [], f"a trailing ';' must hide the value, it showed {hidden.results}"
+    shown = front_end(learner, "6 * 7")
+    assert shown.results == ["42"], shown.results
+    underscore = front_end(learner, "_ + 1")
+    assert underscore.results == ["43"], f"_ must hold the last value shown (42): {underscore.results}"
+    number = shown.content["execution_count"]
+    assert front_end(learner, f"Out[{number}]").results == ["42"], "Out must hold each shown value by its number"
+
+
+def test_a_raising_cell_fails_for_the_front_end_and_its_traceback_points_at_the_line_that_raised(learner):
+    reply = front_end(learner, "before = 1\nraise ValueError('the learner broke this')\nafter = 2\n")
+    assert reply.status == "error", "a raising cell must fail the way that stops Run all (execute_reply 'error')"
+    assert reply.content["ename"] == "ValueError" and len(reply.errors) == 1, reply.content
+    assert re.search(r"----> 2 raise ValueError", reply.traceback), (
+        f"traceback must point at line 2:\n{reply.traceback}"
+    )
+    assert learner.value("'after' in globals()") is False
+
+
+# ---------------------------------------------------------------- section status
+def test_a_section_is_not_run_until_its_last_cell_runs_then_ok_with_its_figures_once(notebook, learner):
+    learner.run(cell_by_id(notebook, "s2-open").source)
+    assert learner.value("SECTIONS[2]['status']") == "NOT RUN", "an opened section is NOT RUN until its last cell"
+    learner.run(record_cupti.inject_source(2))  # what s2-run bound on the GPU machine
+    learner.run(cell_by_id(notebook, "s2-tflops").source)
+    for _ in range(2):  # the section's last cell run twice (a learner runs the section again)
+        learner.run(cell_by_id(notebook, "s2-record").source)
+    assert learner.value("SECTIONS[2]['status']") == "ok"
+    names = learner.value("[f['name'] for f in FIGURES if f['section'] == 2]")
+    assert names == ["fp32 matmul 2048"], f"a second run of the record cell must replace its figures: {names}"
+    learner.run(cell_by_id(notebook, "s2-open").source)
+    assert learner.value("SECTIONS[2]['status']") == "NOT RUN", "running the opener again starts the section afresh"
+    assert learner.value("[f for f in FIGURES if f['section'] == 2]") == []
+
+
+def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(notebook, learner):
+    assert learner.value("USE_NCU") is False, "the CUPTI recording's section 1 names"
+    opened = front_end(learner, cell_by_id(notebook, "s4-open").source)
+    assert "SKIPPED" in opened.stdout and learner.value("SECTIONS[4]['status']") == "SKIPPED"
+    run = front_end(learner, cell_by_id(notebook, "s4-run").source)
+    assert run.status == "ok" and run.stdout.strip().startswith("Skipped: this cell needs Nsight Compute"), run.stdout
+    assert len(run.stdout.strip().splitlines()) == 1 and learner.value("'doubling_frames' in globals()") is False
+    recorded = front_end(learner, cell_by_id(notebook, "s4-record").source)
+    assert recorded.status == "ok" and learner.value("SECTIONS[4]['status']") == "SKIPPED", recorded.traceback
+    own = front_end(learner, "print('my own cell in section 4')")
+    assert own.stdout == "my own cell in section 4\n", "a learner's own cell is never skipped"
+
+
+def test_a_cell_that_raises_in_one_section_charges_no_other_section_in_the_kernel(notebook, learner):
+    learner.run(cell_by_id(notebook, "s3-open").source)
+    failed = front_end(learner, cell_by_id(notebook, "s5-run").source)  # run before section 5's own cells
+    assert failed.status == "error" and failed.content["ename"] == "NameError", failed.content
+    learner.run(cell_by_id(notebook, "s5-open").source)
+    statuses = learner.value("{n: SECTIONS[n]['status'] for n in (3, 5)}")
+    assert statuses == {"3": "NOT RUN", "5": "NOT RUN"}, statuses
+
+
+def test_the_summary_names_every_section_and_not_run_ones_fail_strict_mode(notebook, learner):
+    learner.run(cell_by_id(notebook, "s1-choice-code").source)  # section 1 opened, its last cell never run
+    summary = front_end(learner, cell_by_id(notebook, "summary-code").source)
+    assert summary.status == "ok", summary.traceback
+    counted = learner.value("summary['counts']")
+    assert sum(counted.values()) == 10 and counted["NOT RUN"] >= 1, counted
+    assert learner.value("SECTIONS[1]['status']") == "NOT RUN", "section 1 is ok only once its last cell ran"
+    strict = front_end(learner, "report_summary(strict=True)")
+    assert strict.status == "error" and "NOT RUN" in strict.content["evalue"], strict.content
