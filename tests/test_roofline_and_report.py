@@ -395,14 +395,13 @@ def test_s10_opens_the_newest_report_in_section_7s_folder(notebook, folder, tmp_
 def _run_cells(runner, cell_ids):
     """Section 10's opener and define cell, then only `cell_ids`: the cells that read the committed reports.
 
-    The whole section also runs s10-stalls-profile and s10-details, which need ncu; these cells do not.
+    The whole section also runs s10-stalls-profile and s10-details, which need ncu; these cells do not. The section
+    stays NOT RUN (its last cell, s10-record, is not among them).
     """
     record_ncu.restore_fusion_report(runner.folder, runner.out)
-    printed = []
+    printed = []  # a cell that raises raises here (KernelSession.run), with its traceback
     for cell_id in ["s10-open", "s10-define", *cell_ids]:
         printed.append(runner.session.run(cell_by_id(runner.notebook, cell_id).source, timeout=300))
-    status = runner.value("SECTIONS[10]")
-    assert status["status"] == "ok", f"section 10's cells {cell_ids} failed: {status['reason']}\n{printed[-1][-3000:]}"
     return "\n".join(printed)
 
 
