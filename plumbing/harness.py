@@ -305,7 +305,7 @@ def report_summary(strict):
     summary, path = write_summary(strict=strict)
     table = pd.DataFrame(summary["sections"])[["number", "title", "status", "seconds"]]
     print(table.round(1).to_string(index=False))
-    print("\nheadline of each section (SKIPPED and FAILED ones give their reason):")
+    print("\nheadline of each section (SKIPPED and NOT RUN ones give their reason):")
     for section in summary["sections"]:  # whole, one a line: a table column would cut them off
         print(f"{section['number']:>3}. {section.get('headline') or section.get('reason') or '-'}")
     print(f"\nwall time of the sections: {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")

@@ -166,7 +166,7 @@ def test_gpu_test_is_skipped_with_a_reason_where_there_is_no_gpu(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:]
-    assert "4 skipped" in done.stdout and "no NVIDIA GPU here" in done.stdout, done.stdout[-2000:]
+    assert "5 skipped" in done.stdout and "no NVIDIA GPU here" in done.stdout, done.stdout[-2000:]
 
 
 def test_gpu_test_is_not_collected_by_the_cpu_suite():
@@ -174,7 +174,7 @@ def test_gpu_test_is_not_collected_by_the_cpu_suite():
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_notebook_gpu.py"],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
-    assert "4 deselected" in done.stdout, "plain `pytest` must deselect the gpu marker: " + done.stdout[-500:]
+    assert "5 deselected" in done.stdout, "plain `pytest` must deselect the gpu marker: " + done.stdout[-500:]
 
 
 def _actionlint_available() -> bool:

@@ -168,7 +168,8 @@ def _doubling_benchmark(clock_control):
     the L2 size of the committed recording (so its configs are the ones that recording profiled)."""
     environment = record_ncu.load_recording(COMMITTED[0])["environment"]
     cells = record_ncu.load_cells()
-    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT}
+    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT,
+                       "USE_NCU": True}  # fmt: skip
     for cell_id in ("harness", "setup-helpers"):
         record_ncu.run_cell(namespace, cells, cell_id)
     namespace["L2_BYTES"] = environment["l2_bytes"]
@@ -265,7 +266,8 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
     cells = record_ncu.load_cells()
-    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT}
+    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT,
+                       "USE_NCU": True}  # fmt: skip
     for cell_id in ("harness", "setup-helpers", "s6-define"):
         record_ncu.run_cell(namespace, cells, cell_id)
     calls = record_ncu.ProfiledCalls(work, "inner", target=1, log=lambda *_: None)
