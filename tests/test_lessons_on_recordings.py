@@ -18,6 +18,7 @@ from conftest import ROOT
 from test_ncu_recordings import RecordedNotebook
 
 sys.path.insert(0, str(ROOT / "scripts"))
+import record_cupti  # noqa: E402
 import record_ncu  # noqa: E402
 
 FOLDERS = record_ncu.recording_folders()
@@ -26,6 +27,7 @@ RERECORD = (
     "re-record on the GPU runner (python3 scripts/record_ncu.py, then python scripts/render_recorded.py) and commit "
     "the folder"
 )
+RERECORD_CUPTI = "re-record on the GPU runner (python3 scripts/record_cupti.py) and commit the folder"
 MEMORY_CLOCK = "dram__cycles_elapsed.avg.per_second"
 
 
@@ -149,6 +151,19 @@ def test_s7_without_the_flush_bytes_written_match_what_must_be_written(lessons):
         )
 
 
+def test_s7_l2_took_in_every_byte_the_kernels_must_write_even_where_dram_counted_fewer(lessons):
+    frame = lessons.recording["variables"]["fusion_frame"]
+    if "lts__t_sectors_op_write.sum" not in set(frame.Metric):
+        predates(lessons.folder, "section 7's frame has no lts__t_sectors_op_write.sum (bytes written into L2)")
+    runner = lessons.runner()
+    runner.section(7)
+    for row in runner.value("fusion_table.reset_index().to_dict('records')"):
+        assert row["written to L2 (MB)"] >= 0.98 * row["must write (MB)"], (
+            f"{row['Annotation']}: every store passes L2, yet L2 took in {row['written to L2 (MB)']:.1f} MB of the "
+            f"{row['must write (MB)']:.1f} MB it must write: check s7-table (sectors x 32 bytes, s4-units)"
+        )
+
+
 # ---------------------------------------------------------------- section 9: the gap and the cost
 def test_s9_flush_explains_part_but_not_all_of_the_smallest_products_gap(lessons):
     runner = lessons.runner()
@@ -232,3 +247,25 @@ def test_s8_clock_stays_under_the_maximum_boost_and_manual_pauses_at_the_margin_
         assert low < 0.9 * boost and "power cap" in match.group("held"), (
             f"on the H200, sustained fp16 load should pull the SM clock under its power cap: {match.group(0)}"
         )
+
+
+# ---------------------------------------------------------------- section 3: what CUDA events include (CUPTI recording)
+CUPTI_RECORDINGS = record_cupti.cupti_recording_folders()
+
+
+@pytest.mark.parametrize("folder", CUPTI_RECORDINGS, ids=[folder.name for folder in CUPTI_RECORDINGS])
+def test_s3_events_exceed_nsight_and_each_ratio_comes_with_its_lowest_and_highest_repeat(folder):
+    recording = record_cupti.load_cupti_recording(folder)
+    means, table = recording["sections"][3]["means"], recording["sections"][3]["timing_table"]
+    extra, queueing = means["CUDA events"] - means["nsight-python"], means["host clock, no synchronize"]
+    assert extra > 0, f"the events' interval holds the kernel, so it cannot be shorter than nsight's time: {means}"
+    if "lowest x nsight" not in table.columns:
+        pytest.fail(f"{folder.name} predates s3-timing-run's spread columns; {RERECORD_CUPTI}")
+    for method, row in table.drop(index="nsight-python").iterrows():
+        assert row["lowest x nsight"] <= row["x nsight"] <= row["highest x nsight"], (
+            f"{method}: the mean's ratio {row['x nsight']:.2f} must lie between its lowest and highest repeat "
+            f"({row['lowest x nsight']:.2f}, {row['highest x nsight']:.2f}): check s3-timing-run's min and max"
+        )
+    printed = recording["cell_output"]["s3-timing-run"]
+    line = f"CUDA events minus nsight: {extra:.1f} us; the host queues the product in {queueing:.1f} us"
+    assert line in printed, f"s3-timing-run should print {line!r} (the launch the events include): {printed!r}"
