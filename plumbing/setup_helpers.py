@@ -234,11 +234,13 @@ def check_ncu_path(found, environ=os.environ):
     version = dict(found).get(given) if given else None
     if given is None or ncu_is_recent(version):
         return
-    what = f"is Nsight Compute {version_text(version)}, older than" if version else "is not Nsight Compute"
-    detail = "" if version else f" (`{given} --version` prints no Nsight Compute version)"
+    if version:
+        what = f"is Nsight Compute {version_text(version)}, older than {version_text(NCU_MIN_VERSION)}"
+    else:
+        what = f"is not Nsight Compute (`{given} --version` prints no Nsight Compute version)"
     raise ValueError(
-        f"NCU_PATH={environ['NCU_PATH']}: {given} {what} {version_text(NCU_MIN_VERSION)}{detail}. Set NCU_PATH to the "
-        "ncu of Nsight Compute 2026.2.1 or newer, or unset it to let this notebook find or install one."
+        f"NCU_PATH={environ['NCU_PATH']}: {given} {what}. Set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or "
+        "newer, or unset it to let this notebook find or install one."
     )
 
 
