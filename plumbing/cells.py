@@ -18,6 +18,33 @@ NCU_ONLY_CELL_MARK = "# Needs Nsight Compute: under CUPTI this cell is skipped (
 SECTION_ONE_NAMES = ("nsight", "torch", "plt", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES",
                      "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP", "CUPTI_DIR")  # fmt: skip
 
+# The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
+# section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,
+# and the recorded page shows them with that output instead of running them again), and the cells that only define
+# what those calls use ("define"). Every other code cell of the section is analysis: it reads what the run cells
+# bound, and runs on a CPU from a recording. A section's cells run in notebook order.
+SECTION_PLAN = {
+    2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
+    3: {"define": ("s3-define", "s3-timing-define"), "run": ("s3-run", "s3-timing-run")},
+    4: {"define": ("s4-define",), "run": ("s4-run",)},
+    5: {"define": ("s5-define", "s5-each", "s5-normalize"), "run": ("s5-run", "s5-ratio")},
+    6: {"define": ("s6-define",), "run": ("s6-run",)},
+    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed")},
+    8: {"define": ("s8-timestamps", "s8-collectors", "s8-limits", "s8-define"), "run": ("s8-run",)},
+    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed")},
+    10: {"define": ("s10-define",), "run": ("s10-profile",)},
+}  # fmt: skip
+# Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
+# any section it records (they only define; a profiled call there is refused).
+SHARED_NAMES = ("out_prefix", "add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s", "pivot_in_base_units")
+# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child (a second Python that must not
+# run under ncu) and section 10's own ncu command line.
+NOT_UNDER_NCU = ("s9-cupti", "s10-profile")
+# Folders (out_prefix names) whose files a later section reads: section 7's call leaves its report in the first,
+# s10-profile writes its report with sections into the second. Section 10 reads section 7's report.
+REPORT_FOLDERS = {7: "s7_fusion", 10: "s10_sections"}
+REPORT_DEPENDENCY = {10: 7}  # section -> the section whose report it reads
+
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
 UNNUMBERED_CELLS = {
