@@ -21,8 +21,10 @@ SECTION_ONE_NAMES = ("nsight", "torch", "plt", "QUIET", "USE_NCU", "CUPTI_REASON
 # The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
 # section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,
 # and the recorded page shows them with that output instead of running them again), and the cells that only define
-# what those calls use ("define"). Every other code cell of the section is analysis: it reads what the run cells
-# bound, and runs on a CPU from a recording. A section's cells run in notebook order.
+# what those calls use ("define"; "gpu_define" for those that read the GPU machine through NVML as they define, so
+# that on a CPU the values they bound there stand in for them, as for run cells). Every other code cell of the
+# section is analysis: it reads what the run cells bound, and runs on a CPU from a recording. A section's cells run
+# in notebook order.
 SECTION_PLAN = {
     2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
     3: {"define": ("s3-define", "s3-timing-define"), "run": ("s3-run", "s3-timing-run")},
@@ -30,7 +32,7 @@ SECTION_PLAN = {
     5: {"define": ("s5-define", "s5-each", "s5-normalize"), "run": ("s5-run", "s5-ratio")},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
     7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed")},
-    8: {"define": ("s8-timestamps", "s8-collectors", "s8-limits", "s8-define"), "run": ("s8-run",)},
+    8: {"define": ("s8-timestamps",), "gpu_define": ("s8-collectors", "s8-limits", "s8-define"), "run": ("s8-run",)},
     9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed")},
     10: {"define": ("s10-define",), "run": ("s10-profile",)},
 }  # fmt: skip

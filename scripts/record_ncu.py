@@ -102,7 +102,7 @@ def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, s
     return [
         step
         for step in plan(cells, [section])
-        if step[2] in ("prelude", "define", "run") and step[1] not in NOT_UNDER_NCU
+        if step[2] in ("prelude", "define", "gpu_define", "run") and step[1] not in NOT_UNDER_NCU
     ]
 
 

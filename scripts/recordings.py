@@ -74,12 +74,19 @@ def opener_id(number: int) -> str:
     return f"s{number}-open"
 
 
+ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is open or analysis
+REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
+
+
 def role_of(cell_id: str, number: int) -> str:
-    """open, define, run or analysis: what a code cell of section `number` does, by the plan."""
-    spec = SECTION_PLAN[number]
+    """open, define, gpu_define, run or analysis: what a code cell of section `number` does, by the plan."""
     if cell_id == opener_id(number):
         return "open"
-    return "define" if cell_id in spec["define"] else "run" if cell_id in spec["run"] else "analysis"
+    return next((role for role in ROLES if cell_id in SECTION_PLAN[number].get(role, ())), "analysis")
+
+
+def planned_cells(number: int) -> set[str]:
+    return {opener_id(number), *(cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ()))}
 
 
 def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
@@ -88,8 +95,7 @@ def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
         raise RecorderError(f"section {number} is not in plumbing/cells.py's SECTION_PLAN: {sorted(SECTION_PLAN)}")
     code = [cell["id"] for cell in section_cells(cells, number) if cell["type"] == "code"]
     steps = [(cell_id, role_of(cell_id, number)) for cell_id in code]
-    planned = {opener_id(number), *SECTION_PLAN[number]["define"], *SECTION_PLAN[number]["run"]}
-    missing = sorted(planned - {cell_id for cell_id, _ in steps})
+    missing = sorted(planned_cells(number) - {cell_id for cell_id, _ in steps})
     if missing:
         raise RecorderError(
             f"section {number}'s plan names cells the notebook does not have in that section: {missing}. "
@@ -143,7 +149,7 @@ def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str
     """
     names = set()
     for number in sections:
-        for cell_id in SECTION_PLAN[number]["define"]:
+        for cell_id in (*SECTION_PLAN[number]["define"], *SECTION_PLAN[number].get("gpu_define", ())):
             source = cell_source(cells, cell_id)
             if not source.lstrip().startswith("# @title"):
                 names |= top_level_names(source)
@@ -452,11 +458,11 @@ def inject_source(cell_id: str) -> str:
 
 
 def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, str]]:
-    """(cell id, role, source to run on a CPU) for section `number`: each run cell is replaced by the values it
-    bound on the GPU machine; the other cells are the notebook's own."""
+    """(cell id, role, source to run on a CPU) for section `number`: each run (and gpu_define) cell is replaced by
+    the values it bound on the GPU machine; the other cells are the notebook's own."""
     by_id = {cell["id"]: cell for cell in cells}
     return [
-        (cell_id, role, inject_source(cell_id) if role == "run" else by_id[cell_id]["source"])
+        (cell_id, role, inject_source(cell_id) if role in REPLACED_ON_CPU else by_id[cell_id]["source"])
         for cell_id, role in section_steps(cells, number)
     ]
 

@@ -189,7 +189,13 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             if cell["type"] == "markdown":
                 notebook.cells.append(nbformat.v4.new_markdown_cell(cell["source"]))
                 continue
-            if recordings.role_of(cell["id"], number) == "run":
+            role = recordings.role_of(cell["id"], number)
+            if role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
+                entry = recording["cells"].get(cell["id"])
+                notebook.cells.append(recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell(""))
+                notebook.cells.append(folded(steps[cell["id"]]))
+                continue
+            if role == "run":
                 entry = recording["cells"].get(cell["id"])
                 cost = wall_note(recording, number) if first_run else ""
                 note = (

@@ -372,7 +372,7 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     log = folder / "python.log"
     log.touch()
     env = clean_environment()
-    from conftest import ROOT
+    from support import ROOT
 
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     env.update(
@@ -393,7 +393,7 @@ def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
 
     Returns (exit status, what it printed, what python was asked: one line per call).
     """
-    from conftest import ROOT
+    from support import ROOT
 
     env = script_machine(tmp_path, gpu)
     env.update({key: str(value) for key, value in fake.items()})

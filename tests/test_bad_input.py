@@ -15,12 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from conftest import ROOT
-from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
-
-sys.path.insert(0, str(ROOT / "scripts"))
 import make_wheelhouse as wheelhouse_script  # noqa: E402
+import pytest
+from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
+from support import ROOT
 
 README = (ROOT / "README.md").read_text()
 # What the old run_headless wrote into / when its output folder could not be made.
@@ -246,6 +244,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def test_render_recorded_makes_the_run_page_in_a_python_without_nsight_ncu_report_or_ipython(tmp_path):
     (executed,) = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))[-1:]
     shutil.copy(executed, tmp_path / executed.name)
+    shutil.copy(executed.parent / "summary.json", tmp_path / "summary.json")  # run_headless writes both
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_MODULES.format(absent=ABSENT_ON_THE_RUNNER),
          str(ROOT / "scripts/render_recorded.py"), "--executed", str(tmp_path / executed.name)],

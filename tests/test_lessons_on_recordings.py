@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
-from conftest import ROOT
-from test_ncu_recordings import RecordedNotebook
+import record_ncu
+import recordings
+from support import ROOT, RecordedNotebook
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_ncu  # noqa: E402
-
-FOLDERS = record_ncu.recording_folders()
+FOLDERS = recordings.recording_folders("ncu")
 CUPTI_RUNS = sorted(path.parent for path in (ROOT / "docs" / "verified").glob("*-cupti/summary.json"))
 RERECORD = (
     "re-record on the GPU runner (python3 scripts/record_ncu.py, then python scripts/render_recorded.py) and commit "
@@ -36,10 +33,9 @@ def predates(folder, what: str):
 def require_current(folder, recording: dict) -> None:
     """Fail, saying why, unless the recording holds what the new cells need."""
     variables = recording["variables"]
-    for number, spec in record_ncu.SECTIONS.items():
-        missing = [name for name in spec["names"] if name not in variables]
-        if missing:
-            predates(folder, f"section {number} has no {missing}")
+    missing = [name for name in ("ncu_matmul_frame", "doubling_frames") if name not in variables]
+    if missing:
+        predates(folder, f"it holds no {missing}")
     if "run_started_s_Min" not in variables["ncu_matmul_frame"].columns:
         predates(folder, "section 9's Nsight Compute frame has no run_started_s timestamps")
     for (cache, clock), frame in variables["doubling_frames"].items():
@@ -52,7 +48,7 @@ class Lessons:
 
     def __init__(self, notebook, folder, tmp_path):
         self.notebook, self.folder, self.tmp_path = notebook, folder, tmp_path
-        self.recording = record_ncu.load_recording(folder)
+        self.recording = recordings.load_recording(folder)
         self._runner = None
 
     def runner(self) -> RecordedNotebook:
@@ -78,7 +74,7 @@ def test_the_metrics_the_notebook_requests_are_in_the_committed_tu104_listing():
     listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metrics.txt"))
     assert listings, "no committed tu104_metrics.txt (scripts/record_ncu.py writes `ncu --query-metrics --chip tu104`)"
     known = {line.split()[0] for line in listings[-1].read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
-    bases = {metric.split(".", 1)[0] for metric in record_ncu.notebook_metrics(record_ncu.load_cells())}
+    bases = {metric.split(".", 1)[0] for metric in record_ncu.notebook_metrics(recordings.load_cells())}
     assert MEMORY_CLOCK.split(".")[0] in bases, "section 4 should request the memory clock metric"
     assert bases <= known, f"not in the T4 (tu104) metric listing {listings[-1]}: {sorted(bases - known)}"
 

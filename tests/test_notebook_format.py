@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 
+import notebook_format
 import pytest
-from conftest import NOTEBOOK, ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
+from support import NOTEBOOK, ROOT
 
 FEW_LINES = 15  # a folded cell longer than this is plumbing and must come from a module
 

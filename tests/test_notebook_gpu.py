@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOK, ROOT, gpu_listing, load_json
+from support import NOTEBOOK, ROOT, gpu_listing, load_json, section_problems
 
-from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.cells import SECTION_COUNT
 
 pytestmark = pytest.mark.gpu
 CELL_TIMEOUT_S = int(os.environ.get("NSPY_TUTORIAL_CELL_TIMEOUT", "900"))
@@ -78,27 +78,6 @@ def test_summary_names_a_gpu_and_every_section(executed):
     summary = load_json(executed["summary_path"])
     assert summary["environment"].get("gpu"), "summary.json's environment block names no GPU"
     assert [s["number"] for s in summary["sections"]] == EXPECTED_SECTIONS
-
-
-def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow.
-
-    Under CUPTI exactly the sections that need Nsight Compute (plumbing/cells.py) are SKIPPED, for a declared
-    environment limit; under Nsight Compute none is. So a section that quietly became SKIPPED fails the run.
-    """
-    profiler = summary["environment"].get("profiler")
-    if profiler not in ("ncu", "cupti"):
-        return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
-    skipped_by_design = NCU_ONLY_SECTIONS if profiler == "cupti" else set()
-    problems = []
-    for section in summary["sections"]:
-        expected = "SKIPPED" if section["number"] in skipped_by_design else "ok"
-        if section["status"] != expected or (expected == "SKIPPED" and not section["environment_limit"]):
-            problems.append(
-                f"section {section['number']} {section['title']}: {section['status']} {section['reason']} "
-                f"(expected {expected} under {profiler})"
-            )
-    return problems
 
 
 def test_sections_run_or_skip_exactly_as_the_backend_requires(executed):

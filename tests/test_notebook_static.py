@@ -11,13 +11,11 @@ import sys
 import typing
 
 import nbformat
+import notebook_format
 import nsight
 import pytest
-from conftest import ROOT, cells_with_section, section_code_cells
 from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
+from support import ROOT, cells_with_section, section_code_cells
 
 SECTION_TITLES = re.compile(r"^## (\d+)\. ", re.M)
 

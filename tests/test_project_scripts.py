@@ -11,11 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+import verified_table
 from fake_env import make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import verified_table  # noqa: E402
+from support import ROOT
 
 README = (ROOT / "README.md").read_text()
 HARNESS = requirement_pins(ROOT / "requirements-harness.txt")

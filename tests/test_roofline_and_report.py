@@ -13,14 +13,14 @@ import lzma
 import math
 import os
 import re
-import sys
 
 import pytest
-from conftest import ROOT
-from test_ncu_recordings import FOLDERS, RecordedNotebook
+import recordings
+from support import ROOT, RecordedNotebook
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_ncu  # noqa: E402
+from plumbing.cells import REPORT_FOLDERS
+
+FOLDERS = recordings.recording_folders("ncu")
 
 RERECORD = (
     "re-make it on the GPU runner (NSPY_RECORD_COMMIT=$(git rev-parse HEAD) python3 scripts/record_ncu.py), then "
@@ -44,8 +44,8 @@ def require_current_recording(recorded, section):
         metrics = set(recorded.recording["variables"]["limits_frame"].Metric)
         if not SIX_METRICS <= metrics:
             missing.append(f"section 6's frame has no {sorted(SIX_METRICS - metrics)}")
-    if section == 10 and not (recorded.folder / record_ncu.SECTIONS_REPORT_FOLDER).is_dir():
-        missing.append(f"no {record_ncu.SECTIONS_REPORT_FOLDER}/ (s10-profile's report with sections)")
+    if section == 10 and not (recorded.folder / REPORT_FOLDERS[10]).is_dir():
+        missing.append(f"no {REPORT_FOLDERS[10]}/ (s10-profile's report with sections)")
     if missing:
         pytest.fail(f"the recording {recorded.folder.name} predates this change ({'; '.join(missing)}): {RERECORD}")
 
@@ -211,13 +211,13 @@ def reports(recorded, tmp_path_factory):
     """Section 7's and s10-profile's launches, read directly with ncu_report (not by the notebook's code)."""
     import ncu_report
 
-    if not (recorded.folder / record_ncu.SECTIONS_REPORT_FOLDER).is_dir():
+    if not (recorded.folder / REPORT_FOLDERS[10]).is_dir():
         return {}  # each test fails with require_current_recording's message
 
     out = tmp_path_factory.mktemp("reports")
-    record_ncu.restore_fusion_report(recorded.folder, out)
+    recordings.restore_report_folders(recorded.folder, out)
     opened = {}
-    for name in record_ncu.REPORT_FOLDERS:
+    for name in REPORT_FOLDERS.values():
         (path,) = sorted((out / name).glob("*.ncu-rep"))
         report = ncu_report.load_report(str(path))
         opened[name] = [
@@ -239,7 +239,7 @@ def test_s10_launches_are_labelled_by_run_region_and_version(recorded, reports):
     launches = recorded.value("launches.to_dict('records')")
     frame = recorded.recording["variables"]["fusion_frame"]
     runs = int(frame.NumRuns.iloc[0])
-    assert len(launches) == len(reports[record_ncu.FUSION_REPORT_FOLDER]) == 3 * runs, launches
+    assert len(launches) == len(reports[REPORT_FOLDERS[7]]) == 3 * runs, launches
     keys = [(row["run"], row["region"], row["kernel in region"]) for row in launches]
     assert len(set(keys)) == len(keys), f"two launches carry the same labels: {keys}"
     for row in launches:
@@ -254,9 +254,9 @@ def test_s10_summary_numbers_are_the_reports_own(recorded, reports):
     require_current_recording(recorded, 10)
     summary = recorded.value("fused_summary.to_dict('index')")
     names = recorded.value("SUMMARY_METRICS")
-    (fused,) = reports[record_ncu.SECTIONS_REPORT_FOLDER]
+    (fused,) = reports[REPORT_FOLDERS[10]]
     assert "addcmul" in fused.name(fused.NameBase_DEMANGLED), f"s10-profile profiled {fused.name()}, not addcmul"
-    in_s7 = [a for a in reports[record_ncu.FUSION_REPORT_FOLDER] if "addcmul" in a.name(a.NameBase_DEMANGLED)]
+    in_s7 = [a for a in reports[REPORT_FOLDERS[7]] if "addcmul" in a.name(a.NameBase_DEMANGLED)]
     for line, name in names.items():
         direct = _value(fused, name)
         assert direct is not None, f"s10-profile's report lacks {name} ({line}): add it to --metrics or a section"
@@ -286,13 +286,13 @@ def test_s10_summary_metric_names_exist_for_a_t4(recorded, reports):
                 f"recording; a new base metric needs the list re-made: {RERECORD}"
             )
         else:  # a launch attribute or occupancy limit Nsight Compute records with every launch, asked for or not
-            (s7_first, *_) = reports[record_ncu.FUSION_REPORT_FOLDER]
+            (s7_first, *_) = reports[REPORT_FOLDERS[7]]
             assert _value(s7_first, name) is not None, f"{name} is not recorded with every launch (section 7's report)"
 
 
 def test_s10_fused_kernel_speed_of_light_says_memory_bound_with_occupancy_within_its_limit(recorded, reports):
     require_current_recording(recorded, 10)
-    (fused,) = reports[record_ncu.SECTIONS_REPORT_FOLDER]
+    (fused,) = reports[REPORT_FOLDERS[10]]
     names = recorded.value("SUMMARY_METRICS")
     compute, memory, dram = (
         _value(fused, names[line]) for line in ("compute (SM) throughput", "memory throughput", "DRAM throughput")
@@ -307,8 +307,8 @@ def test_s10_fused_kernel_speed_of_light_says_memory_bound_with_occupancy_within
 
 def test_s10_rules_come_with_sections_and_cost_replay_passes(recorded, reports):
     require_current_recording(recorded, 10)
-    (fused,) = reports[record_ncu.SECTIONS_REPORT_FOLDER]
-    s7_first = reports[record_ncu.FUSION_REPORT_FOLDER][0]
+    (fused,) = reports[REPORT_FOLDERS[10]]
+    s7_first = reports[REPORT_FOLDERS[7]][0]
     assert len(s7_first.rule_results()) == 0, "a --metrics collection should carry no rule results"
     assert len(fused.rule_results()) > 0, "ncu with SpeedOfLight, LaunchStats and Occupancy should carry rule results"
     costs = recorded.value("costs.to_dict()")
@@ -328,9 +328,9 @@ def test_s10_opens_the_newest_report_in_section_7s_folder(notebook, folder, tmp_
     """A second Run all leaves older reports beside the new one: section 10 must read the one this run wrote."""
     runner = RecordedNotebook(notebook, folder, tmp_path)
     try:
-        older = runner.out / record_ncu.FUSION_REPORT_FOLDER / "ncu-output-an-earlier-run.ncu-rep"
+        older = runner.out / REPORT_FOLDERS[7] / "ncu-output-an-earlier-run.ncu-rep"
         older.parent.mkdir(parents=True, exist_ok=True)
-        sections = folder / record_ncu.SECTIONS_REPORT_FOLDER
+        sections = folder / REPORT_FOLDERS[10]
         older.write_bytes(lzma.decompress(next(sections.glob("*.ncu-rep.xz")).read_bytes()))  # a report, not s7's
         os.utime(older, (1_000_000_000, 1_000_000_000))  # 2001: older than anything restored now
         runner.section(10)

@@ -11,16 +11,13 @@ are SKIPPED with one short line, and a section that breaks fails alone.
 from __future__ import annotations
 
 import json
-import sys
 
+import notebook_format
 import pytest
-from conftest import NOTEBOOK, ROOT, cell_by_id, section_code_cells
 from kernel_session import CellError, KernelSession
+from support import NOTEBOOK, cell_by_id, section_code_cells
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_CELL_MARK, NCU_ONLY_SECTIONS
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
 
 
 @pytest.fixture

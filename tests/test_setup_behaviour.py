@@ -19,9 +19,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK, cell_by_id
 from fake_env import COLAB_SITE, FakeMachine, clean_environment, make_wheelhouse
 from kernel_session import CellError, KernelSession, running
+from support import NOTEBOOK, cell_by_id
 
 from plumbing.cells import section_of
 

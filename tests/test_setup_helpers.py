@@ -244,7 +244,6 @@ def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch
 
 
 def test_the_notebook_installs_exactly_what_requirements_txt_pins():
-    sys.path.insert(0, str(ROOT / "scripts"))
     import make_wheelhouse
 
     main, cupti = make_wheelhouse.read_requirements(ROOT / "requirements.txt")

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import builtins
 import symtable
-import sys
 
-from conftest import ROOT, cells_with_section
+import notebook_format
 from notebook_ast import cell_python
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
+from support import cells_with_section
 
 # What section 1 reports in its environment table: a learner's own notebook gets these from its own setup.
 SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "USE_NCU", "OUT_DIR", "QUIET", "NCU_ONLY_SKIP"}
