@@ -448,12 +448,12 @@ def inject_source(cell_id: str) -> str:
     """A folded cell that binds what the run cell `cell_id` bound on the GPU machine (after cpu_section_one_source)."""
     return (
         f"# @title What {cell_id} bound on the GPU machine (recorded)\n"
-        f"if {cell_id!r} not in RECORDING['cells']:\n"
+        f'if "{cell_id}" not in RECORDING["cells"]:\n'
         "    raise RuntimeError(\n"
-        f"        'the recording has no cell {cell_id}: re-record its section on the GPU machine '\n"
-        "        '(record_ncu.py or record_cupti.py --sections N), then run scripts/render_recorded.py'\n"
+        f'        "the recording has no cell {cell_id}: re-record its section on the GPU machine "\n'
+        '        "(record_ncu.py or record_cupti.py --sections N), then run scripts/render_recorded.py"\n'
         "    )\n"
-        f"globals().update(RECORDING['cells'][{cell_id!r}]['variables'])\n"
+        f'globals().update(RECORDING["cells"]["{cell_id}"]["variables"])\n'
     )
 
 

@@ -222,7 +222,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             "\n"
             '_RUN_TIMES = ("started", "seconds")  # this CPU rendering\'s timings: not the GPU\'s, and never the same\n'
             f"_page = {{n: {{k: v for k, v in SECTIONS[n].items() if k not in _RUN_TIMES}} for n in {numbers}}}\n"
-            f"_data = {{'sections': _page, 'figures': FIGURES}}\n"
+            f'_data = {{"sections": _page, "figures": FIGURES}}\n'
             f'(OUT_DIR / "{PAGE_DATA}").write_text(_json.dumps(_data, default=str))\n',
             hide="remove-cell",
         )
@@ -396,6 +396,8 @@ def render(folder: Path) -> tuple[Path, bool]:
             record_timing=False,  # execution timestamps would change every file on every rendering
             resources={"metadata": {"path": str(ROOT)}},
         ).execute()
+        if not page_data.exists():
+            raise SystemExit(f"{folder.name}: the page's last cell wrote no {PAGE_DATA}; a cell above it stopped the page")
         page = json.loads(page_data.read_text())
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
