@@ -397,7 +397,7 @@ def render(folder: Path) -> tuple[Path, bool]:
             resources={"metadata": {"path": str(ROOT)}},
         ).execute()
         if not page_data.exists():
-            raise SystemExit(f"{folder.name}: the page's last cell wrote no {PAGE_DATA}; a cell above it stopped the page")
+            raise SystemExit(f"{folder.name}: the page's last cell wrote no {PAGE_DATA}: a cell above it stopped")
         page = json.loads(page_data.read_text())
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
