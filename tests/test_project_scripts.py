@@ -212,6 +212,24 @@ def test_readme_row_counts_sections_that_never_ran_as_failed(tmp_path, monkeypat
     assert "| 7 / 1 / 2 |" in verified_table.row(folder / "summary.json"), "a run that stopped early is not clean"
 
 
+def test_readme_cost_table_quotes_what_the_recording_measured_and_says_what_it_did_not(tmp_path):
+    section = {"notebook_commit": "0123456789abcdef", "status": "ok"}
+    recording = {
+        "sections": {
+            "10": {**section, "cost": {"ncu_processes": 1, "profiled_calls": 0, "ncu_wall_s": None, "wall_s": 7.25}},
+            "4": {**section, "cost": {"ncu_processes": 2, "profiled_calls": 2, "served_calls": 2, "ncu_wall_s": 19.09,
+                                      "session_s": 6.13, "wall_s": 30.0}},
+        }
+    }  # fmt: skip
+    path = tmp_path / "gpu-ncu-1" / "recording.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(recording))
+    assert verified_table.cost_rows(path) == [
+        "| gpu-ncu-1 | 4 | 2 | 2 (+2 served) | 19.1 s | 6.1 s | 30.0 s | 0123456 |",
+        "| gpu-ncu-1 | 10 | 1 | 0 | not measured | not measured | 7.2 s | 0123456 |",
+    ], "rows in section order, each figure from the recording, a figure it lacks said to be not measured"
+
+
 def test_every_verified_run_is_complete_clean_and_names_its_gpu():
     for summary_path in sorted((ROOT / "docs/verified").glob("*/summary.json")):
         summary = json.loads(summary_path.read_text())
