@@ -16,7 +16,7 @@ NCU_ONLY_CELL_MARK = "# Needs Nsight Compute: under CUPTI this cell is skipped (
 # What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
 # and the recorded page make them too).
 SECTION_ONE_NAMES = ("nsight", "torch", "plt", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES",
-                     "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP", "CUPTI_DIR")  # fmt: skip
+                     "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP", "CUPTI_PACKAGES_DIR")  # fmt: skip
 
 # The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
 # section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,

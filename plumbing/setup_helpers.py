@@ -106,7 +106,7 @@ def read_ncu_path(environ=os.environ):
 
 # ---------------------------------------------------------------- Nsight Compute
 NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
-NCU_APT_VERSIONS = ("2026.3.1", "2026.2.1")  # nsight-compute-<version> packages in NVIDIA's apt repository
+NSIGHT_COMPUTE_APT_VERSIONS = ("2026.3.1", "2026.2.1")  # nsight-compute-<version> in NVIDIA's apt repository
 
 
 def parse_ncu_version(text):
@@ -127,7 +127,7 @@ def ncu_version_of(path):
     return parse_ncu_version(command_output([str(path), "--version"], timeout=60))
 
 
-def apt_versions_to_try(versions=NCU_APT_VERSIONS):
+def apt_versions_to_try(versions=NSIGHT_COMPUTE_APT_VERSIONS):
     """Newest first, and nothing nsight would refuse: an older package would only waste minutes."""
     usable = [v for v in versions if ncu_is_recent(tuple(int(p) for p in v.split(".")))]
     return sorted(usable, key=lambda v: tuple(int(p) for p in v.split(".")), reverse=True)
@@ -155,10 +155,15 @@ def installed_ncu_from_apt(versions):
     """The ncu launcher of an already installed nsight-compute-<version> package, or None."""
     for version in versions:
         listed = command_output(["dpkg", "-L", f"nsight-compute-{version}"]).splitlines()
-        launchers = [line.strip() for line in listed if line.strip().endswith("/ncu")]
+        launchers = [Path(line.strip()) for line in listed if line.strip().endswith("/ncu")]
         if launchers:
-            return Path(min(launchers, key=len))  # shortest path: the launcher in the package's top folder
+            return top_level_launcher(launchers)
     return None
+
+
+def top_level_launcher(launchers):
+    """The package's own `ncu`: the one fewest folders deep (it also ships per-platform copies further down)."""
+    return min(launchers, key=lambda path: len(path.parts))
 
 
 def install_ncu_with_apt(versions, log_path):
@@ -244,7 +249,7 @@ CUPTI_PINS = {"cupti-python": "13.4.0", "nvidia-cuda-cupti": "13.5.25", "pyelfto
 EXPECTED_PRESENT = ("numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder")  # Colab has these
 INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
 PACKAGES_DIR = INSTALL_ROOT / "packages"
-CUPTI_DIR = Path(os.environ.get("NSPY_TUTORIAL_CUPTI_DIR") or INSTALL_ROOT / "cupti13")
+CUPTI_PACKAGES_DIR = Path(os.environ.get("NSPY_TUTORIAL_CUPTI_DIR") or INSTALL_ROOT / "cupti13")
 
 
 def versions_in(folders):
@@ -257,7 +262,7 @@ def versions_in(folders):
 
 def versions_outside_tutorial():
     """What this Python has without the tutorial's own folders: Colab's packages, as Colab installed them."""
-    own = {str(PACKAGES_DIR), str(CUPTI_DIR)}
+    own = {str(PACKAGES_DIR), str(CUPTI_PACKAGES_DIR)}
     return versions_in([entry for entry in sys.path if entry not in own])
 
 
@@ -449,34 +454,32 @@ def environment_facts(torch, nsight, profiler, cupti_reason="", libcupti=None):
 
 
 # ---------------------------------------------------------------- section 9's CUPTI child
-CUPTI_CHILD_SOURCE = None  # the text of plumbing/cupti_child.py: section 9's folded cell sets it
-NCU_VARIABLES = ("NVTX_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NV_COMPUTE_PROFILER_IN_PROCESS")
+# What a process with Nsight Compute loaded sets for its children: a CUPTI child must not inherit it.
+NSIGHT_COMPUTE_INJECTION_VARIABLES = (
+    "NVTX_INJECTION64_PATH",
+    "NV_COMPUTE_PROFILER_PERFWORKS_DIR",
+    "NV_COMPUTE_PROFILER_IN_PROCESS",
+)
 
 
 def child_environment(libcupti, environ=os.environ):
     """This process's environment without Nsight Compute's variables, set up for a CUPTI child."""
-    env = {key: value for key, value in environ.items() if key not in NCU_VARIABLES}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_DIR), env.get("PYTHONPATH")]))
+    env = {key: value for key, value in environ.items() if key not in NSIGHT_COMPUTE_INJECTION_VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_PACKAGES_DIR), env.get("PYTHONPATH")]))
     return env | {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}
 
 
-def run_cupti_child(sizes, benchmark=None, folder=None, child_source=None, python=sys.executable):
+def run_cupti_child(benchmark, sizes, folder, child_source, python=sys.executable):
     """Profile `benchmark` under CUPTI in a fresh Python, one size per call; return its result.
 
-    The child is plumbing/cupti_child.py, written to `folder` beside the benchmark's source. In the notebook the
-    defaults are section 9's product_body and out_prefix("s9_cupti"), names of the notebook's own namespace.
+    The child is `child_source` (plumbing/cupti_child.py's text; section 9's folded cell binds it as
+    CUPTI_CHILD_SOURCE), written to `folder` beside the benchmark's own source.
     """
-    benchmark = benchmark or globals()["product_body"]
-    folder = Path(folder or globals()["out_prefix"]("s9_cupti"))
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    child_source = CUPTI_CHILD_SOURCE if child_source is None else child_source
-    if child_source is None:
-        raise RuntimeError(
-            "the CUPTI child's source is not set: run section 9's folded cells from the top of the section"
-        )
     (folder / "cupti_child.py").write_text(child_source)
     (folder / "benchmark.py").write_text(inspect.getsource(benchmark))
-    libcupti = find_libcupti(CUPTI_DIR)
+    libcupti = find_libcupti(CUPTI_PACKAGES_DIR)
     command = [python, str(folder / "cupti_child.py"), str(folder / "benchmark.py"), benchmark.__name__,
                json.dumps(sizes), f"{folder}/"]  # fmt: skip
     done = subprocess.run(

@@ -440,7 +440,7 @@ USE_NCU = RECORDING["mode"] == "ncu"
 CUPTI_REASON = "" if USE_NCU else ENVIRONMENT["cupti_reason"]
 L2_BYTES, PEAKS_LABEL, PEAKS, NCU_ONLY_SKIP = section_one_values(ENVIRONMENT, USE_NCU)
 QUIET = nsight.VerbosityLevel.SILENT
-CUPTI_DIR = Path("/nonexistent-cupti-dir")  # no CUPTI child runs here: section 9's CUPTI side is recorded
+CUPTI_PACKAGES_DIR = Path("/nonexistent-cupti-dir")  # no CUPTI child runs here: section 9's CUPTI side is recorded
 """
 
 

@@ -417,7 +417,7 @@ def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsig
         session.run(cell_by_id(notebook, "setup-helpers").source)
         session.run(
             "# @title test set-up: what the probe decided, and a stand-in for the libcupti preload\n"
-            "USE_NCU, CUPTI_DIR = False, Path('cupti13')\n"
+            "USE_NCU, CUPTI_PACKAGES_DIR = False, Path('cupti13')\n"
             "preload_libcupti = lambda folder: folder / 'libcupti.so.13'\n"
         )
         with pytest.raises(CellError) as raised:

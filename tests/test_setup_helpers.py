@@ -191,7 +191,7 @@ def test_cupti_library_check_accepts_only_the_preloaded_file(tmp_path):
 def test_cupti_child_gets_no_nsight_compute_variables_and_the_cupti_folder_first():
     env = child_environment("/x/libcupti.so.13", {"NVTX_INJECTION64_PATH": "/ncu/inj.so", "PYTHONPATH": "/mine"})
     assert "NVTX_INJECTION64_PATH" not in env and env["NSPY_NCU_INIT_AT_IMPORT"] == "0"
-    assert env["PYTHONPATH"].split(":") == [str(setup_helpers.CUPTI_DIR), "/mine"]
+    assert env["PYTHONPATH"].split(":") == [str(setup_helpers.CUPTI_PACKAGES_DIR), "/mine"]
     assert env["NSPY_TUTORIAL_LIBCUPTI"] == "/x/libcupti.so.13"
 
 
@@ -213,7 +213,7 @@ Path(prefix, "child_result.json").write_text(json.dumps({{"rows": [], "wall_s": 
 def recording_python(tmp_path, monkeypatch, bound_to=None):
     """A CUPTI folder with a libcupti.so.13, and a python that records how the child was started; the child it
     stands in for reports CUPTI bound to `bound_to` (default: that libcupti). Returns (python, libcupti)."""
-    monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
+    monkeypatch.setattr(setup_helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
     libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
     libcupti.parent.mkdir(parents=True)
     libcupti.write_text("")
@@ -228,7 +228,7 @@ def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_pat
     python, _ = recording_python(tmp_path, monkeypatch)
     child = (ROOT / "plumbing" / "cupti_child.py").read_text()
     folder = tmp_path / "s9_cupti"
-    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=python)
+    result = setup_helpers.run_cupti_child(product_body, [512, 1024], folder, child, python=python)
     assert result["tool"] == "cupti"
     argv = json.loads((folder / "argv.json").read_text())
     assert argv == [str(folder / "cupti_child.py"), str(folder / "benchmark.py"), "product_body", "[512, 1024]",
@@ -240,7 +240,7 @@ def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_pat
 def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch):
     python, _ = recording_python(tmp_path, monkeypatch, bound_to="/usr/lib/libcupti.so.12")
     with pytest.raises(RuntimeError, match="instead of the preloaded"):
-        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=python)
+        setup_helpers.run_cupti_child(product_body, [512], tmp_path / "out", "", python=python)
 
 
 def test_the_notebook_installs_exactly_what_requirements_txt_pins():

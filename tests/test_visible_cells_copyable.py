@@ -24,7 +24,7 @@ from support import cells_with_section
 SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "USE_NCU", "OUT_DIR", "QUIET", "NCU_ONLY_SKIP"}
 # IPython gives every notebook these without an import.
 NOTEBOOK_BUILTINS = {"display", "get_ipython", "In", "Out"}
-PLUMBING_ENTRY_POINTS = {"run_cupti_child"}  # section 9: the CUPTI side runs in a second Python process
+PLUMBING_ENTRY_POINTS = {"run_cupti_child", "CUPTI_CHILD_SOURCE"}  # section 9: the CUPTI side, a second Python
 SETUP_SECTION = 1
 
 
