@@ -94,7 +94,7 @@ def read_ncu_path(environ=os.environ):
     path = Path(given).expanduser()
     path = path / "ncu" if path.is_dir() else path
     fix = (
-        "set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or newer (or the folder that holds it), or unset it "
+        f"set NCU_PATH to the ncu of Nsight Compute {NCU_FLOOR} or newer (or the folder that holds it), or unset it "
         "to let this notebook find or install one."
     )
     if not path.is_file():
@@ -106,6 +106,7 @@ def read_ncu_path(environ=os.environ):
 
 # ---------------------------------------------------------------- Nsight Compute
 NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
+NCU_FLOOR = ".".join(map(str, NCU_MIN_VERSION))  # how every message names it
 NSIGHT_COMPUTE_APT_VERSIONS = ("2026.3.1", "2026.2.1")  # nsight-compute-<version> in NVIDIA's apt repository
 
 
@@ -170,12 +171,12 @@ def install_ncu_with_apt(versions, log_path):
     """Install the newest nsight-compute-<version> apt can provide. Returns (ncu path or None, message)."""
     versions = apt_versions_to_try(versions)
     if not (shutil.which("apt-get") and shutil.which("dpkg")):
-        return None, "apt-get or dpkg is missing here: install Nsight Compute 2026.2.1+ yourself and set NCU_PATH"
+        return None, f"apt-get or dpkg is missing here: install Nsight Compute {NCU_FLOOR}+ yourself and set NCU_PATH"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}  # apt must never stop to ask a question
     if run_logged(["apt-get", "update", "-qq"], log_path, TIME_LIMITS_S["apt_update"], env) is None:
         return None, (
             f"apt-get update did not finish within {TIME_LIMITS_S['apt_update']} s (is NVIDIA's apt repository "
-            f"reachable?); see {log_path}. Install Nsight Compute 2026.2.1+ yourself and set NCU_PATH"
+            f"reachable?); see {log_path}. Install Nsight Compute {NCU_FLOOR}+ yourself and set NCU_PATH"
         )
     for version in versions:
         command = ["apt-get", "install", "-y", "-qq", f"nsight-compute-{version}"]
@@ -183,7 +184,7 @@ def install_ncu_with_apt(versions, log_path):
         if status is None:
             return None, (
                 f"apt-get install nsight-compute-{version} did not finish within {TIME_LIMITS_S['apt_install']} s; "
-                f"see {log_path}. Install Nsight Compute 2026.2.1+ yourself and set NCU_PATH"
+                f"see {log_path}. Install Nsight Compute {NCU_FLOOR}+ yourself and set NCU_PATH"
             )
         if status == 0:
             path = installed_ncu_from_apt([version])
@@ -213,7 +214,7 @@ def find_or_install_ncu(choice, wheelhouse, log_path, environ=os.environ):
     if wheelhouse:
         return None, (
             f"no ncu {version_text(NCU_MIN_VERSION)}+ here (found: {too_old}), and with a wheelhouse the install is "
-            "offline, so apt-get was not tried. Set NCU_PATH to an ncu 2026.2.1+ to use Nsight Compute"
+            "offline, so apt-get was not tried. Set NCU_PATH to an ncu {NCU_FLOOR}+ to use Nsight Compute"
         )
     print("installing Nsight Compute with apt-get (a few minutes) ...")
     chosen, message = install_ncu_with_apt(apt_versions_to_try(), log_path)
@@ -339,10 +340,16 @@ def install_pins(pins, folder, wheelhouse, log_path):
     return missing
 
 
+def needs_own_cuda_bindings(installed_version):
+    """cupti-python 13.4 needs cuda-bindings 13: the CUPTI folder gets its own only where the Python's is older."""
+    major = (installed_version or "0").split(".")[0]
+    return not (major.isdigit() and int(major) >= 13)
+
+
 def cupti_pins(have):
-    """The CUPTI set; cuda-bindings only when this Python's own is older than 13 (cupti-python 13.4 needs 13)."""
+    """The CUPTI set; cuda-bindings only when this Python's own is older than 13."""
     pins = dict(CUPTI_PINS)
-    if int((have.get("cuda-bindings") or "0").split(".")[0]) >= 13:
+    if not needs_own_cuda_bindings(have.get("cuda-bindings")):
         del pins["cuda-bindings"]
     return pins
 
@@ -389,7 +396,7 @@ PROBE_SCRIPT = None  # the text of plumbing/ncu_probe.py: the setup-helpers cell
 PROBE_REMEDIES = (
     ("ERR_NVGPUCTRPERM", "this user may not read the GPU's performance counters: run as root, or allow them "
      "for all users (NVreg_RestrictProfilingToAdminUsers=0, see the README)"),
-    ("or later is required", "nsight found an ncu that is too old: put Nsight Compute 2026.2.1+ first on PATH"),
+    ("or later is required", f"nsight found an ncu that is too old: put Nsight Compute {NCU_FLOOR}+ first on PATH"),
     ("ncu-report", "install an ncu-report at least as new as the ncu in use"),
     ("injection library", "this ncu's injection library does not load in this Python on this machine"),
     ("No module named 'torch'", "the probe needs a CUDA build of PyTorch in this Python"),

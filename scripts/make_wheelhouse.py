@@ -21,6 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
+from plumbing.setup_helpers import needs_own_cuda_bindings  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [
     "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_25_x86_64",
@@ -108,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         # What the target already has is dropped, except what the notebook pins itself.
         if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
             wheel.unlink()
-    target_bindings = installed.get("cuda-bindings", "")
-    if target_bindings.split(".")[0].isdigit() and int(target_bindings.split(".")[0]) >= 13:
-        # Mirrors the notebook: the CUPTI folder only gets cuda-bindings when the target's is older than 13.
+    if not needs_own_cuda_bindings(installed.get("cuda-bindings")):  # the notebook's own rule
         for wheel in (args.dest / "cupti").glob("cuda_bindings-*.whl"):
             wheel.unlink()
     for folder in (args.dest, args.dest / "cupti"):
