@@ -234,19 +234,27 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-# What the notebook installs, pinned (requirements.txt carries the same pins). nsight-python's own
-# requirements are listed too, because the installs use --no-deps: pip never picks a version here.
-PINS = {
-    "nsight-python": "1.1.0",
-    "cuda-core": "1.2.2",  # nsight-python needs >= 1.0.1; Colab has 0.3.2
-    "ncu-report": "2026.3.1",  # nsight requires it at or above the ncu version (year.minor)
-    "nvtx": "0.2.17",
-    "deepdiff": "9.1.0",
-    "orderly-set": "5.5.0",
-    "cachebox": "5.2.3",
-    "nvidia-ml-py": "13.610.43",  # section 8 reads clocks and temperature through NVML
-}
-CUPTI_PINS = {"cupti-python": "13.4.0", "nvidia-cuda-cupti": "13.5.25", "pyelftools": "0.33", "cuda-bindings": "13.3.1"}
+# What the notebook installs, pinned: requirements.txt's text (the setup-helpers cell embeds the file instead).
+# nsight-python's own requirements are listed too, because the installs use --no-deps: pip never picks a version.
+REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()
+CUPTI_MARKER = "# [cupti]"  # the line of requirements.txt after which the CUPTI backend's set is listed
+
+
+def pins_from_requirements(text):
+    """({name: version} of the notebook's pins, the same for the CUPTI set after CUPTI_MARKER) from requirements.txt."""
+    main, cupti = {}, {}
+    current = main
+    for line in text.splitlines():
+        if line.startswith(CUPTI_MARKER):
+            current = cupti
+        requirement = line.split("#", 1)[0].strip()
+        if requirement:
+            name, _, version = requirement.partition("==")
+            current[name.strip()] = version.strip()
+    return main, cupti
+
+
+PINS, CUPTI_PINS = pins_from_requirements(REQUIREMENTS)
 EXPECTED_PRESENT = ("numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder")  # Colab has these
 INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
 PACKAGES_DIR = INSTALL_ROOT / "packages"
@@ -392,7 +400,7 @@ def check_cupti_library(preloaded, environ=os.environ):
 
 
 # ---------------------------------------------------------------- the backend probe
-PROBE_SCRIPT = None  # the text of plumbing/ncu_probe.py: the setup-helpers cell embeds it right after this module
+PROBE_SCRIPT = (Path(__file__).resolve().parent / "ncu_probe.py").read_text()  # the setup-helpers cell embeds it
 PROBE_REMEDIES = (
     ("ERR_NVGPUCTRPERM", "this user may not read the GPU's performance counters: run as root, or allow them "
      "for all users (NVreg_RestrictProfilingToAdminUsers=0, see the README)"),

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
-from plumbing.setup_helpers import needs_own_cuda_bindings  # noqa: E402
+from plumbing.setup_helpers import needs_own_cuda_bindings, pins_from_requirements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [
@@ -30,7 +30,6 @@ DEFAULT_PLATFORMS = [
     "manylinux_2_27_x86_64", "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64",
     "manylinux1_x86_64", "linux_x86_64",
 ]  # fmt: skip
-CUPTI_MARKER = "# [cupti]"
 
 
 def normalize(name: str) -> str:
@@ -38,16 +37,9 @@ def normalize(name: str) -> str:
 
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
-    """(main pins, CUPTI pins) from requirements.txt: the CUPTI set follows the '# [cupti]' line."""
-    main, cupti = [], []
-    current = main
-    for line in path.read_text().splitlines():
-        if line.startswith(CUPTI_MARKER):
-            current = cupti
-        line = line.split("#", 1)[0].strip()
-        if line:
-            current.append(line)
-    return main, cupti
+    """(main pins, CUPTI pins) as name==version, read from requirements.txt the way the notebook reads it."""
+    main, cupti = pins_from_requirements(path.read_text())
+    return [f"{name}=={version}" for name, version in main.items()], [f"{n}=={v}" for n, v in cupti.items()]
 
 
 def read_installed(path: Path | None) -> dict[str, str]:

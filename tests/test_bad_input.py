@@ -173,7 +173,7 @@ def test_readme_offline_way_makes_the_wheelhouse_the_run_then_uses(tmp_path):
 
 
 def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
-    (recipe,) = readme_commands("Re-recording the Nsight Compute data")
+    recipe = "\n".join(readme_commands("Re-recording the Nsight Compute data"))  # install, settings, record
     machine = FakeMachine(tmp_path / "machine")
     env = machine.build()
     clone = fresh_clone(tmp_path / "clone")
