@@ -287,7 +287,8 @@ esac
 case "$2" in
   venv) mkdir -p "$3/bin"; cp "$0" "$3/bin/python" ;;
   pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
-  pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb"
+  pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb" \
+            && cp "$(dirname "$FAKE_EXECUTED")/summary.json" "$NSPY_TUTORIAL_OUT/summary.json"
           echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
 esac
 exit 0

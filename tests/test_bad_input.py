@@ -45,7 +45,9 @@ def fresh_clone(folder: Path) -> Path:
     for name in (
         "scripts/run_headless",
         "scripts/render_recorded.py",  # and what it imports: the page of the executed notebook
+        "scripts/recordings.py",
         "scripts/record_ncu.py",
+        "scripts/ncu_launch.py",
         "scripts/notebook_format.py",
         "requirements-harness.txt",
         "requirements.txt",
