@@ -136,7 +136,6 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
         if defined:
             ids.append(cell["id"])
             missing -= defined
-    missing -= top_level_names(cell_source(cells, "harness"))
     if missing:
         raise RecorderError(f"no notebook cell defines {sorted(missing)} (plumbing/cells.py: SHARED_NAMES)")
     return ids

@@ -368,3 +368,23 @@ def test_recorded_notes_quote_ncu_wall_time_only_where_the_recording_timed_profi
         f"the notes quote {quoted} s of ncu wall time, the recording timed {timed} s: a section without profiled "
         "calls in the recording (section 10 runs ncu itself and prints its own time) must not get a wall-time figure"
     )
+
+
+def test_a_run_cells_injection_binds_exactly_what_that_cell_bound_on_the_gpu_machine():
+    """Not every recorded value at once: a later cell's values (or another section's, under the same name) must not
+    be there before that cell."""
+    recording = recordings.load_recording(FOLDERS[0])
+    for cell_id, entry in recording["cells"].items():
+        if entry["role"] != "run":
+            continue
+        namespace = {"RECORDING": recording}
+        exec(recordings.inject_source(cell_id), namespace)
+        bound = set(namespace) - {"RECORDING", "__builtins__"}
+        assert bound == set(entry["variables"]), f"{cell_id}: the injection bound {sorted(bound)}"
+
+
+def test_a_section_without_profiled_calls_gets_no_ncu_wall_time_note():
+    cost = {"profiled_calls": 0, "ncu_processes": 1, "ncu_wall_s": 0.0, "wall_s": 7.0}
+    assert render_recorded.wall_note({"sections": {"10": {"cost": cost}}}, 10) == "", (
+        "section 10 runs ncu itself and prints its own time: the recorder timed no profiled call there"
+    )

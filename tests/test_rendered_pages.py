@@ -87,3 +87,9 @@ def test_every_plot_has_alt_text_from_its_title(page):
     missing = [index for index, alt in enumerate(alts) if not alt or alt.group(1) in ("", PLACEHOLDER)]
     assert not missing, f"plots {missing} (in page order) have no alt text"
     assert all(html.unescape(alt.group(1)).startswith("Plot. title: ") for alt in alts), [a.group(1) for a in alts]
+
+
+def test_only_sections_the_run_skipped_are_collapsed_a_failed_one_keeps_its_cells_and_error():
+    summary = {"sections": [{"number": 2, "status": "FAILED"}, {"number": 3, "status": "ok"},
+                            {"number": 4, "status": "SKIPPED"}, {"number": 5, "status": "NOT RUN"}]}  # fmt: skip
+    assert render_recorded.skipped_sections(summary) == {4}
