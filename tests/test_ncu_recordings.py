@@ -45,6 +45,14 @@ def recorded(request, notebook, tmp_path_factory):
     runner.close()
 
 
+def test_every_recorded_sections_analysis_runs_on_the_nsight_compute_values(recorded):
+    numbers = recordings.recorded_sections(recorded.recording)
+    for number in numbers:
+        recorded.section(number)  # fails, naming the section's cells, unless the section ends ok
+    suspect = recorded.value("[f for f in FIGURES if f['check'] == 'SUSPECT']")
+    assert not suspect, f"figures outside the recorded GPU's physical limits: {suspect}"
+
+
 # ---------------------------------------------------------------- the recording and the notebook agree
 def _plain(value):
     """Tuples as lists, as JSON gives them back from the kernel."""

@@ -301,6 +301,8 @@ def test_an_ncu_command_line_without_clock_control_none_is_refused_before_it_sta
             with pytest.raises(recordings.RecorderError, match="without --clock-control none"):
                 subprocess.run(argv, cwd=tmp_path)
         subprocess.run([str(fake), "--version"], cwd=tmp_path, check=True)  # a query profiles nothing
+        inner = [str(fake), "--clock-control", "none", *ncu_launch.inner_program(tmp_path, "4-0")]
+        subprocess.run(inner, cwd=tmp_path, check=True)  # a profiled call's own ncu: checked, counted with the call
     assert guard.runs == [] and subprocess.Popen is guard.saved, (
         "the guard must count nothing and leave Popen as it was"
     )
