@@ -64,6 +64,7 @@ def run_sections(namespace: dict, cells: list[dict], steps) -> tuple[dict, dict,
 
 
 def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
+    recordings.require_cell_modules()
     os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
     work = recordings.work_folder("record_cupti_work")
     os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")

@@ -256,6 +256,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> None:
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
+    recordings.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
     import nsight
     import pandas as pd
     import torch

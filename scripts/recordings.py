@@ -300,6 +300,30 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
+# What the notebook's cells import beyond its pins (analysis cells display tables and plots): the harness's
+# requirements bring them; a fresh GPU runner gets them from scripts/setup_gpu_runner.
+CELL_MODULES = ("IPython", "matplotlib", "numpy", "pandas")
+
+
+def require_cell_modules(modules=CELL_MODULES) -> None:
+    """Stop before anything runs, naming what to install, unless this Python can import what the cells import."""
+    import importlib.util
+
+    def importable(name):
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ImportError:  # a finder that refuses it
+            return False
+
+    missing = [name for name in modules if not importable(name)]
+    if missing:
+        raise RecorderError(
+            f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
+            "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
+            "python3 -m pip install -r requirements-harness.txt"
+        )
+
+
 # ---------------------------------------------------------------- provenance
 def notebook_commit() -> str:
     if os.environ.get("NSPY_RECORD_COMMIT"):
@@ -368,6 +392,8 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
         if key in new:
             others = [item for item in old.get(key, []) if str(item.get("section")) not in keep]
             merged[key] = sorted(others + new[key], key=lambda item: item.get("section") or 0)
+    if "define_values" in new:
+        merged["define_values"] = {**old.get("define_values", {}), **new["define_values"]}
     merged["sections_recorded_last"] = sections
     return merged
 

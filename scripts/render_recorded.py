@@ -46,12 +46,11 @@ except ImportError as missing:
         "python3 -m pip install -r requirements-harness.txt"
     ) from None
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run by its path (run_headless): its sibling modules
-import notebook_format  # noqa: E402
-import recordings  # noqa: E402
-from recordings import ROOT  # noqa: E402
+import notebook_format
+import recordings
+from recordings import ROOT
 
-from plumbing.cells import REPORT_DEPENDENCY  # noqa: E402
+from plumbing.cells import REPORT_DEPENDENCY
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"

@@ -16,6 +16,18 @@ from plumbing.cells import NCU_ONLY_SECTIONS, REPORT_DEPENDENCY, section_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
+# Runs a script (argv[1]) as `python script.py` would (its folder first on the child's import path), in a Python
+# that cannot import the modules named in `absent` (str.format it first).
+WITHOUT_MODULES = """import os, runpy, sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {absent!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Absent())
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 RERECORD = (
     "re-record that section on the GPU runner (README: Re-recording the Nsight Compute data; --sections N records "
     "only it), then python scripts/render_recorded.py, and commit the folder"

@@ -18,7 +18,7 @@ from pathlib import Path
 import make_wheelhouse as wheelhouse_script  # noqa: E402
 import pytest
 from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
-from support import ROOT
+from support import ROOT, WITHOUT_MODULES
 
 README = (ROOT / "README.md").read_text()
 # What the old run_headless wrote into / when its output folder could not be made.
@@ -232,15 +232,6 @@ def test_render_recorded_without_nbformat_says_what_to_run_instead():
 # What the GPU runner's Python lacks outside the notebook's kernel (the notebook installs nsight and ncu-report into
 # its own folder); run_headless renders the page with that Python.
 ABSENT_ON_THE_RUNNER = ("nsight", "ncu_report", "IPython")
-WITHOUT_MODULES = """import runpy, sys
-class Absent:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {absent!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-sys.meta_path.insert(0, Absent())
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
 
 
 def test_render_recorded_makes_the_run_page_in_a_python_without_nsight_ncu_report_or_ipython(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 import record_ncu
 import recordings
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT
+from support import ROOT, WITHOUT_MODULES
 
 from plumbing.cells import NOT_UNDER_NCU, REPORT_FOLDERS, SECTION_PLAN
 
@@ -425,3 +425,14 @@ def test_a_sections_cost_counts_the_ncu_processes_it_started_not_the_calls_serve
     cost = record_ncu.section_cost(4, calls, guard_runs=1, wall_s=12.345)
     assert cost == {"wall_s": 12.35, "ncu_processes": 2, "profiled_calls": 1, "served_calls": 1, "ncu_wall_s": 9.5,
                     "session_s": 3.0}  # fmt: skip
+
+
+def test_a_python_without_what_the_cells_import_is_named_before_anything_runs(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "scripts/record_ncu.py"),
+         "--dest", str(tmp_path / "dest")],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NSPY_RECORD_WORK": str(tmp_path / "work")},
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "lacks IPython" in done.stderr and "scripts/setup_gpu_runner" in done.stderr, done.stderr
+    assert not (tmp_path / "dest").exists() and not (tmp_path / "work").exists(), "nothing may be written"
