@@ -14,10 +14,9 @@ import subprocess
 import sys
 
 import nbformat
-from conftest import ROOT
 from kernel_session import ipc_config
 from nbclient import NotebookClient
-from test_notebook_gpu import copy_allowing_errors
+from support import ROOT, copy_allowing_errors
 
 from plumbing.executed_run import finish_run, first_errors, merge_failures, run_problems
 
