@@ -135,17 +135,26 @@ LAUNCH_MODE = {
 def section_one_names(namespace: dict, environment: dict | None = None):
     """The names section 1 leaves for later sections (plumbing/cells.py), made with the functions section 1 uses,
     after the harness and setup-helper cells ran in namespace. `environment` overrides what they record."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
-    import numpy as np
-    import pandas as pd
     import torch
 
     facts = namespace["environment_facts"](torch, nsight, "ncu", libcupti=namespace.get("LIBCUPTI"))
-    namespace["ENVIRONMENT"].update({**facts, **(environment or {})})
-    namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT)
+    name_section_one(namespace, {**facts, **(environment or {})}, torch)
+
+
+def name_section_one(namespace: dict, environment: dict, torch) -> None:
+    """Section 1's names from the environment it recorded (the GPU machine's facts), and what IPython gives every
+    notebook cell without an import (`display`: the cells run here by exec, not in IPython)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import nsight
+    import numpy as np
+    import pandas as pd
+    from IPython.display import display
+
+    namespace["ENVIRONMENT"].update(environment)
+    namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT, display=display)
     namespace.update(USE_NCU=True, CUPTI_REASON="")
     values = namespace["section_one_values"](namespace["ENVIRONMENT"])
     namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS"), values, strict=True))

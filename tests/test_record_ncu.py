@@ -243,14 +243,25 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu():
     assert sections == set(SECTION_PLAN), f"the plan records sections {sorted(sections)}, not {sorted(SECTION_PLAN)}"
     assert "section 2: s2-run (run, each profiled call under its own ncu)" in lines
     assert "section 9: s9-cupti (run)" in lines, "the CUPTI child must never run under ncu"
-    assert "gpu__time_duration.sum" in lines[-1]
+    for cell_id in ("s10-profile", "s10-stalls-profile", "s10-details"):
+        assert f"section 10: {cell_id} (run)" in lines, f"{cell_id} starts its own ncu: run in the outer, kept"
+    assert "gpu__time_duration.sum" in lines[-2]
 
 
-def test_plan_of_section_10_alone_says_where_section_7s_report_comes_from():
+def test_the_tu104_listing_covers_every_metric_family_the_notebook_names():
+    """Whole names, names built in f-strings (launch__occupancy_limit_{kind}) and patterns (smsp__..._stalled_)."""
+    families = record_ncu.metric_families(recordings.load_cells())
+    for family in ("lts__", "launch__", "smsp__", "sm__", "dram__", "gpu__", "gpc__"):
+        assert family in families, f"the tu104 listing would leave out {family}: check metric_families"
+
+
+def test_plan_of_section_10_alone_says_where_sections_6_and_7_come_from():
     done = _record_ncu("--plan", "--sections", "10")
     assert done.returncode == 0, done.stderr
-    assert "section 10 reads section 7's report: taken from the recording in docs/verified" in done.stdout
-    assert not re.search(r"^section [2-9]:", done.stdout, re.M), "only section 10's cells (and the shared ones) run"
+    for number in (6, 7):
+        assert f"section {number}: read by [10], taken from the recording in docs/verified" in done.stdout
+    others = re.findall(r"^section [2-9]: \S+ \((?!recorded )", done.stdout, re.M)
+    assert not others, f"only section 10's cells are recorded; 6 and 7 are read from the recording: {others}"
 
 
 @pytest.mark.parametrize("bad", ["11", "1", "two", "2-12"])
@@ -325,23 +336,64 @@ def test_an_ncu_command_line_without_clock_control_none_is_refused_before_it_sta
     )
 
 
-def test_section_10s_own_ncu_command_line_passes_the_guard_and_is_counted(tmp_path, monkeypatch):
-    """s10-profile, the notebook's own cell, runs ncu itself: under the recorder it must carry --clock-control none."""
+FAKE_SECTION_10_NCU = """#!{python}
+# Stands in for ncu in section 10's own command lines: a profile writes the committed report with sections where -o
+# says; `--import ... --page details` prints a page, as ncu does.
+import shutil, sys
+args = sys.argv[1:]
+if "--import" in args:
+    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
+    sys.exit(0)
+shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
+"""
+
+
+def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recording_every_ncu_with_clock_control_none(
+    tmp_path, monkeypatch
+):
+    """record_ncu.py --sections 10, simulated up to s10-details with a fake ncu: sections 6 and 7 come from the
+    committed recording (their run cells' values, their analysis cells run), section 10's own ncu command lines run
+    through the guard. s10-stalls and s10-record need a WarpStateStats report that only the runner makes."""
+    import lzma
+
+    work, dest_root = tmp_path / "work", COMMITTED[0].parent
+    (work / "calls").mkdir(parents=True)
+    report = tmp_path / "sections.ncu-rep"
+    report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_sections").glob("*.ncu-rep.xz")).read_bytes()))
     fake = tmp_path / "ncu"
-    fake.write_text(FAKE_REPORTING_NCU.format(python=sys.executable))
+    fake.write_text(FAKE_SECTION_10_NCU.format(python=sys.executable, report=str(report)))
     fake.chmod(0o755)
-    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
-    cells = recordings.load_cells()
-    namespace: dict = {"__name__": "__main__"}
-    for cell_id in ("harness", "setup-helpers", "s7-define", "s10-define"):
-        if cell_id == "s7-define":
-            namespace.update(nsight=nsight, QUIET=nsight.VerbosityLevel.SILENT, add_kernels=lambda x, y: x + y)
-        recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
-    namespace["ENVIRONMENT"]["ncu_path"] = str(fake)
-    with ncu_launch.NcuGuard(str(fake)) as guard:
-        run = recordings.run_cell(namespace, recordings.cell_source(cells, "s10-profile"), "s10-profile", echo=False)
-    assert len(guard.runs) == 1 and "--clock-control none" in guard.runs[0], guard.runs
-    assert run["output"].startswith("ncu --clock-control none"), run["output"]
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
+    recorded = record_ncu.needed_reports([10], dest_root, work)
+    environment = {**recorded["environment"], **record_ncu.LAUNCH_MODE, "ncu_path": str(fake)}
+    monkeypatch.setattr(  # no torch and no GPU here: the GPU machine's facts come from the recording
+        record_ncu,
+        "section_one_names",
+        lambda namespace, environment=None: record_ncu.name_section_one(
+            namespace, {**environment_here, **(environment or {})}, torch=None
+        ),
+    )
+    environment_here = environment
+    steps = [
+        step for step in record_ncu.plan(recordings.load_cells(), [10]) if step[1] not in ("s10-stalls", "s10-record")
+    ]
+    calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
+    try:
+        with ncu_launch.NcuGuard(str(fake)) as guard:
+            done = record_ncu.replay(steps, calls, guard, log=lambda *_: None, recorded=recorded)
+    finally:
+        calls.uninstall()
+    failures = {cell: run["output"][-1500:] for cell, run in done["runs"].items() if run.get("failed")}
+    assert not failures, f"cells failed under the recorder's outer process: {failures}"
+    assert calls.calls == [], "section 10 starts no nsight-python call, and sections 6 and 7 are read, not run"
+    assert len(guard.runs) == 2 and all("--clock-control none" in run for run in guard.runs), guard.runs
+    namespace = done["namespace"]
+    furthest = namespace["limits_table"]["% of roof"].idxmin()
+    assert namespace["furthest"] == furthest, (
+        "s10-stalls-profile must profile section 6's kernel furthest below its roof"
+    )
+    assert "Speed Of Light" in done["runs"]["s10-details"]["output"], "s10-details' page must be kept as its output"
 
 
 # ---------------------------------------------------------------- values <-> JSON, shared with record_cupti.py
