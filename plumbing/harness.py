@@ -291,10 +291,13 @@ def summary_problems(summary):
     return problems
 
 
+STRICT_REFUSAL = "NSPY_TUTORIAL_STRICT=1 and the run is not clean"  # how the summary cell's own raise begins
+
+
 def enforce_strict_mode(summary, strict):
     problems = summary_problems(summary)
     if strict and problems:
-        raise RuntimeError("NSPY_TUTORIAL_STRICT=1 and the run is not clean:\n- " + "\n- ".join(problems))
+        raise RuntimeError(f"{STRICT_REFUSAL}:\n- " + "\n- ".join(problems))
     return problems
 
 

@@ -24,7 +24,7 @@ import recordings
 from nsight.collection import ncu as nsight_ncu
 from support import ROOT, WITHOUT_MODULES
 
-from plumbing.cells import NOT_UNDER_NCU, SECTION_PLAN, report_folders_of
+from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
 
 def _launch(cache_control="all", clock_control="none", replay_mode="kernel", tmp_path=None):
@@ -394,6 +394,70 @@ def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recordi
         "s10-stalls-profile must profile section 6's kernel furthest below its roof"
     )
     assert "Speed Of Light" in done["runs"]["s10-details"]["output"], "s10-details' page must be kept as its output"
+
+
+FAKE_INNER_NCU = """#!{python}
+# Stands in for ncu: a profiled call's ncu notes the session time the inner would have written (it writes no report);
+# section 10's `--import ... --page details` prints a page; its profiles write a file that is no report.
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+if "--import" in args:
+    print("details")
+elif "--inner" in args:
+    work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
+    Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
+else:
+    Path(args[args.index("-o") + 1] + ".ncu-rep").write_text("no report")
+"""
+NO_REPORT = "No NVIDIA Nsight Compute report found"  # nsight's own extraction, after ncu ran: no GPU, no report
+
+
+def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or_gpu_only_step(tmp_path, monkeypatch):
+    """record_ncu.py (sections 2 to 10) simulated: the shared cells, section 1's names as the recorder makes them,
+    and every section's cells in plan order, each profiled call through nsight's real collect to a fake ncu. Without
+    a GPU each section must get as far as its first profiled call (which nsight's extraction then finds without a
+    report), or, for sections 8 and 9, to the first cell that needs the GPU machine (NVML, libcupti): a NameError or
+    KeyError anywhere before that would wait for the runner."""
+    work = tmp_path / "work"
+    (work / "calls").mkdir(parents=True)
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_INNER_NCU.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
+    recorded = recordings.load_recording(COMMITTED[0])["environment"]
+    facts = {**recorded, **record_ncu.LAUNCH_MODE, "ncu_path": str(fake)}
+    monkeypatch.setattr(  # no torch and no GPU here: the GPU machine's facts come from the recording
+        record_ncu, "section_one_names", lambda namespace, environment=None: record_ncu.name_section_one(
+            namespace, {**facts, **(environment or {})}, torch=None
+        )
+    )  # fmt: skip
+    cells = recordings.load_cells()
+    calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
+    try:
+        with ncu_launch.NcuGuard(str(fake)) as guard:
+            done = record_ncu.replay(record_ncu.plan(cells, record_ncu.SECTIONS), calls, guard, log=lambda *_: None)
+    finally:
+        calls.uninstall()
+    last_line = {
+        cell: run["output"].strip().splitlines()[-1] for cell, run in done["runs"].items() if run.get("failed")
+    }
+    gpu_only = {8: "No module named 'pynvml'|NVML", 9: "libcupti"}
+    for number in record_ncu.SECTIONS:
+        failed = done["failed"].get(number)
+        if number in SECTION_DEPENDENCY:
+            assert failed and "which it reads" in failed, f"section {number} must stop with the section it reads"
+            continue
+        if number in gpu_only and failed in last_line and re.search(gpu_only[number], last_line[failed]):
+            continue
+        first_call = next((call for call in calls.calls if call["section"] == number), None)
+        assert first_call is not None and failed == first_call["cell"], (
+            f"section {number} stopped in {failed}: {last_line.get(failed)} (before its first profiled call)"
+        )
+        assert NO_REPORT in last_line[failed], f"section {number}'s first call failed otherwise: {last_line[failed]}"
+        assert "--clock-control none" in first_call["command"], first_call["command"]
+    assert done["failed"].keys() == set(record_ncu.SECTIONS), f"a section ended ok without a GPU: {done['failed']}"
 
 
 # ---------------------------------------------------------------- values <-> JSON, shared with record_cupti.py
