@@ -120,16 +120,23 @@ def cost_text(cost: dict) -> str:
 
 
 def served_note(recording: dict, number: int) -> str:
-    """Where section `number`'s calls that were not run in this recording came from (clock control other than none)."""
-    served = [call for call in recording["calls"] if call.get("served_from") and call.get("section") == number]
-    notes = [
-        f" The call with `cache_control={call['cache_control']!r}, clock_control={call['clock_control']!r}` was not "
-        f"run in this recording (the runner's clocks stay as they are: every ncu there gets `--clock-control none`); "
-        f"its rows come from {call['served_from']['label']}, which requested {', '.join(call['metrics'])} only "
-        "(any other metric shows as NaN)."
-        for call in served
-    ]
-    return "".join(notes)
+    """Where each of section `number`'s profiled calls (and so each row it gives) came from, when any of them was
+    not run in this recording (clock control other than none); '' when all were."""
+    calls = [call for call in recording["calls"] if call.get("section") == number and call.get("benchmark")]
+    if not any(call.get("served_from") for call in calls):
+        return ""
+    here = f"this recording ({recording['created_utc']})"
+    rows = [
+        f"| `{call['cache_control']}` | `{call['clock_control']}` | "
+        + (f"{call['served_from']['label']}, which requested {', '.join(call['metrics'])} only" if call.get(
+            "served_from") else here) + " |"
+        for call in calls
+    ]  # fmt: skip
+    return (
+        "\n\nThe rows of each call, by the recording they come from (a call with `clock_control` other than "
+        "`none` is not run on the runner, whose clocks stay as they are; a metric its recording did not request "
+        "shows as NaN):\n\n| cache_control | clock_control | rows from |\n| --- | --- | --- |\n" + "\n".join(rows)
+    )
 
 
 def wall_note(recording: dict, number: int) -> str:

@@ -93,3 +93,19 @@ def test_only_sections_the_run_skipped_are_collapsed_a_failed_one_keeps_its_cell
     summary = {"sections": [{"number": 2, "status": "FAILED"}, {"number": 3, "status": "ok"},
                             {"number": 4, "status": "SKIPPED"}, {"number": 5, "status": "NOT RUN"}]}  # fmt: skip
     assert render_recorded.skipped_sections(summary) == {4}
+
+
+@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
+    """Section 4 mixes rows of two recordings (base clocks are never run on the runner): row by row, the page says
+    which recording each call's rows come from."""
+    recording = recordings.load_recording(folder)
+    note = render_recorded.served_note(recording, 4)
+    rows = {tuple(cell.strip(" `") for cell in line.split("|")[1:3]): line for line in note.splitlines()[4:]}
+    for call in (call for call in recording["calls"] if call.get("section") == 4):
+        line = rows.get((call["cache_control"], call["clock_control"]))
+        assert line, f"no row for cache_control={call['cache_control']}, clock_control={call['clock_control']}: {note}"
+        source = (
+            call["served_from"]["label"] if call.get("served_from") else f"this recording ({recording['created_utc']})"
+        )
+        assert source in line, f"the rows of {call['cache_control']}/{call['clock_control']} come from {source}: {line}"
