@@ -210,6 +210,15 @@ def test_readme_verified_table_is_generated_from_the_committed_summaries():
     assert verified_table.main(["--check"]) == 0, "run: python scripts/verified_table.py"
 
 
+def test_readmes_list_of_sections_that_need_nsight_compute_follows_the_cell_table(monkeypatch):
+    monkeypatch.setattr(verified_table, "NCU_ONLY_SECTIONS", frozenset({4, 6}))
+    monkeypatch.setattr(verified_table, "CUPTI_SECTIONS", frozenset({2, 3, 5, 7, 8, 9, 10}))
+    assert verified_table.backends_text() == (
+        "sections 2, 3, 5, 7, 8, 9 and 10 run on CUPTI, and 4 and 6 (which need Nsight Compute) are SKIPPED"
+    )
+    assert verified_table.main(["--check"]) == 1, "a README naming other sections than plumbing/cells.py is stale"
+
+
 def test_readme_row_counts_sections_that_never_ran_as_failed(tmp_path, monkeypatch):
     monkeypatch.setattr(verified_table, "ROOT", tmp_path)
     folder = tmp_path / "docs" / "verified" / "some-gpu"
