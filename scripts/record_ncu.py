@@ -34,6 +34,8 @@ Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest); with --sections, merg
                                  section's status and cost (wall time, ncu processes and their wall time); calls
   s7_fusion/                     what section 7's call left in its folder (report as .ncu-rep.xz), for section 10
   s10_sections/                  s10-profile's ncu report (SpeedOfLight, LaunchStats, Occupancy) of the fused kernel
+  s10_stalls/                    s10-stalls-profile's ncu report (WarpStateStats) of section 6's kernel furthest below
+                                 its roof; s10-details' `ncu --import ... --page details` output is its cell output
   tu104_metrics.txt              `ncu --query-metrics --chip tu104` lines of the metric families the notebook uses
   tu104_metric_suffixes.txt      `ncu --query-metrics-mode suffix --chip tu104` for the notebook's base metrics
 Exit status: 0 when every recorded section is ok, 2 otherwise (with what failed, the rest still written).
