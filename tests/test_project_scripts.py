@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -167,8 +168,9 @@ def test_gpu_test_is_skipped_with_a_reason_where_there_is_no_gpu(tmp_path):
     assert "no NVIDIA GPU here" in done.stdout and " passed" not in done.stdout, done.stdout[-2000:]
 
 
+@functools.cache
 def _gpu_test_ids() -> list[str]:
-    """The tests of tests/test_notebook_gpu.py, as pytest collects them with -m gpu."""
+    """The tests of tests/test_notebook_gpu.py, as pytest collects them with -m gpu (collected once a session)."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "tests/test_notebook_gpu.py"],
         cwd=ROOT, capture_output=True, text=True,
