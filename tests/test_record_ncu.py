@@ -264,6 +264,23 @@ def test_plan_of_section_10_alone_says_where_sections_6_and_7_come_from():
     assert not others, f"only section 10's cells are recorded; 6 and 7 are read from the recording: {others}"
 
 
+def test_the_staleness_check_sees_what_every_visible_define_cell_binds_if_use_ncu_blocks_included():
+    """test_ncu_recordings compares the recording's define values with these names: a define cell whose body sits
+    in `if USE_NCU:` (sections 4, 6, 7, 10) must still give its names."""
+    cells = recordings.load_cells()
+    for number, plan in SECTION_PLAN.items():
+        for cell_id in plan["define"]:
+            source = recordings.cell_source(cells, cell_id)
+            if source.lstrip().startswith("# @title"):
+                continue  # folded plumbing, not a benchmark setting
+            bound = recordings.top_level_names(source)
+            assert bound, f"{cell_id} binds no name the recording is compared on: check top_level_names"
+            assert bound <= recordings.benchmark_setting_names(cells, [number]), cell_id
+    assert {"CLOCK_METRICS", "LIMIT_METRICS", "FUSION_ELEMENTS", "SUMMARY_METRICS"} <= (
+        recordings.benchmark_setting_names(cells)
+    ), "the Nsight Compute sections' settings (inside if USE_NCU:) must be compared"
+
+
 @pytest.mark.parametrize("bad", ["11", "1", "two", "2-12"])
 def test_a_section_it_cannot_record_is_refused_with_the_ones_it_can(bad):
     done = _record_ncu("--plan", "--sections", bad)
