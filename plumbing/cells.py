@@ -11,8 +11,46 @@ CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # t
 
 # What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
 # and the recorded page make them too).
-SECTION_ONE_NAMES = ("nsight", "torch", "plt", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES",
-                     "PEAKS_LABEL", "PEAKS", "NCU_ONLY_SKIP", "CUPTI_DIR")  # fmt: skip
+SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
+                     "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
+
+# The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
+# section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,
+# and the recorded page shows them with that output instead of running them again), and the cells that only define
+# what those calls use ("define"; "gpu_define" for those that read the GPU machine through NVML as they define, so
+# that on a CPU the values they bound there stand in for them, as for run cells). Every other code cell of the
+# section is analysis: it reads what the run cells bound, and runs on a CPU from a recording. A section's cells run
+# in notebook order.
+SECTION_PLAN = {
+    2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
+    3: {"define": ("s3-define", "s3-timing-define"), "run": ("s3-run", "s3-timing-run")},
+    4: {"define": ("s4-define",), "run": ("s4-run",)},
+    5: {"define": ("s5-define", "s5-each", "s5-normalize"), "run": ("s5-run", "s5-ratio")},
+    6: {"define": ("s6-define",), "run": ("s6-run",)},
+    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed")},
+    8: {"define": ("s8-timestamps",), "gpu_define": ("s8-collectors", "s8-limits", "s8-define"), "run": ("s8-run",)},
+    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed")},
+    10: {"define": ("s10-define",), "run": ("s10-profile", "s10-stalls-profile", "s10-details")},
+}  # fmt: skip
+# Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
+# any section it records (they only define; a profiled call there is refused).
+SHARED_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s", "pivot_in_base_units")
+# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child (a second Python that must not
+# run under ncu) and section 10's own ncu command lines (two that profile, one that only reads a report).
+NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-stalls-profile", "s10-details")
+# Folders (out_prefix names) whose files a later section reads, and the section whose cells write each: section 7's
+# call leaves its report in s7_fusion; s10-profile writes its report with sections into s10_sections and
+# s10-stalls-profile its WarpStateStats report into s10_stalls (s10-details reads the first).
+REPORT_FOLDERS = {"s7_fusion": 7, "s10_sections": 10, "s10_stalls": 10}
+# Section -> the sections whose values and reports it reads: section 10 reads section 7's report and FUSION_ELEMENTS,
+# and profiles the kernel of section 6 furthest below its roof (limits_table, limits_frame, the sizes of s6-define).
+SECTION_DEPENDENCY = {10: (6, 7)}
+
+
+def report_folders_of(number):
+    """The report folders section `number`'s own cells write (REPORT_FOLDERS)."""
+    return [name for name, section in REPORT_FOLDERS.items() if section == number]
+
 
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).

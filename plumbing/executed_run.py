@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from plumbing.cells import SECTION_COUNT, section_of
-from plumbing.harness import summary_problems
+from plumbing.harness import STRICT_REFUSAL, summary_problems
 
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
 
@@ -31,19 +31,24 @@ def first_errors(notebook):
     """{section number or None: the first error in it} from the cells' error outputs, in notebook order.
 
     Each error is {"cell": cell id, "error": "ename: first line of evalue"}; None holds cells outside the sections
-    (the summary cell, a cell the table does not know).
+    (the summary cell, a cell the table does not know). The summary cell's strict-mode raise is left out: it repeats
+    the FAILED or NOT RUN sections and SUSPECT figures the summary already holds, which fail the run themselves.
     """
     found = {}
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
         for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
+            if output.get("output_type") == "error" and not _strict_refusal(output):
                 first_line = (str(output.get("evalue", "")).strip().splitlines() or [""])[0]
                 error = {"cell": cell.get("id"), "error": f"{output.get('ename', '?')}: {first_line}"[:300]}
                 found.setdefault(_section(cell.get("id")), error)
                 break
     return found
+
+
+def _strict_refusal(output):
+    return output.get("ename") == "RuntimeError" and str(output.get("evalue", "")).startswith(STRICT_REFUSAL)
 
 
 def _unwritten_summary():

@@ -101,15 +101,15 @@ def lookup_peaks(gpu_name):
 NCU_ONLY_REASON = "needs Nsight Compute (see the CUPTI banner at the end of section 1)"
 
 
-def section_one_values(environment, use_ncu):
-    """(L2_BYTES, PEAKS_LABEL, PEAKS, NCU_ONLY_SKIP) for the later sections, from the environment section 1 recorded.
+def section_one_values(environment):
+    """(L2_BYTES, PEAKS_LABEL, PEAKS) for the later sections, from the environment section 1 recorded.
 
     The notebook, scripts/record_ncu.py and the recorded page all make these names here. It also notes in the
     environment which datasheet the peaks come from.
     """
     label, peaks = lookup_peaks(environment.get("gpu"))
     environment["peaks_from"] = label or "n/a (GPU not in the datasheet table)"
-    return environment["l2_bytes"], label, peaks, "" if use_ncu else NCU_ONLY_REASON
+    return environment["l2_bytes"], label, peaks
 
 
 # ---------------------------------------------------------------- sections
@@ -291,10 +291,13 @@ def summary_problems(summary):
     return problems
 
 
+STRICT_REFUSAL = "NSPY_TUTORIAL_STRICT=1 and the run is not clean"  # how the summary cell's own raise begins
+
+
 def enforce_strict_mode(summary, strict):
     problems = summary_problems(summary)
     if strict and problems:
-        raise RuntimeError("NSPY_TUTORIAL_STRICT=1 and the run is not clean:\n- " + "\n- ".join(problems))
+        raise RuntimeError(f"{STRICT_REFUSAL}:\n- " + "\n- ".join(problems))
     return problems
 
 

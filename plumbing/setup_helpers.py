@@ -131,7 +131,7 @@ def read_ncu_path(environ=os.environ):
     path = Path(given).expanduser()
     path = path / "ncu" if path.is_dir() else path
     fix = (
-        "set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or newer (or the folder that holds it), or unset it "
+        f"set NCU_PATH to the ncu of Nsight Compute {NCU_FLOOR} or newer (or the folder that holds it), or unset it "
         "to let this notebook find or install one."
     )
     if not path.is_file():
@@ -143,7 +143,8 @@ def read_ncu_path(environ=os.environ):
 
 # ---------------------------------------------------------------- Nsight Compute
 NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
-NCU_APT_VERSIONS = ("2026.3.1", "2026.2.1")  # nsight-compute-<version> packages in NVIDIA's apt repository
+NCU_FLOOR = ".".join(map(str, NCU_MIN_VERSION))  # how every message names it
+NSIGHT_COMPUTE_APT_VERSIONS = ("2026.3.1", "2026.2.1")  # nsight-compute-<version> in NVIDIA's apt repository
 
 
 def parse_ncu_version(text):
@@ -164,7 +165,7 @@ def ncu_version_of(path):
     return parse_ncu_version(command_output([str(path), "--version"], timeout=60))
 
 
-def apt_versions_to_try(versions=NCU_APT_VERSIONS):
+def apt_versions_to_try(versions=NSIGHT_COMPUTE_APT_VERSIONS):
     """Newest first, and nothing nsight would refuse: an older package would only waste minutes."""
     usable = [v for v in versions if ncu_is_recent(tuple(int(p) for p in v.split(".")))]
     return sorted(usable, key=lambda v: tuple(int(p) for p in v.split(".")), reverse=True)
@@ -192,22 +193,27 @@ def installed_ncu_from_apt(versions):
     """The ncu launcher of an already installed nsight-compute-<version> package, or None."""
     for version in versions:
         listed = command_output(["dpkg", "-L", f"nsight-compute-{version}"]).splitlines()
-        launchers = [line.strip() for line in listed if line.strip().endswith("/ncu")]
+        launchers = [Path(line.strip()) for line in listed if line.strip().endswith("/ncu")]
         if launchers:
-            return Path(min(launchers, key=len))  # shortest path: the launcher in the package's top folder
+            return top_level_launcher(launchers)
     return None
+
+
+def top_level_launcher(launchers):
+    """The package's own `ncu`: the one fewest folders deep (it also ships per-platform copies further down)."""
+    return min(launchers, key=lambda path: len(path.parts))
 
 
 def install_ncu_with_apt(versions, log_path):
     """Install the newest nsight-compute-<version> apt can provide. Returns (ncu path or None, message)."""
     versions = apt_versions_to_try(versions)
     if not (shutil.which("apt-get") and shutil.which("dpkg")):
-        return None, "apt-get or dpkg is missing here: install Nsight Compute 2026.2.1+ yourself and set NCU_PATH"
+        return None, f"apt-get or dpkg is missing here: install Nsight Compute {NCU_FLOOR}+ yourself and set NCU_PATH"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}  # apt must never stop to ask a question
     if run_logged(["apt-get", "update", "-qq"], log_path, TIME_LIMITS_S["apt_update"], env) is None:
         return None, (
             f"apt-get update did not finish within {TIME_LIMITS_S['apt_update']} s (is NVIDIA's apt repository "
-            f"reachable?); see {log_path}. Install Nsight Compute 2026.2.1+ yourself and set NCU_PATH"
+            f"reachable?); see {log_path}. Install Nsight Compute {NCU_FLOOR}+ yourself and set NCU_PATH"
         )
     for version in versions:
         command = ["apt-get", "install", "-y", "-qq", f"nsight-compute-{version}"]
@@ -215,7 +221,7 @@ def install_ncu_with_apt(versions, log_path):
         if status is None:
             return None, (
                 f"apt-get install nsight-compute-{version} did not finish within {TIME_LIMITS_S['apt_install']} s; "
-                f"see {log_path}. Install Nsight Compute 2026.2.1+ yourself and set NCU_PATH"
+                f"see {log_path}. Install Nsight Compute {NCU_FLOOR}+ yourself and set NCU_PATH"
             )
         if status == 0:
             path = installed_ncu_from_apt([version])
@@ -229,7 +235,7 @@ def install_ncu_with_apt(versions, log_path):
 
 
 def check_ncu_path(found, environ=os.environ):
-    """NCU_PATH, when set, must be a working Nsight Compute 2026.2.1+: never passed over for another one."""
+    """NCU_PATH, when set, must be a working Nsight Compute NCU_FLOOR+: never passed over for another one."""
     given = read_ncu_path(environ)
     version = dict(found).get(given) if given else None
     if given is None or ncu_is_recent(version):
@@ -239,7 +245,7 @@ def check_ncu_path(found, environ=os.environ):
     else:
         what = f"is not Nsight Compute (`{given} --version` prints no Nsight Compute version)"
     raise ValueError(
-        f"NCU_PATH={environ['NCU_PATH']}: {given} {what}. Set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or "
+        f"NCU_PATH={environ['NCU_PATH']}: {given} {what}. Set NCU_PATH to the ncu of Nsight Compute {NCU_FLOOR} or "
         "newer, or unset it to let this notebook find or install one."
     )
 
@@ -262,7 +268,7 @@ def find_or_install_ncu(choice, wheelhouse, log_path, environ=os.environ):
         raise RuntimeError(
             stop_setup(
                 f"NSPY_TUTORIAL_PROFILER=ncu, but there is no usable Nsight Compute: {message}. Set NCU_PATH to an "
-                "ncu 2026.2.1+, or set NSPY_TUTORIAL_PROFILER=auto (or cupti) to run on CUPTI"
+                f"ncu {NCU_FLOOR}+, or set NSPY_TUTORIAL_PROFILER=auto (or cupti) to run on CUPTI"
             )
         )
     return chosen, message
@@ -279,7 +285,7 @@ def recent_or_installed_ncu(found, wheelhouse, log_path):
     if wheelhouse:
         return None, (
             f"no ncu {version_text(NCU_MIN_VERSION)}+ here (found: {too_old}), and with a wheelhouse the install is "
-            "offline, so apt-get was not tried. Set NCU_PATH to an ncu 2026.2.1+ to use Nsight Compute"
+            f"offline, so apt-get was not tried. Set NCU_PATH to an ncu {NCU_FLOOR}+ to use Nsight Compute"
         )
     print("installing Nsight Compute with apt-get (a few minutes) ...")
     chosen, message = install_ncu_with_apt(apt_versions_to_try(), log_path)
@@ -299,19 +305,27 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-# What the notebook installs, pinned (requirements.txt carries the same pins). nsight-python's own
-# requirements are listed too, because the installs use --no-deps: pip never picks a version here.
-PINS = {
-    "nsight-python": "1.1.0",
-    "cuda-core": "1.2.2",  # nsight-python needs >= 1.0.1; Colab has 0.3.2
-    "ncu-report": "2026.3.1",  # nsight requires it at or above the ncu version (year.minor)
-    "nvtx": "0.2.17",
-    "deepdiff": "9.1.0",
-    "orderly-set": "5.5.0",
-    "cachebox": "5.2.3",
-    "nvidia-ml-py": "13.610.43",  # section 8 reads clocks and temperature through NVML
-}
-CUPTI_PINS = {"cupti-python": "13.4.0", "nvidia-cuda-cupti": "13.5.25", "pyelftools": "0.33", "cuda-bindings": "13.3.1"}
+# What the notebook installs, pinned: requirements.txt's text (the setup-helpers cell embeds the file instead).
+# nsight-python's own requirements are listed too, because the installs use --no-deps: pip never picks a version.
+REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()
+CUPTI_MARKER = "# [cupti]"  # the line of requirements.txt after which the CUPTI backend's set is listed
+
+
+def pins_from_requirements(text):
+    """({name: version} of the notebook's pins, the same for the CUPTI set after CUPTI_MARKER) from requirements.txt."""
+    main, cupti = {}, {}
+    current = main
+    for line in text.splitlines():
+        if line.startswith(CUPTI_MARKER):
+            current = cupti
+        requirement = line.split("#", 1)[0].strip()
+        if requirement:
+            name, _, version = requirement.partition("==")
+            current[name.strip()] = version.strip()
+    return main, cupti
+
+
+PINS, CUPTI_PINS = pins_from_requirements(REQUIREMENTS)
 EXPECTED_PRESENT = ("numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder")  # Colab has these
 INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
 PACKAGES_DIR = INSTALL_ROOT / "packages"
@@ -335,7 +349,7 @@ def read_cupti_dir(environ=os.environ):
     return path
 
 
-CUPTI_DIR = read_cupti_dir()
+CUPTI_PACKAGES_DIR = read_cupti_dir()
 
 
 def versions_in(folders):
@@ -348,7 +362,7 @@ def versions_in(folders):
 
 def versions_outside_tutorial():
     """What this Python has without the tutorial's own folders: Colab's packages, as Colab installed them."""
-    own = {str(PACKAGES_DIR), str(CUPTI_DIR)}
+    own = {str(PACKAGES_DIR), str(CUPTI_PACKAGES_DIR)}
     return versions_in([entry for entry in sys.path if entry not in own])
 
 
@@ -425,10 +439,16 @@ def install_pins(pins, folder, wheelhouse, log_path):
     return missing
 
 
+def needs_own_cuda_bindings(installed_version):
+    """cupti-python 13.4 needs cuda-bindings 13: the CUPTI folder gets its own only where the Python's is older."""
+    major = (installed_version or "0").split(".")[0]
+    return not (major.isdigit() and int(major) >= 13)
+
+
 def cupti_pins(have):
-    """The CUPTI set; cuda-bindings only when this Python's own is older than 13 (cupti-python 13.4 needs 13)."""
+    """The CUPTI set; cuda-bindings only when this Python's own is older than 13."""
     pins = dict(CUPTI_PINS)
-    if int((have.get("cuda-bindings") or "0").split(".")[0]) >= 13:
+    if not needs_own_cuda_bindings(have.get("cuda-bindings")):
         del pins["cuda-bindings"]
     return pins
 
@@ -473,11 +493,11 @@ def check_cupti_library(preloaded, environ=os.environ):
 
 
 # ---------------------------------------------------------------- the backend probe
-PROBE_SCRIPT = None  # the text of plumbing/ncu_probe.py: the setup-helpers cell embeds it right after this module
+PROBE_SCRIPT = (Path(__file__).resolve().parent / "ncu_probe.py").read_text()  # the setup-helpers cell embeds it
 PROBE_REMEDIES = (
     ("ERR_NVGPUCTRPERM", "this user may not read the GPU's performance counters: run as root, or allow them "
      "for all users (NVreg_RestrictProfilingToAdminUsers=0, see the README)"),
-    ("or later is required", "nsight found an ncu that is too old: put Nsight Compute 2026.2.1+ first on PATH"),
+    ("or later is required", f"nsight found an ncu that is too old: put Nsight Compute {NCU_FLOOR}+ first on PATH"),
     ("ncu-report", "install an ncu-report at least as new as the ncu in use"),
     ("injection library", "this ncu's injection library does not load in this Python on this machine"),
     ("No module named 'torch'", "the probe needs a CUDA build of PyTorch in this Python"),
@@ -542,34 +562,32 @@ def environment_facts(torch, nsight, profiler, cupti_reason="", libcupti=None):
 
 
 # ---------------------------------------------------------------- section 9's CUPTI child
-CUPTI_CHILD_SOURCE = None  # the text of plumbing/cupti_child.py: section 9's folded cell sets it
-NCU_VARIABLES = ("NVTX_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NV_COMPUTE_PROFILER_IN_PROCESS")
+# What a process with Nsight Compute loaded sets for its children: a CUPTI child must not inherit it.
+NSIGHT_COMPUTE_INJECTION_VARIABLES = (
+    "NVTX_INJECTION64_PATH",
+    "NV_COMPUTE_PROFILER_PERFWORKS_DIR",
+    "NV_COMPUTE_PROFILER_IN_PROCESS",
+)
 
 
 def child_environment(libcupti, environ=os.environ):
     """This process's environment without Nsight Compute's variables, set up for a CUPTI child."""
-    env = {key: value for key, value in environ.items() if key not in NCU_VARIABLES}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_DIR), env.get("PYTHONPATH")]))
+    env = {key: value for key, value in environ.items() if key not in NSIGHT_COMPUTE_INJECTION_VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_PACKAGES_DIR), env.get("PYTHONPATH")]))
     return env | {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}
 
 
-def run_cupti_child(sizes, benchmark=None, folder=None, child_source=None, python=sys.executable):
+def run_cupti_child(benchmark, sizes, folder, child_source, python=sys.executable):
     """Profile `benchmark` under CUPTI in a fresh Python, one size per call; return its result.
 
-    The child is plumbing/cupti_child.py, written to `folder` beside the benchmark's source. In the notebook the
-    defaults are section 9's product_body and out_prefix("s9_cupti"), names of the notebook's own namespace.
+    The child is `child_source` (plumbing/cupti_child.py's text; section 9's folded cell binds it as
+    CUPTI_CHILD_SOURCE), written to `folder` beside the benchmark's own source.
     """
-    benchmark = benchmark or globals()["product_body"]
-    folder = Path(folder or globals()["out_prefix"]("s9_cupti"))
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    child_source = CUPTI_CHILD_SOURCE if child_source is None else child_source
-    if child_source is None:
-        raise RuntimeError(
-            "the CUPTI child's source is not set: run section 9's folded cells from the top of the section"
-        )
     (folder / "cupti_child.py").write_text(child_source)
     (folder / "benchmark.py").write_text(inspect.getsource(benchmark))
-    libcupti = find_libcupti(CUPTI_DIR)
+    libcupti = find_libcupti(CUPTI_PACKAGES_DIR)
     command = [python, str(folder / "cupti_child.py"), str(folder / "benchmark.py"), benchmark.__name__,
                json.dumps(sizes), f"{folder}/"]  # fmt: skip
     done = subprocess.run(

@@ -21,13 +21,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
+from plumbing.setup_helpers import needs_own_cuda_bindings, pins_from_requirements  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [
     "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_25_x86_64",
     "manylinux_2_27_x86_64", "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64",
     "manylinux1_x86_64", "linux_x86_64",
 ]  # fmt: skip
-CUPTI_MARKER = "# [cupti]"
 
 
 def normalize(name: str) -> str:
@@ -35,16 +37,9 @@ def normalize(name: str) -> str:
 
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
-    """(main pins, CUPTI pins) from requirements.txt: the CUPTI set follows the '# [cupti]' line."""
-    main, cupti = [], []
-    current = main
-    for line in path.read_text().splitlines():
-        if line.startswith(CUPTI_MARKER):
-            current = cupti
-        line = line.split("#", 1)[0].strip()
-        if line:
-            current.append(line)
-    return main, cupti
+    """(main pins, CUPTI pins) as name==version, read from requirements.txt the way the notebook reads it."""
+    main, cupti = pins_from_requirements(path.read_text())
+    return [f"{name}=={version}" for name, version in main.items()], [f"{n}=={v}" for n, v in cupti.items()]
 
 
 def read_installed(path: Path | None) -> dict[str, str]:
@@ -113,9 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         # What the target already has is dropped, except what the notebook pins itself.
         if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
             wheel.unlink()
-    target_bindings = installed.get("cuda-bindings", "")
-    if target_bindings.split(".")[0].isdigit() and int(target_bindings.split(".")[0]) >= 13:
-        # Mirrors the notebook: the CUPTI folder only gets cuda-bindings when the target's is older than 13.
+    if not needs_own_cuda_bindings(installed.get("cuda-bindings")):  # the notebook's own rule
         for wheel in (args.dest / "cupti").glob("cuda_bindings-*.whl"):
             wheel.unlink()
     for folder in (args.dest, args.dest / "cupti"):

@@ -58,8 +58,13 @@ def is_folded(cell: dict) -> bool:
 
 # ---------------------------------------------------------------- modules embedded into folded cells
 GENERATED_NOTE = "(embedded by scripts/notebook_format.py)"  # edit the module, not the cell
-SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) " + re.escape(GENERATED_NOTE) + "$")
-EMBEDDED_ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
+# A Source line longer than ruff's line length ends with ruff's marker that allows it (E501).
+LONG_LINE_NOQA = "  # " + "noqa" + ": E501"  # in parts: ruff reads a marker anywhere in a line, strings included
+SOURCE_LINE = re.compile(
+    r"^# Source: (?P<spec>.+?) " + re.escape(GENERATED_NOTE) + f"(?:{re.escape(LONG_LINE_NOQA)})?$"
+)
+EMBEDDED_ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
+DATA_FILES = ("requirements.txt",)  # embedded as their text, under a NAME, never as code
 
 
 class EmbeddingError(ValueError):
@@ -75,8 +80,10 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     items = []
     for item in match.group("spec").split(", "):
         parsed = EMBEDDED_ITEM.match(item.strip())
-        if parsed is None:
-            raise EmbeddingError(f"cannot read {item!r} in {lines[1]!r}: expected plumbing/<name>.py [as NAME]")
+        if parsed is None or (parsed.group("path") in DATA_FILES and not parsed.group("name")):
+            raise EmbeddingError(
+                f"cannot read {item!r} in {lines[1]!r}: expected plumbing/<name>.py [as NAME], requirements.txt as NAME"
+            )
         items.append((parsed.group("path"), parsed.group("name")))
     return items
 
@@ -89,11 +96,16 @@ def _docstring(body: list[ast.stmt]) -> ast.stmt | None:
     return first if is_text and len(body) > 1 else None
 
 
-def module_code(text: str) -> str:
+def module_code(text: str, embedded_names=()) -> str:
     """A module's code for a notebook cell: no docstrings (the module keeps them for the engineers who read it),
-    no `from __future__` or `from plumbing...` imports."""
+    no `from __future__` or `from plumbing...` imports, and no assignment to a name the cell embeds as a constant
+    (the module reads that file itself; the cell holds its text)."""
     tree = ast.parse(text)
     drop = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(target, ast.Name) and target.id in embedded_names for target in targets):
+            drop.update(range(node.lineno, node.end_lineno + 1))
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             docstring = _docstring(node.body)
@@ -114,8 +126,8 @@ def module_code(text: str) -> str:
 
 
 def module_constant(name: str, text: str, path: str) -> str:
-    """NAME = r\"\"\"<the module's code>\"\"\": a program the notebook writes to a file and runs."""
-    code = module_code(text)
+    """NAME = r\"\"\"<the module's code>\"\"\": a program the notebook writes to a file and runs (or data's text)."""
+    code = text.strip("\n") if path in DATA_FILES else module_code(text)
     if '"""' in code or code.endswith("\\"):
         raise EmbeddingError(f"{path} cannot be embedded as {name}: its code holds a triple quote or ends with \\")
     return f'{name} = r"""\n{code}\n"""'
@@ -127,11 +139,12 @@ def generated_source(source: str, repo: Path = REPO) -> str | None:
     if not modules:
         return None
     parts = []
+    constants = {name for _, name in modules if name}
     for path, name in modules:
         if not (repo / path).is_file():
             raise EmbeddingError(f"{path} does not exist (named in the cell {source.splitlines()[0]!r})")
         text = (repo / path).read_text()
-        parts.append(module_constant(name, text, path) if name else module_code(text))
+        parts.append(module_constant(name, text, path) if name else module_code(text, constants))
     head = "\n".join(source.split("\n", 2)[:2])
     return head + "\n" + "\n\n\n".join(parts)
 

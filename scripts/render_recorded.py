@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Render the Nsight Compute sections (record_ncu.SECTIONS) from a recording by scripts/record_ncu.py, on a CPU.
+"""Render the Nsight Compute sections a recording holds (scripts/record_ncu.py) into a page, on a CPU.
 
     python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
     python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
@@ -7,12 +7,13 @@
 
 Writes recorded_sections.ipynb (executed), recorded_sections.html and figures.json into the recording's folder.
 With --executed it turns a notebook that scripts/run_headless executed into its HTML page instead: a section
-that was SKIPPED shows its heading and one line pointing to the recorded page, the CUPTI fallback reason is
-printed once (in section 1's banner), and every plot gets alt text from its cell's title and axis labels.
-Every output and plot on the page comes from the notebook's own cells, run by id in a real kernel (nbclient):
-the harness, section 1's names from the recording, the define cells, then each section's analysis cells. The
-cells that called the profiler (the run cells) are shown with the output they printed on the GPU machine, not
-run again. Folded '# @title' cells run with their input dropped (tag remove-input).
+that summary.json (beside it) says was SKIPPED shows its heading and one line pointing to the recorded page, the
+CUPTI fallback reason (summary.json's environment) is printed once, and every plot gets alt text from its cell's
+title and axis labels. Every output and plot on the page comes from the notebook's own cells, run by id in a real
+kernel (nbclient): the harness, section 1's names from the recording, the define cells, then each section's
+analysis cells. The cells that called the profiler (the run cells) are not run again: each is shown with the
+source the recording kept for it and the output that source printed on the GPU machine (where the notebook's cell
+has changed since, a note says so). Folded '# @title' cells run with their input dropped (tag remove-input).
 
 Re-rendering unchanged data changes no file: cell ids are fixed (page-<n>), no execution times are kept, and
 when nothing but the rendering time would change, nothing is written.
@@ -46,18 +47,23 @@ except ImportError as missing:
         "python3 -m pip install -r requirements-harness.txt"
     ) from None
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import notebook_format  # noqa: E402
-import record_ncu  # noqa: E402
+import notebook_format
+import recordings
+from recordings import ROOT
 
-ROOT = record_ncu.ROOT
-SECTION_NUMBERS = tuple(record_ncu.SECTIONS)  # the sections the recorder records, in order
-SECTION_LIST = list(SECTION_NUMBERS)
-SECTION_NAMES = ", ".join(map(str, SECTION_NUMBERS[:-1])) + f" and {SECTION_NUMBERS[-1]}"  # "4, 6, 7, 9 and 10"
+from plumbing.cells import SECTION_DEPENDENCY
+
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
 PAGE = "recorded_sections"
 VOLATILE = ("rendered_utc",)  # figures.json keys that change with every rendering, not with the data
+PAGE_DATA = "_page.json"  # what the page's last cell writes into the kernel's output folder: status and figures
+
+
+def listed(numbers) -> str:
+    """[4, 6, 7] -> '4, 6 and 7'."""
+    numbers = list(map(str, numbers))
+    return ", ".join(numbers[:-1]) + f" and {numbers[-1]}" if len(numbers) > 1 else "".join(numbers)
 
 
 def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
@@ -65,12 +71,11 @@ def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
 
 
 def label(recording: dict) -> str:
-    provenance, wall = recording["provenance"], recording["wall_s"]
+    provenance = recording["provenance"]
     per_section = ", ".join(
-        f"section {number}: {info['ncu_wall_s']:.1f} s in {info['calls']} ncu run(s)"
-        for number, info in wall["per_section"].items()
+        f"section {number}: {cost_text(info['cost'])}" for number, info in recording["sections"].items()
     )
-    return f"""# Sections {SECTION_NAMES}, from a recording
+    return f"""# Sections {listed(recordings.recorded_sections(recording))}, from a recording
 
 **What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
 by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU machine. Nothing here is typed by hand.
@@ -84,7 +89,7 @@ by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU mach
 | torch | {provenance["torch"]} (CUDA {provenance["torch_cuda"]}), Python {provenance["python"]} |
 | notebook | commit `{provenance["notebook_commit"]}`, sha256 `{provenance["notebook_sha256"][:16]}...` |
 | recorded | {recording["created_utc"]} by `scripts/record_ncu.py` |
-| ncu wall time | {per_section} |
+| cost | {per_section} |
 
 **How it was recorded.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this GPU machine has ncu
 {provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector replaced:
@@ -97,21 +102,41 @@ recording that ran it, named where it appears. The counters, replays, cache and 
 everything the notebook does with the frames are the real thing; only the trigger differs from a Colab run. Wall
 times measured this way include starting a Python process per call, so they are not what attach costs.
 
-Cells marked *recorded* called the profiler on the GPU machine: they are shown with the output they printed there.
+Cells marked *recorded* called the profiler on the GPU machine: they are shown with the source that ran there and
+the output it printed.
 """
 
 
+def cost_text(cost: dict) -> str:
+    """A section's recording cost, from what the recording measured (a figure it lacks is not quoted)."""
+    parts = []
+    if cost.get("ncu_processes") is not None:
+        parts.append(f"{cost['ncu_processes']} ncu process(es)")
+    if cost.get("ncu_wall_s") is not None and cost.get("profiled_calls"):
+        parts.append(f"{cost['ncu_wall_s']:.1f} s of ncu wall time in {cost['profiled_calls']} profiled call(s)")
+    if cost.get("wall_s") is not None:
+        parts.append(f"{cost['wall_s']:.1f} s in all")
+    return ", ".join(parts) or "not measured"
+
+
 def served_note(recording: dict, number: int) -> str:
-    """Where section `number`'s calls that were not run in this recording came from (clock control other than none)."""
-    served = [call for call in recording["calls"] if call.get("served_from") and call.get("section") == number]
-    notes = [
-        f" The call with `cache_control={call['cache_control']!r}, clock_control={call['clock_control']!r}` was not "
-        f"run in this recording (the runner's clocks stay as they are: every ncu there gets `--clock-control none`); "
-        f"its rows come from {call['served_from']['label']}, which requested {', '.join(call['metrics'])} only "
-        "(any other metric shows as NaN)."
-        for call in served
-    ]
-    return "".join(notes)
+    """Where each of section `number`'s profiled calls (and so each row it gives) came from, when any of them was
+    not run in this recording (clock control other than none); '' when all were."""
+    calls = [call for call in recording["calls"] if call.get("section") == number and call.get("benchmark")]
+    if not any(call.get("served_from") for call in calls):
+        return ""
+    here = f"this recording ({recording['created_utc']})"
+    rows = [
+        f"| `{call['cache_control']}` | `{call['clock_control']}` | "
+        + (f"{call['served_from']['label']}, which requested {', '.join(call['metrics'])} only" if call.get(
+            "served_from") else here) + " |"
+        for call in calls
+    ]  # fmt: skip
+    return (
+        "\n\nThe rows of each call, by the recording they come from (a call with `clock_control` other than "
+        "`none` is not run on the runner, whose clocks stay as they are; a metric its recording did not request "
+        "shows as NaN):\n\n| cache_control | clock_control | rows from |\n| --- | --- | --- |\n" + "\n".join(rows)
+    )
 
 
 def wall_note(recording: dict, number: int) -> str:
@@ -120,60 +145,82 @@ def wall_note(recording: dict, number: int) -> str:
     A section whose cells run ncu themselves (section 10's command line) has no profiled calls for the recorder
     to time: its cells print their own time, so the note adds nothing that could contradict them.
     """
-    info = recording["wall_s"]["per_section"].get(str(number), {})
-    if not info.get("calls"):
+    cost = recording["sections"].get(str(number), {}).get("cost", {})
+    if not cost.get("profiled_calls") or cost.get("ncu_wall_s") is None:
         return ""
-    seconds, calls = info["ncu_wall_s"], info["calls"]
+    seconds, calls = cost["ncu_wall_s"], cost["profiled_calls"]
     return f" ({seconds:.1f} s of ncu wall time in {calls} run(s), Python start-up per call included)"
 
 
-def recorded_cell(cell: dict, output: str) -> nbformat.NotebookNode:
-    node = nbformat.v4.new_code_cell(cell["source"], metadata={"tags": ["skip-execution"]})
-    if output:
-        node.outputs = [nbformat.v4.new_output("stream", name="stdout", text=output)]
+def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
+    """A run cell as it ran on the GPU machine: the recording's source beside the output that source printed."""
+    node = nbformat.v4.new_code_cell(entry["source"], metadata={"tags": ["skip-execution"], "recorded_cell": cell_id})
+    if entry["output"]:
+        node.outputs = [nbformat.v4.new_output("stream", name="stdout", text=entry["output"])]
     return node
 
 
+def drift_note(cell_id: str, entry: dict, now: str) -> str:
+    """'' where the notebook's cell is the source that ran; else a line that says the page shows the older one."""
+    if entry["source"] == now:
+        return ""
+    return (
+        f"\n\n*The notebook's cell `{cell_id}` has changed since this recording (commit "
+        f"`{entry['notebook_commit'][:7]}`): the page shows the source that ran and printed the output below.*"
+    )
+
+
 def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
-    recording = record_ncu.load_recording(folder)
-    cells = record_ncu.load_cells()
+    recording = recordings.load_recording(folder)
+    cells = recordings.load_cells()
     by_id = {cell["id"]: cell for cell in cells}
+    numbers = recordings.recorded_sections(recording)
     notebook = nbformat.v4.new_notebook()
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell(label(recording)))
     notebook.cells.append(folded(by_id["harness"]["source"], hide="remove-cell"))  # prints only OUT_DIR
     here = Path(os.path.relpath(folder.resolve(), ROOT)).as_posix()  # the kernel runs in the repository
-    notebook.cells.append(folded(record_ncu.cpu_section_one_source(here, "scripts") + LINT_NOTE))
-    for cell_id in record_ncu.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
+    notebook.cells.append(folded(recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE))
+    for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
         notebook.cells.append(folded(by_id[cell_id]["source"], hide="remove-cell"))
-    for number in SECTION_NUMBERS:
-        spec = record_ncu.SECTIONS[number]
-        if number == 10:
+    for number in numbers:
+        if number in SECTION_DEPENDENCY:
             notebook.cells.append(
                 folded(
-                    "# @title The section 7 report, from the recording\n"
-                    f"_restored = _recorder.restore_fusion_report({json.dumps(here)}, OUT_DIR)\n"
+                    f"# @title The reports this section reads, from the recording\n"
+                    f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)\n"
                 )
             )
-        injected = False
-        for cell in record_ncu.section_cells(cells, number):
+        steps = dict((cell_id, source) for cell_id, _, source in recordings.cpu_section_sources(cells, number))
+        first_run = True
+        for cell in recordings.section_cells(cells, number):
             if cell["type"] == "markdown":
                 notebook.cells.append(nbformat.v4.new_markdown_cell(cell["source"]))
                 continue
-            if cell["id"] in spec["run"]:
-                if cell["id"] == spec["run"][0]:
-                    notebook.cells.append(
-                        nbformat.v4.new_markdown_cell(
-                            f"*Recorded:* the next cell(s) ran on the {recording['provenance']['gpu']} under ncu "
-                            f"{recording['provenance']['ncu_version']} in launch mode{wall_note(recording, number)}; "
-                            "below is what they printed there." + served_note(recording, number)
-                        )
-                    )
-                notebook.cells.append(recorded_cell(cell, recording["cell_output"].get(cell["id"], "")))
+            role = recordings.role_of(cell["id"], number)
+            if role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
+                entry = recording["cells"].get(cell["id"])
+                notebook.cells.append(recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell(""))
+                notebook.cells.append(folded(steps[cell["id"]]))
                 continue
-            if not injected and cell["id"] not in (record_ncu.opener_id(number), *spec["define"]):
-                notebook.cells.append(folded(record_ncu.inject_source(number)))
-                injected = True
+            if role == "run":
+                entry = recording["cells"].get(cell["id"])
+                cost = wall_note(recording, number) if first_run else ""
+                note = (
+                    f"*Recorded:* the next cell ran on the {recording['provenance']['gpu']} under ncu "
+                    f"{recording['provenance']['ncu_version']} in launch mode{cost}; "
+                    "below is what it printed there." + (served_note(recording, number) if first_run else "")
+                )
+                first_run = False
+                if entry is None:
+                    note = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
+                else:
+                    note += drift_note(cell["id"], entry, cell["source"])
+                notebook.cells.append(nbformat.v4.new_markdown_cell(note))
+                if entry is not None:
+                    notebook.cells.append(recorded_cell(cell["id"], entry))
+                notebook.cells.append(folded(steps[cell["id"]]))
+                continue
             is_folded = notebook_format.is_folded({"cell_type": "code", **cell})
             notebook.cells.append(folded(cell["source"]) if is_folded else nbformat.v4.new_code_cell(cell["source"]))
     notebook.cells.append(
@@ -182,8 +229,9 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             "import json as _json\n"
             "\n"
             '_RUN_TIMES = ("started", "seconds")  # this CPU rendering\'s timings: not the GPU\'s, and never the same\n'
-            f"_page = {{n: {{k: v for k, v in SECTIONS[n].items() if k not in _RUN_TIMES}} for n in {SECTION_LIST}}}\n"
-            'print("@@PAGE@@" + _json.dumps({"sections": _page, "figures": FIGURES}, default=str))\n',
+            f"_page = {{n: {{k: v for k, v in SECTIONS[n].items() if k not in _RUN_TIMES}} for n in {numbers}}}\n"
+            f'_data = {{"sections": _page, "figures": FIGURES}}\n'
+            f'(OUT_DIR / "{PAGE_DATA}").write_text(_json.dumps(_data, default=str))\n',
             hide="remove-cell",
         )
     )
@@ -260,65 +308,64 @@ def export_html(notebook: nbformat.NotebookNode) -> str:
 
 
 # ---------------------------------------------------------------- the CUPTI-mode page of a headless run
-SKIPPED_MARK = "SKIPPED"
 SECTION_HEADING = re.compile(r"^## (\d+)\. ")
+REASON_ELSEWHERE = "(the reason is in the CUPTI banner at the end of section 1)"
 
 
-def printed(cell) -> str:
-    streams = [output for output in cell.get("outputs", []) if output.get("output_type") == "stream"]
-    return "".join(output.get("text", "") for output in streams)
+def run_summary(executed: Path) -> dict:
+    """summary.json of the run that executed the notebook (the notebook writes it into the same output folder)."""
+    path = executed.parent / "summary.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(
+            f"--executed {executed}: no readable summary.json beside it ({type(error).__name__}); the page takes each "
+            "section's status and the CUPTI reason from it. Run scripts/run_headless again, which writes both."
+        ) from None
 
 
-def cupti_reason(notebook: nbformat.NotebookNode) -> str:
-    """The fallback reason, as section 1's banner printed it (the line after 'because'), or ''."""
-    for cell in notebook.cells:
-        lines = printed(cell).splitlines() if cell.cell_type == "code" else []
-        for index, line in enumerate(lines):
-            if line.startswith("CUPTI MODE") and index + 1 < len(lines):
-                return lines[index + 1].strip()
-    return ""
+def skipped_sections(summary: dict) -> set[int]:
+    return {info["number"] for info in summary["sections"] if info["status"] == "SKIPPED"}
 
 
-def collapse_skipped_sections(notebook: nbformat.NotebookNode, recorded_link: str) -> nbformat.NotebookNode:
+def cupti_reason(summary: dict) -> str:
+    """Why the run used CUPTI ('' under Nsight Compute), as section 1 recorded it."""
+    return summary["environment"].get("cupti_reason", "") if summary["environment"].get("profiler") == "cupti" else ""
+
+
+def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, recorded_link: str):
     """A SKIPPED section keeps its heading and one line pointing to the recorded page; the reason stays once."""
-    reason = cupti_reason(notebook)
-    kept, section, skipped = [], None, set()
+    skipped, reason = skipped_sections(summary), cupti_reason(summary)
+    kept, section = [], None
     for cell in notebook.cells:
         if cell.cell_type == "markdown" and cell.source.startswith("## "):
             match = SECTION_HEADING.match(cell.source)
             section = int(match.group(1)) if match else None
-            kept.append(cell)
-            continue
-        if (
-            section is not None
-            and cell.get("id") == record_ncu.opener_id(section)
-            and printed(cell).startswith(SKIPPED_MARK)
-        ):
-            skipped.add(section)
-            heading = kept.pop()  # the section's own heading cell: keep its first line only
-            kept.append(nbformat.v4.new_markdown_cell(heading.source.splitlines()[0]))
-            where = f"[the recorded page]({recorded_link})" if recorded_link else "the recorded page (none committed)"
-            kept.append(
-                nbformat.v4.new_markdown_cell(
-                    f"*Skipped in this run:* the CUPTI backend has no hardware counters or reports (reason in "
-                    f"section 1's banner). This section, run with Nsight Compute, is on {where}."
+            if section in skipped:
+                where = f"[the recorded page]({recorded_link})" if recorded_link else "the recorded page (none yet)"
+                kept.append(nbformat.v4.new_markdown_cell(cell.source.splitlines()[0]))
+                kept.append(
+                    nbformat.v4.new_markdown_cell(
+                        f"*Skipped in this run:* the CUPTI backend has no hardware counters or reports (reason in "
+                        f"section 1's banner). This section, run with Nsight Compute, is on {where}."
+                    )
                 )
-            )
-            continue
+                continue
         if section in skipped:
             continue
         kept.append(cell)
-    if reason:
-        banner_seen = False
-        for cell in kept:
-            for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-                text = output.get("text")
-                if output.get("output_type") != "stream" or not text or reason not in text:
-                    continue
-                if text.lstrip("=\n").startswith("CUPTI MODE") and not banner_seen:
-                    banner_seen = True
-                    continue
-                output["text"] = text.replace(reason, "(the reason is in the CUPTI banner at the end of section 1)")
+    seen = False
+    for cell in kept if reason else []:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = output.get("text")
+            if output.get("output_type") != "stream" or not text or reason not in text:
+                continue
+            if not seen:  # the first place the run printed it: section 1's banner
+                seen = True
+                head, _, tail = text.partition(reason)
+                output["text"] = head + reason + tail.replace(reason, REASON_ELSEWHERE)
+                continue
+            output["text"] = text.replace(reason, REASON_ELSEWHERE)
     notebook.cells = kept
     return notebook
 
@@ -332,10 +379,11 @@ def cupti_page(executed: Path) -> Path:
             f"--executed {executed}: nbformat cannot read it as a notebook ({type(error).__name__}); "
             "run scripts/run_headless again to write it whole"
         ) from None
-    folders = record_ncu.recording_folders()
+    summary = run_summary(executed)
+    folders = recordings.recording_folders("ncu")
     # The page is committed beside the recordings (docs/verified/<gpu>-cupti/), so the link is a sibling folder.
     link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""
-    page = export_html(collapse_skipped_sections(notebook, link))
+    page = export_html(collapse_skipped_sections(notebook, summary, link))
     target = executed.with_suffix(".html")
     target.write_text(page)
     return target
@@ -346,6 +394,7 @@ def render(folder: Path) -> tuple[Path, bool]:
     notebook, recording = build(folder)
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["NSPY_TUTORIAL_OUT"] = str(Path(scratch) / "out")
+        page_data = Path(scratch) / "out" / PAGE_DATA
         os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
         os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the plots into the page
         NotebookClient(
@@ -356,17 +405,18 @@ def render(folder: Path) -> tuple[Path, bool]:
             resources={"metadata": {"path": str(ROOT)}},
             config=Config({"KernelManager": {"transport": "ipc", "ip": str(Path(scratch) / "k")}}),  # no TCP ports
         ).execute()
+        if not page_data.exists():
+            raise SystemExit(f"{folder.name}: the page's last cell wrote no {PAGE_DATA}: a cell above it stopped")
+        page = json.loads(page_data.read_text())
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
-    printed = "".join(output.get("text", "") for output in notebook.cells[-1].outputs)
-    page = json.loads(printed.rsplit("@@PAGE@@", 1)[1])
     problems = {number: info for number, info in page["sections"].items() if info["status"] != "ok"}
     if problems:
         raise SystemExit(f"sections not ok on the recorded data: {problems}")
     page.update(
         rendered_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         recording_created_utc=recording["created_utc"],
-        notebook_sha256=record_ncu.notebook_sha256(),
+        notebook_sha256=recordings.notebook_sha256(),
     )
     html = export_html(notebook)
     text = nbformat.writes(notebook)
@@ -403,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--executed {args.executed}: no such notebook (scripts/run_headless writes it)")
         print(f"rendered {cupti_page(args.executed)}")
         return 0
-    folders = [folder.resolve() for folder in args.folders] or record_ncu.recording_folders()
+    folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders("ncu")
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
     for folder in folders:

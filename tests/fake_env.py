@@ -287,7 +287,8 @@ esac
 case "$2" in
   venv) mkdir -p "$3/bin"; cp "$0" "$3/bin/python" ;;
   pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
-  pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb"
+  pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb" \
+            && cp "$(dirname "$FAKE_EXECUTED")/summary.json" "$NSPY_TUTORIAL_OUT/summary.json"
           echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
 esac
 exit 0
@@ -372,7 +373,7 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     log = folder / "python.log"
     log.touch()
     env = clean_environment()
-    from conftest import ROOT
+    from support import ROOT
 
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     env.update(
@@ -393,7 +394,7 @@ def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
 
     Returns (exit status, what it printed, what python was asked: one line per call).
     """
-    from conftest import ROOT
+    from support import ROOT
 
     env = script_machine(tmp_path, gpu)
     env.update({key: str(value) for key, value in fake.items()})

@@ -15,12 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from conftest import ROOT
-from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
-
-sys.path.insert(0, str(ROOT / "scripts"))
 import make_wheelhouse as wheelhouse_script  # noqa: E402
+import pytest
+from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
+from support import ROOT, WITHOUT_MODULES
 
 README = (ROOT / "README.md").read_text()
 # What the old run_headless wrote into / when its output folder could not be made.
@@ -47,7 +45,9 @@ def fresh_clone(folder: Path) -> Path:
     for name in (
         "scripts/run_headless",
         "scripts/render_recorded.py",  # and what it imports: the page of the executed notebook
+        "scripts/recordings.py",
         "scripts/record_ncu.py",
+        "scripts/ncu_launch.py",
         "scripts/notebook_format.py",
         "requirements-harness.txt",
         "requirements.txt",
@@ -175,7 +175,7 @@ def test_readme_offline_way_makes_the_wheelhouse_the_run_then_uses(tmp_path):
 
 
 def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
-    (recipe,) = readme_commands("Re-recording the Nsight Compute data")
+    recipe = "\n".join(readme_commands("Re-recording the Nsight Compute data"))  # install, settings, record
     machine = FakeMachine(tmp_path / "machine")
     env = machine.build()
     clone = fresh_clone(tmp_path / "clone")
@@ -232,20 +232,12 @@ def test_render_recorded_without_nbformat_says_what_to_run_instead():
 # What the GPU runner's Python lacks outside the notebook's kernel (the notebook installs nsight and ncu-report into
 # its own folder); run_headless renders the page with that Python.
 ABSENT_ON_THE_RUNNER = ("nsight", "ncu_report", "IPython")
-WITHOUT_MODULES = """import runpy, sys
-class Absent:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {absent!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-sys.meta_path.insert(0, Absent())
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
 
 
 def test_render_recorded_makes_the_run_page_in_a_python_without_nsight_ncu_report_or_ipython(tmp_path):
     (executed,) = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))[-1:]
     shutil.copy(executed, tmp_path / executed.name)
+    shutil.copy(executed.parent / "summary.json", tmp_path / "summary.json")  # run_headless writes both
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_MODULES.format(absent=ABSENT_ON_THE_RUNNER),
          str(ROOT / "scripts/render_recorded.py"), "--executed", str(tmp_path / executed.name)],

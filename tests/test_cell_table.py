@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_notebook_gpu import section_problems
+from support import section_problems
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 

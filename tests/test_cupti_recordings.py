@@ -13,14 +13,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, cell_by_id
-from kernel_session import KernelSession
+import record_cupti
+import recordings
+from support import ROOT, RecordedNotebook
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_cupti  # noqa: E402
-import record_ncu  # noqa: E402
+from plumbing.cells import CUPTI_SECTIONS
 
-FOLDERS = record_cupti.cupti_recording_folders()
+FOLDERS = recordings.recording_folders("cupti")
 RECORD = "record one on the GPU runner with python3 scripts/record_cupti.py, then commit the folder it writes"
 
 
@@ -40,46 +39,36 @@ def test_the_recorder_stops_at_the_gpu_check_without_a_gpu_and_writes_nothing(tm
 
 
 def test_the_plan_covers_exactly_the_sections_that_run_on_cupti():
-    from plumbing.cells import CUPTI_SECTIONS
-
-    sections = {number for number, _ in record_cupti.plan(record_ncu.load_cells())}
+    sections = {number for number, _, _ in record_cupti.plan(recordings.load_cells())}
     assert sections == {1, *CUPTI_SECTIONS}
 
 
-@pytest.fixture(params=FOLDERS or [None], ids=[f.name for f in FOLDERS] or ["no-recording"])
-def recorded(request, notebook, tmp_path):
+def test_a_section_the_recorder_does_not_record_is_refused_with_the_ones_it_does():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/record_cupti.py"), "--plan", "--sections", "4"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"records sections {sorted(CUPTI_SECTIONS)}, not [4]" in done.stderr, done.stderr
+
+
+@pytest.fixture(scope="module", params=FOLDERS or [None], ids=[f.name for f in FOLDERS] or ["no-recording"])
+def recorded(request, notebook, tmp_path_factory):
     if request.param is None:
-        pytest.skip(f"no docs/verified/*/{record_cupti.RECORDING_FILE}: {RECORD}")
-    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out"), "MPLBACKEND": "Agg"}, cwd=tmp_path)
-    session.run(cell_by_id(notebook, "harness").source)
-    session.run(record_cupti.cpu_section_one_source(request.param))
-    yield session
-    session.close()
+        pytest.skip(f"no docs/verified/*/{recordings.RECORDING_FILES['cupti']}: {RECORD}")
+    runner = RecordedNotebook(notebook, request.param, tmp_path_factory.mktemp(request.param.name))
+    yield runner
+    runner.close()
 
 
-@pytest.mark.parametrize("number", sorted(record_cupti.RECORDED))
-def test_each_sections_analysis_runs_on_the_recording_and_its_figures_are_physical(notebook, recorded, number):
-    cells = record_ncu.load_cells()
-    for earlier in sorted(record_cupti.RECORDED):  # as in the notebook, a section may use what earlier ones bound
-        if earlier < number:
-            recorded.run(record_cupti.inject_source(earlier))
-    recorded.run(cell_by_id(notebook, record_cupti.opener_id(number)).source)
-    recorded.run(record_cupti.inject_source(number))
-    analysis = record_cupti.analysis_cell_ids(cells, number)
-    outputs = [recorded.run(cell_by_id(notebook, cell_id).source) for cell_id in analysis]
-    section = recorded.value(f"SECTIONS[{number}]")
-    assert section["status"] == "ok", f"section {number} on the CUPTI recording: {section['reason']}\n{outputs}"
+@pytest.mark.parametrize("number", sorted(CUPTI_SECTIONS))
+def test_each_sections_analysis_runs_on_the_recording_and_its_figures_are_physical(recorded, number):
+    recorded.section(number)
     suspect = recorded.value(f"[f for f in FIGURES if f['section'] == {number} and f['check'] == 'SUSPECT']")
     assert not suspect, f"section {number}'s figures are outside the recorded GPU's physical limits: {suspect}"
 
 
-def test_section_3s_bandwidth_counts_every_byte_the_add_moves(notebook, recorded):
+def test_section_3s_bandwidth_counts_every_byte_the_add_moves(recorded):
     """A vector add of n floats reads two tensors and writes one: 3 * 4 * n bytes over the recorded kernel time."""
-    number = 3
-    recorded.run(cell_by_id(notebook, record_cupti.opener_id(number)).source)
-    recorded.run(record_cupti.inject_source(number))
-    for cell_id in record_cupti.analysis_cell_ids(record_ncu.load_cells(), number):
-        recorded.run(cell_by_id(notebook, cell_id).source)
+    recorded.section(3)
     n = 1 << 24
     add_ns = recorded.value(f"float(repeats_frame.query('Annotation == \"add\" and n == {n}').AvgValue.iloc[0])")
     figure = recorded.value("next(f for f in FIGURES if f['name'] == 'vector add 16M')")

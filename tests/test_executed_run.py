@@ -14,10 +14,9 @@ import subprocess
 import sys
 
 import nbformat
-from conftest import ROOT
 from kernel_session import ipc_config
 from nbclient import NotebookClient
-from test_notebook_gpu import copy_allowing_errors
+from support import ROOT, copy_allowing_errors
 
 from plumbing.executed_run import finish_run, first_errors, merge_failures, run_problems
 
@@ -70,10 +69,12 @@ def test_each_section_that_raised_is_failed_with_its_first_error_and_the_others_
     unchanged = {n: by_number[n]["status"] for n in (1, 3, 4, 6, 7, 9, 10)}
     assert unchanged == {1: "ok", 3: "ok", 4: "SKIPPED", 6: "SKIPPED", 7: "SKIPPED", 9: "ok", 10: "SKIPPED"}
     assert merged["counts"] == {"ok": 3, "SKIPPED": 4, "FAILED": 3, "NOT RUN": 0}
-    assert merged["errors_outside_sections"][0]["cell"] == "summary-code"
+    assert merged["errors_outside_sections"] == [], (
+        "the summary cell's strict-mode raise repeats the FAILED sections: it is no error outside the sections"
+    )
     problems = run_problems(merged)
     assert any(problem.startswith("section 2 FAILED: ZeroDivisionError") for problem in problems), problems
-    assert any(problem.startswith("cell summary-code: RuntimeError") for problem in problems), problems
+    assert not any(problem.startswith("cell summary-code") for problem in problems), problems
 
 
 def test_a_section_fixed_and_run_again_is_judged_by_the_new_run_only(tmp_path):
@@ -99,6 +100,11 @@ def test_an_error_in_a_cell_the_table_does_not_know_is_reported_not_dropped():
                            "outputs": [{"output_type": "error", "ename": "ZeroDivisionError",
                                         "evalue": "division by zero", "traceback": []}]}]}  # fmt: skip
     assert first_errors(notebook) == {None: {"cell": "my-own-cell", "error": "ZeroDivisionError: division by zero"}}
+    notebook["cells"][0].update(id="summary-code", outputs=[{"output_type": "error", "ename": "KeyError",
+                                                             "evalue": "'figures'", "traceback": []}])  # fmt: skip
+    assert first_errors(notebook) == {None: {"cell": "summary-code", "error": "KeyError: 'figures'"}}, (
+        "only the summary cell's strict-mode raise is left out; any other error there is reported"
+    )
 
 
 def test_nbmake_runs_every_cell_of_a_copy_that_allows_errors(tmp_path):

@@ -10,22 +10,17 @@ tests/test_ncu_recordings.py and tests/test_cupti_recordings.py; the function th
 from __future__ import annotations
 
 import json
-import sys
 
 import pandas as pd
 import pytest
-from conftest import ROOT, cell_by_id
+import recordings
 from kernel_session import KernelSession
-from test_ncu_recordings import RecordedNotebook
+from support import RecordedNotebook, cell_by_id
 
 from plumbing.figures import doubling_headline, fusion_headline, thermal_headline
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_cupti  # noqa: E402
-import record_ncu  # noqa: E402
-
-NCU_FOLDERS = [folder for folder in record_ncu.recording_folders() if (folder / "figures.json").exists()]
-CUPTI_FOLDERS = record_cupti.cupti_recording_folders()
+NCU_FOLDERS = [folder for folder in recordings.recording_folders("ncu") if (folder / "figures.json").exists()]
+CUPTI_FOLDERS = recordings.recording_folders("cupti")
 
 
 def _recorded(figures: dict, number: int) -> tuple[float, str]:
@@ -67,22 +62,23 @@ def test_section_7_headline_and_figure_match_what_the_recording_printed(ncu_run)
 
 @pytest.mark.parametrize("folder", CUPTI_FOLDERS, ids=[folder.name for folder in CUPTI_FOLDERS])
 def test_section_8_headline_and_figure_match_what_the_cupti_recording_printed(notebook, folder, tmp_path):
-    recording = record_cupti.load_cupti_recording(folder)
+    recording = recordings.load_recording(folder)
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out"), "MPLBACKEND": "Agg"}, cwd=tmp_path)
     try:
         session.run(cell_by_id(notebook, "harness").source)
-        session.run(record_cupti.cpu_section_one_source(folder))
-        session.run(cell_by_id(notebook, record_cupti.opener_id(8)).source)
-        session.run(record_cupti.inject_source(8))
+        session.run(recordings.cpu_section_one_source(folder))
+        for _, role, source in recordings.cpu_section_sources(recordings.load_cells(), 8):
+            if role != "analysis":
+                session.run(source)
         session.run(cell_by_id(notebook, "s8-table").source)  # the section's own rule for a pause
         pauses = session.value("{mode: int(paused_before(r['runs']).sum()) for mode, r in thermal.items()}")
     finally:
         session.close()
-    fp16_tflops, headline = thermal_headline(recording["sections"][8]["thermal"], pauses)
-    printed = recording["cell_output"]["s8-record"].strip().splitlines()
+    fp16_tflops, headline = thermal_headline(recording["cells"]["s8-run"]["variables"]["thermal"], pauses)
+    printed = recording["cells"]["s8-record"]["output"].strip().splitlines()
     assert f"-> {headline}" == printed[-1], (
         f"thermal_headline no longer gives section 8's recorded headline {printed[-1]!r}: fix it, or re-record "
         "(python3 scripts/record_cupti.py on the GPU runner) if the headline changed on purpose"
     )
-    (figure,) = [figure for figure in record_ncu.decode(recording["figures"]) if figure["section"] == 8]
+    (figure,) = [figure for figure in recordings.decode(recording["figures"]) if figure["section"] == 8]
     assert fp16_tflops == pytest.approx(figure["value"], abs=0.001), "thermal_headline's TFLOP/s is not the figure"

@@ -45,7 +45,7 @@ def test_a_kernel_that_never_answers_is_killed_and_reaped(tmp_path, monkeypatch)
     (tmp_path / "ipykernel_launcher.py").write_text(
         f"import os, time\nopen({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\ntime.sleep(3600)\n"
     )
-    monkeypatch.setattr(kernel_session, "READY_TIMEOUT_S", 5)
+    monkeypatch.setattr(kernel_session, "READY_TIMEOUT_S", 3)  # time enough for the launcher to write its pid
     with pytest.raises(RuntimeError, match="didn't respond"):
         KernelSession(env={"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
     deadline = time.monotonic() + 10

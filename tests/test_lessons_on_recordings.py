@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
-from conftest import ROOT
-from test_ncu_recordings import RecordedNotebook
+import record_ncu
+import recordings
+from support import ROOT, RecordedNotebook
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_cupti  # noqa: E402
-import record_ncu  # noqa: E402
-
-FOLDERS = record_ncu.recording_folders()
+FOLDERS = recordings.recording_folders("ncu")
 CUPTI_RUNS = sorted(path.parent for path in (ROOT / "docs" / "verified").glob("*-cupti/summary.json"))
 RERECORD = (
     "re-record on the GPU runner (python3 scripts/record_ncu.py, then python scripts/render_recorded.py) and commit "
@@ -38,10 +34,9 @@ def predates(folder, what: str):
 def require_current(folder, recording: dict) -> None:
     """Fail, saying why, unless the recording holds what the new cells need."""
     variables = recording["variables"]
-    for number, spec in record_ncu.SECTIONS.items():
-        missing = [name for name in spec["names"] if name not in variables]
-        if missing:
-            predates(folder, f"section {number} has no {missing}")
+    missing = [name for name in ("ncu_matmul_frame", "doubling_frames") if name not in variables]
+    if missing:
+        predates(folder, f"it holds no {missing}")
     if "run_started_s_Min" not in variables["ncu_matmul_frame"].columns:
         predates(folder, "section 9's Nsight Compute frame has no run_started_s timestamps")
     for (cache, clock), frame in variables["doubling_frames"].items():
@@ -54,7 +49,7 @@ class Lessons:
 
     def __init__(self, notebook, folder, tmp_path):
         self.notebook, self.folder, self.tmp_path = notebook, folder, tmp_path
-        self.recording = record_ncu.load_recording(folder)
+        self.recording = recordings.load_recording(folder)
         self._runner = None
 
     def runner(self) -> RecordedNotebook:
@@ -80,7 +75,7 @@ def test_the_metrics_the_notebook_requests_are_in_the_committed_tu104_listing():
     listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metrics.txt"))
     assert listings, "no committed tu104_metrics.txt (scripts/record_ncu.py writes `ncu --query-metrics --chip tu104`)"
     known = {line.split()[0] for line in listings[-1].read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
-    bases = {metric.split(".", 1)[0] for metric in record_ncu.notebook_metrics(record_ncu.load_cells())}
+    bases = {metric.split(".", 1)[0] for metric in record_ncu.notebook_metrics(recordings.load_cells())}
     assert MEMORY_CLOCK.split(".")[0] in bases, "section 4 should request the memory clock metric"
     assert bases <= known, f"not in the T4 (tu104) metric listing {listings[-1]}: {sorted(bases - known)}"
 
@@ -198,7 +193,7 @@ def test_s9_headline_compares_time_in_nsights_session_not_wall_time(lessons):
     frame = lessons.recording["variables"]["ncu_matmul_frame"]
     session = ((frame.run_started_s_Max - frame.run_started_s_Min) * frame.NumRuns / (frame.NumRuns - 1)).sum()
     kernels = (frame.AvgValue * frame.NumRuns).sum() / 1e9  # seconds of measured kernels
-    wall = lessons.recording["variables"]["ncu_wall_s"]
+    wall = lessons.recording["variables"]["ncu_elapsed_s"]
     cupti = lessons.recording["variables"]["cupti_result"]["wall_s"]
     assert cost["Nsight Compute, inside nsight's session (s)"] == pytest.approx(session, rel=1e-3), cost
     assert kernels < session < wall, (
@@ -250,13 +245,13 @@ def test_s8_clock_stays_under_the_maximum_boost_and_manual_pauses_at_the_margin_
 
 
 # ---------------------------------------------------------------- section 3: what CUDA events include (CUPTI recording)
-CUPTI_RECORDINGS = record_cupti.cupti_recording_folders()
+CUPTI_RECORDINGS = recordings.recording_folders("cupti")
 
 
 @pytest.mark.parametrize("folder", CUPTI_RECORDINGS, ids=[folder.name for folder in CUPTI_RECORDINGS])
 def test_s3_events_exceed_nsight_and_each_ratio_comes_with_its_lowest_and_highest_repeat(folder):
-    recording = record_cupti.load_cupti_recording(folder)
-    means, table = recording["sections"][3]["means"], recording["sections"][3]["timing_table"]
+    timing = recordings.load_recording(folder)["cells"]["s3-timing-run"]
+    means, table = timing["variables"]["means"], timing["variables"]["timing_table"]
     extra, queueing = means["CUDA events"] - means["nsight-python"], means["host clock, no synchronize"]
     assert extra > 0, f"the events' interval holds the kernel, so it cannot be shorter than nsight's time: {means}"
     if "lowest x nsight" not in table.columns:
@@ -266,6 +261,6 @@ def test_s3_events_exceed_nsight_and_each_ratio_comes_with_its_lowest_and_highes
             f"{method}: the mean's ratio {row['x nsight']:.2f} must lie between its lowest and highest repeat "
             f"({row['lowest x nsight']:.2f}, {row['highest x nsight']:.2f}): check s3-timing-run's min and max"
         )
-    printed = recording["cell_output"]["s3-timing-run"]
+    printed = timing["output"]
     line = f"CUDA events minus nsight: {extra:.1f} us; the host queues the product in {queueing:.1f} us"
     assert line in printed, f"s3-timing-run should print {line!r} (the launch the events include): {printed!r}"

@@ -10,19 +10,19 @@ tested, so a T4 recording beside the H200 one gets the same checks.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-import sys
 
 import pytest
-from conftest import ROOT, cell_by_id
-from kernel_session import KernelSession
+import record_ncu
+import recordings
+import render_recorded
+from support import ROOT, RecordedNotebook
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_ncu  # noqa: E402
+from plumbing.cells import SECTION_ONE_NAMES
 
-from plumbing.cells import SECTION_ONE_NAMES  # noqa: E402
-
-FOLDERS = record_ncu.recording_folders()
+FOLDERS = recordings.recording_folders("ncu")
 RERECORD = "re-run scripts/record_ncu.py on a GPU machine, then scripts/render_recorded.py, and commit the folder"
 EXPECTED_UNITS = {
     "gpu__time_duration.sum": "ns",
@@ -38,68 +38,19 @@ def test_a_recording_is_committed():
     assert FOLDERS, f"no docs/verified/*/recording.json: the Nsight Compute sections are untested; {RERECORD}"
 
 
-class RecordedNotebook:
-    """A kernel with the harness, section 1's names from the recording, and the prelude cells; sections on demand."""
-
-    def __init__(self, notebook, folder, tmp_path):
-        self.notebook, self.folder, self.out = notebook, folder, tmp_path / "out"
-        self.recording = record_ncu.load_recording(folder)
-        self.session = KernelSession(
-            env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
-            cwd=tmp_path,
-        )
-        try:
-            self.session.run(cell_by_id(notebook, "harness").source)
-            self.session.run(record_ncu.cpu_section_one_source(folder))
-            cells = record_ncu.load_cells()
-            for cell_id in record_ncu.prelude_cell_ids(cells)[1:]:
-                self.session.run(cell_by_id(notebook, cell_id).source)
-        except BaseException:
-            self.session.close()  # a kernel never outlives a failed set-up
-            raise
-        self.outputs: dict[int, str] = {}
-
-    def section(self, number: int) -> str:
-        """Run section `number`: its opener, define cells, the recorded variables, its analysis cells."""
-        if number in self.outputs:
-            return self.outputs[number]
-        spec = record_ncu.SECTIONS[number]
-        if number == 10:
-            record_ncu.restore_fusion_report(self.folder, self.out)
-        printed = [self.session.run(cell_by_id(self.notebook, f"s{number}-open").source)]
-        printed += [self.session.run(cell_by_id(self.notebook, cell_id).source) for cell_id in spec["define"]]
-        printed.append(self.session.run(record_ncu.inject_source(number)))
-        analysis = record_ncu.analysis_cell_ids(record_ncu.load_cells(), number)
-        for cell_id in analysis:
-            printed.append(self.session.run(cell_by_id(self.notebook, cell_id).source, timeout=300))
-        self.outputs[number] = "\n".join(printed)
-        status = self.value(f"SECTIONS[{number}]")
-        assert status["status"] == "ok", (
-            f"section {number}'s own cells {analysis} failed on the recorded frames: {status['reason']}\n"
-            f"Fix the notebook cell named in the traceback (or {RERECORD} if its benchmarks changed).\n"
-            f"{self.outputs[number][-3000:]}"
-        )
-        return self.outputs[number]
-
-    def value(self, expression: str):
-        return self.session.value(expression)
-
-    def figure(self, number: int) -> dict:
-        figures = [figure for figure in self.value("FIGURES") if figure["section"] == number]
-        assert figures, f"section {number}'s record cell recorded no figure"
-        return figures[0]
-
-    def peaks(self) -> dict:
-        label, peaks = self.value("lookup_peaks(ENVIRONMENT['gpu'])")
-        assert peaks, f"{self.recording['provenance']['gpu']} has no datasheet peaks in the harness's GPU_PEAKS"
-        return peaks
-
-
 @pytest.fixture(scope="module", params=FOLDERS, ids=[folder.name for folder in FOLDERS])
 def recorded(request, notebook, tmp_path_factory):
     runner = RecordedNotebook(notebook, request.param, tmp_path_factory.mktemp(request.param.name))
     yield runner
-    runner.session.close()
+    runner.close()
+
+
+def test_every_recorded_sections_analysis_runs_on_the_nsight_compute_values(recorded):
+    numbers = recordings.recorded_sections(recorded.recording)
+    for number in numbers:
+        recorded.section(number)  # fails, naming the section's cells, unless the section ends ok
+    suspect = recorded.value("[f for f in FIGURES if f['check'] == 'SUSPECT']")
+    assert not suspect, f"figures outside the recorded GPU's physical limits: {suspect}"
 
 
 # ---------------------------------------------------------------- the recording and the notebook agree
@@ -113,11 +64,12 @@ def _plain(value):
 
 
 def test_recording_was_made_from_the_notebooks_current_benchmark_settings(recorded):
-    for number in record_ncu.SECTIONS:
+    numbers = recordings.recorded_sections(recorded.recording)
+    for number in numbers:
         recorded.section(number)  # runs the define cells
-    settings = record_ncu.benchmark_setting_names(record_ncu.load_cells())
+    settings = recordings.benchmark_setting_names(recordings.load_cells(), numbers)
     recorded_values = recorded.recording["define_values"].items()
-    then = {name: _plain(record_ncu.decode(value)) for name, value in recorded_values if name in settings}
+    then = {name: _plain(recordings.decode(value)) for name, value in recorded_values if name in settings}
     now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
     stale = {
         name: f"recorded {str(then[name])[:80]!r}, now {str(now[name])[:80]!r}"
@@ -132,7 +84,7 @@ def test_recording_was_made_from_the_notebooks_current_benchmark_settings(record
 def test_the_recorded_page_has_every_name_section_1_leaves_for_later_sections(recorded):
     present = recorded.value(f"[name for name in {list(SECTION_ONE_NAMES)!r} if name in globals()]")
     missing = set(SECTION_ONE_NAMES) - set(present)
-    assert missing == {"torch"}, f"record_ncu.cpu_section_one_source does not make {sorted(missing - {'torch'})}"
+    assert missing == {"torch"}, f"recordings.cpu_section_one_source does not make {sorted(missing - {'torch'})}"
 
 
 def test_every_metric_the_notebook_requests_exists_for_a_t4():
@@ -140,7 +92,7 @@ def test_every_metric_the_notebook_requests_exists_for_a_t4():
     assert listings, "no committed tu104 metric list (scripts/record_ncu.py writes tu104_metric_suffixes.txt)"
     listing = listings[-1]
     known = {line.split()[0] for line in listing.read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
-    requested = record_ncu.notebook_metrics(record_ncu.load_cells())
+    requested = record_ncu.notebook_metrics(recordings.load_cells())
     unknown = [metric for metric in requested if metric not in known]
     assert not unknown, (
         f"metrics the notebook requests are not in `ncu --query-metrics-mode suffix --chip tu104` ({listing.name}): "
@@ -335,7 +287,7 @@ def test_s9_both_tools_agree_on_the_long_products_and_time_them_physically(recor
         f"fp32 {largest['n']} product from the 'ncu (us)' column: {tflops:.1f} TFLOP/s against a {peak} peak: "
         "check s9-compare's ns -> us conversion"
     )
-    assert recorded.value("ncu_wall_s") > recorded.value("cupti_result['wall_s']"), "CUPTI should cost less wall time"
+    assert recorded.value("ncu_elapsed_s") > recorded.value("cupti_result['wall_s']"), "CUPTI should cost less time"
     assert recorded.value("SECTIONS[9]['headline']"), "s9-record set no headline"
 
 
@@ -360,30 +312,86 @@ def test_s10_opens_the_recorded_fusion_report_with_ncu_report(recorded):
 # ---------------------------------------------------------------- the rendered page
 @pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
 def test_rendered_page_says_how_the_data_was_recorded_and_every_section_was_ok(folder):
-    recording = record_ncu.load_recording(folder)
+    recording = recordings.load_recording(folder)
     page = folder / "recorded_sections.html"
     assert page.exists(), f"no rendered page in {folder.name}: run python scripts/render_recorded.py"
     text = page.read_text()
     for fact in (recording["provenance"]["gpu"], recording["provenance"]["ncu_version"], "launch mode", "not attach"):
         assert fact in text, f"the rendered page must say {fact!r}; re-render with python scripts/render_recorded.py"
-    figures = record_ncu.json.loads((folder / "figures.json").read_text())
+    figures = json.loads((folder / "figures.json").read_text())
+    assert sorted(map(int, figures["sections"])) == recordings.recorded_sections(recording), (
+        "the page shows other sections than the recording holds: re-render with python scripts/render_recorded.py"
+    )
     assert all(info["status"] == "ok" for info in figures["sections"].values()), figures["sections"]
     assert figures["figures"] and all(figure["check"] == "ok" for figure in figures["figures"]), figures["figures"]
     assert figures["recording_created_utc"] == recording["created_utc"], "the page was rendered from another recording"
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
-def test_recorded_notes_quote_ncu_wall_time_only_where_the_recording_timed_profiled_calls(folder):
-    import render_recorded
+def test_every_recorded_output_sits_beside_the_source_that_printed_it(folder):
+    """The page shows each run cell with the recording's source (the one that printed its output, whatever the
+    notebook holds now), and that source is the one the recorder hashed when it ran it."""
+    notebook, recording = render_recorded.build(folder)
+    shown = {cell.metadata["recorded_cell"]: cell for cell in notebook.cells if "recorded_cell" in cell.metadata}
+    assert shown, "the page shows no recorded cell"
+    for cell_id, cell in shown.items():
+        entry = recording["cells"][cell_id]
+        assert cell.source == entry["source"], (
+            f"{cell_id}: the page shows a source other than the one that printed its recorded output; "
+            "render_recorded.recorded_cell must show the recording's source"
+        )
+        ran = recording["provenance"].get("cell_sha256", {}).get(cell_id, entry["sha256"])
+        assert hashlib.sha256(cell.source.encode()).hexdigest() == ran, (
+            f"{cell_id}: the recording's source is not the one its recorder hashed when the cell ran; {RERECORD}"
+        )
+        output = "".join(output.get("text", "") for output in cell.outputs)
+        assert output == entry["output"], f"{cell_id}: the page's output is not the recorded one"
 
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
+def test_a_run_cell_changed_since_the_recording_is_named_on_the_page(folder):
+    notebook, recording = render_recorded.build(folder)
+    now = {cell["id"]: cell["source"] for cell in recordings.load_cells()}
+    changed = sorted(
+        cell_id for cell_id, entry in recording["cells"].items()
+        if entry["role"] == "run" and cell_id in now and entry["source"] != now[cell_id]
+    )  # fmt: skip
+    notes = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    named = sorted(set(re.findall(r"The notebook's cell `([a-z0-9-]+)` has changed since this recording", notes)))
+    assert named == changed, f"cells changed since the recording: {changed}; the page names {named}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
+def test_recorded_notes_quote_ncu_wall_time_only_where_the_recording_timed_profiled_calls(folder):
     notebook, recording = render_recorded.build(folder)
     notes = [cell.source for cell in notebook.cells if cell.cell_type == "markdown" and "*Recorded:*" in cell.source]
-    assert len(notes) == len(render_recorded.SECTION_NUMBERS), f"one note per recorded section expected: {notes}"
     quoted = sorted(float(seconds) for note in notes for seconds in re.findall(r"([\d.]+) s of ncu wall time", note))
     timed = sorted(
-        round(info["ncu_wall_s"], 1) for info in recording["wall_s"]["per_section"].values() if info.get("calls")
+        round(info["cost"]["ncu_wall_s"], 1)
+        for info in recording["sections"].values()
+        if info["cost"].get("profiled_calls") and info["cost"].get("ncu_wall_s") is not None
     )
     assert quoted == timed, (
         f"the notes quote {quoted} s of ncu wall time, the recording timed {timed} s: a section without profiled "
         "calls in the recording (section 10 runs ncu itself and prints its own time) must not get a wall-time figure"
+    )
+
+
+def test_a_run_cells_injection_binds_exactly_what_that_cell_bound_on_the_gpu_machine():
+    """Not every recorded value at once: a later cell's values (or another section's, under the same name) must not
+    be there before that cell."""
+    recording = recordings.load_recording(FOLDERS[0])
+    for cell_id, entry in recording["cells"].items():
+        if entry["role"] != "run":
+            continue
+        namespace = {"RECORDING": recording}
+        exec(recordings.inject_source(cell_id), namespace)
+        bound = set(namespace) - {"RECORDING", "__builtins__"}
+        assert bound == set(entry["variables"]), f"{cell_id}: the injection bound {sorted(bound)}"
+
+
+def test_a_section_without_profiled_calls_gets_no_ncu_wall_time_note():
+    cost = {"profiled_calls": 0, "ncu_processes": 1, "ncu_wall_s": 0.0, "wall_s": 7.0}
+    assert render_recorded.wall_note({"sections": {"10": {"cost": cost}}}, 10) == "", (
+        "section 10 runs ncu itself and prints its own time: the recorder timed no profiled call there"
     )

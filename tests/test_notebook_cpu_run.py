@@ -13,11 +13,11 @@ import textwrap
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK
 from kernel_session import ipc_config
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from notebook_ast import code_cells
+from support import NOTEBOOK
 
 RECORDER = textwrap.dedent(
     """\

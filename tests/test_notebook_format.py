@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
+import shutil
 
+import notebook_format
 import pytest
-from conftest import NOTEBOOK, ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
+from support import NOTEBOOK, ROOT
 
 FEW_LINES = 15  # a folded cell longer than this is plumbing and must come from a module
 
@@ -47,7 +45,8 @@ def test_the_embedded_modules_are_the_ones_in_the_repository():
         path for source in _cells().values() for path, _ in notebook_format.embedded_modules(source)
     }  # fmt: skip
     assert embedded == {"plumbing/cells.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
-                        "plumbing/ncu_probe.py", "plumbing/cupti_child.py", "plumbing/figures.py"}  # fmt: skip
+                        "plumbing/ncu_probe.py", "plumbing/cupti_child.py", "plumbing/figures.py",
+                        "requirements.txt"}  # fmt: skip
     assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
 
 
@@ -70,6 +69,29 @@ def test_fix_rewrites_only_the_cells_that_name_a_module(tmp_path):
     notebook_format.main(["--fix", str(edited)])
     after = _cells(edited)
     assert after["s2-run"].endswith("print('edited elsewhere')") and after["harness"] == _cells()["harness"]
+
+
+def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds():
+    """The cell embeds requirements.txt and reads its pins from that text, as the module reads the file."""
+    from plumbing import setup_helpers
+
+    source = _cells()["setup-helpers"]
+    namespace: dict = {}
+    exec(compile(source, "setup-helpers", "exec"), namespace)  # defines only: nothing runs at import
+    assert namespace["REQUIREMENTS"].strip() == (ROOT / "requirements.txt").read_text().strip()
+    assert (namespace["PINS"], namespace["CUPTI_PINS"]) == (setup_helpers.PINS, setup_helpers.CUPTI_PINS)
+    assert namespace["PINS"]["nsight-python"] == "1.1.0" and "cuda-bindings" in namespace["CUPTI_PINS"]
+
+
+def test_a_pin_changed_in_requirements_txt_makes_the_setup_helpers_cell_stale(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "plumbing", repo / "plumbing")
+    (repo / "requirements.txt").write_text(
+        (ROOT / "requirements.txt").read_text().replace("nvtx==0.2.17", "nvtx==0.2.18")
+    )
+    source = _cells()["setup-helpers"]
+    assert notebook_format.generated_source(source, repo) != source, "the cell no longer holds requirements.txt"
+    assert "nvtx==0.2.18" in notebook_format.generated_source(source, repo), "--fix must embed the new pin"
 
 
 def test_a_missing_module_is_named_and_nothing_is_written(tmp_path):

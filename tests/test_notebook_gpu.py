@@ -12,16 +12,15 @@ python3 kernel spec) is a failure, not a skip.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOK, ROOT, gpu_listing
+from support import NOTEBOOK, ROOT, copy_allowing_errors, gpu_listing, section_problems
 
-from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.cells import SECTION_COUNT
 from plumbing.executed_run import finish_run, run_problems
 
 pytestmark = pytest.mark.gpu
@@ -58,13 +57,6 @@ def cell_timeout_s(environ=os.environ) -> int:
             pytrace=False,
         )
     return int(given)
-
-
-def copy_allowing_errors(notebook: Path, copy: Path) -> None:
-    """The notebook with errors allowed (nbmake reads metadata.execution.allow_errors): every cell runs."""
-    content = json.loads(notebook.read_text())
-    content["metadata"]["execution"] = {"allow_errors": True}
-    copy.write_text(json.dumps(content, indent=1) + "\n")
 
 
 def _importable(module: str) -> bool:
@@ -111,27 +103,6 @@ def test_summary_names_a_gpu_and_every_section(executed):
     assert summary.get("summary_written", True), "the notebook wrote no summary.json: did it reach its Summary cell?"
     assert summary["environment"].get("gpu"), "summary.json's environment block names no GPU"
     assert [s["number"] for s in summary["sections"]] == EXPECTED_SECTIONS
-
-
-def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow.
-
-    Under CUPTI exactly the sections that need Nsight Compute (plumbing/cells.py) are SKIPPED, for a declared
-    environment limit; under Nsight Compute none is. So a section that quietly became SKIPPED fails the run.
-    """
-    profiler = summary["environment"].get("profiler")
-    if profiler not in ("ncu", "cupti"):
-        return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
-    skipped_by_design = NCU_ONLY_SECTIONS if profiler == "cupti" else set()
-    problems = []
-    for section in summary["sections"]:
-        expected = "SKIPPED" if section["number"] in skipped_by_design else "ok"
-        if section["status"] != expected or (expected == "SKIPPED" and not section["environment_limit"]):
-            problems.append(
-                f"section {section['number']} {section['title']}: {section['status']} {section['reason']} "
-                f"(expected {expected} under {profiler})"
-            )
-    return problems
 
 
 def test_sections_run_or_skip_exactly_as_the_backend_requires(executed):

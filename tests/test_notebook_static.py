@@ -11,13 +11,13 @@ import sys
 import typing
 
 import nbformat
+import notebook_format
 import nsight
 import pytest
-from conftest import ROOT, cells_with_section, section_code_cells
 from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
+from support import ROOT, cells_with_section, section_code_cells
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
+from plumbing.cells import SECTION_COUNT, section_of
 
 SECTION_TITLES = re.compile(r"^## (\d+)\. ", re.M)
 
@@ -35,14 +35,18 @@ def test_notebook_opens_with_title_colab_badge_and_overview(notebook):
     assert second.source.startswith("## Overview"), "the cell after the title must be the '## Overview'"
 
 
-def test_ten_numbered_sections_appear_in_order_then_a_summary(notebook):
+def test_each_numbered_heading_opens_the_section_the_cell_table_gives_its_cell_then_a_summary(notebook):
     headings = [
-        int(match.group(1))
+        (int(match.group(1)), cell.get("id"))
         for cell in notebook.cells
         if cell.cell_type == "markdown"
         for match in SECTION_TITLES.finditer(cell.source)
     ]
-    assert headings == list(range(1, 11)), f"expected '## 1.' to '## 10.' once each, in order; found {headings}"
+    assert [number for number, _ in headings] == list(range(1, SECTION_COUNT + 1)), (
+        f"expected '## 1.' to '## {SECTION_COUNT}.' once each, in order (plumbing/cells.py: SECTION_COUNT); {headings}"
+    )
+    wrong = [(number, cell_id) for number, cell_id in headings if section_of(cell_id) != number]
+    assert not wrong, f"headings whose cell id plumbing/cells.py puts in another section: {wrong}"
     last_heading = [c.source for c in notebook.cells if c.cell_type == "markdown" and c.source.startswith("## ")][-1]
     assert last_heading.startswith("## Summary"), "the notebook must end with a '## Summary' section"
 

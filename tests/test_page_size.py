@@ -10,10 +10,8 @@ import subprocess
 import sys
 
 import nbformat
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import page_size  # noqa: E402
+import page_size
+from support import ROOT
 
 
 def _notebook(tmp_path, cells):

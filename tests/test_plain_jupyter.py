@@ -11,17 +11,14 @@ cell ran, SKIPPED for a section that needs Nsight Compute under CUPTI, NOT RUN o
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import pytest
-from conftest import ROOT, cell_by_id
+import recordings
 from kernel_session import KernelSession
+from support import cell_by_id
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_cupti  # noqa: E402
-
-FOLDERS = record_cupti.cupti_recording_folders()
+FOLDERS = recordings.recording_folders("cupti")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -74,7 +71,7 @@ def learner(notebook, tmp_path_factory):
     try:
         for cell_id in ("harness", "setup-helpers"):
             session.run(cell_by_id(notebook, cell_id).source)
-        session.run(record_cupti.cpu_section_one_source(FOLDERS[0]))
+        session.run(recordings.cpu_section_one_source(FOLDERS[0]))
         session.run(cell_by_id(notebook, "s2-open").source)
     except BaseException:
         session.close()
@@ -141,7 +138,7 @@ def test_a_raising_cell_fails_for_the_front_end_and_its_traceback_points_at_the_
 def test_a_section_is_not_run_until_its_last_cell_runs_then_ok_with_its_figures_once(notebook, learner):
     learner.run(cell_by_id(notebook, "s2-open").source)
     assert learner.value("SECTIONS[2]['status']") == "NOT RUN", "an opened section is NOT RUN until its last cell"
-    learner.run(record_cupti.inject_source(2))  # what s2-run bound on the GPU machine
+    learner.run(recordings.inject_source("s2-run"))  # what s2-run bound on the GPU machine
     learner.run(cell_by_id(notebook, "s2-tflops").source)
     for _ in range(2):  # the section's last cell run twice (a learner runs the section again)
         learner.run(cell_by_id(notebook, "s2-record").source)

@@ -1,23 +1,25 @@
 """The HTML pages a reader opens: a CUPTI-mode run from the GPU runner, turned into a page a reader can take in.
 
 scripts/render_recorded.py --executed renders a notebook that scripts/run_headless executed. Run here on the
-committed real run (docs/verified/*-cupti/), it must show each SKIPPED section as its heading and one line that
-points to the recorded Nsight Compute page, print the CUPTI fallback reason once, and give every plot alt text.
+committed real run (docs/verified/*-cupti/), it must show each section that summary.json says was SKIPPED as its
+heading and one line that points to the recorded Nsight Compute page, print the CUPTI fallback reason (summary.json's)
+once, and give every plot alt text.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
+import subprocess
 import sys
 
 import nbformat
 import pytest
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import render_recorded  # noqa: E402
+import recordings
+import render_recorded
+from support import ROOT
 
 RUNS = sorted(path.parent for path in (ROOT / "docs" / "verified").glob("*-cupti/nsight_python_t4_tutorial.ipynb"))
 PLACEHOLDER = "No description has been provided for this image"
@@ -27,8 +29,10 @@ PLACEHOLDER = "No description has been provided for this image"
 def page(request, tmp_path_factory):
     copy = tmp_path_factory.mktemp(request.param.name) / "nsight_python_t4_tutorial.ipynb"
     shutil.copy(request.param / copy.name, copy)
+    shutil.copy(request.param / "summary.json", copy.parent / "summary.json")
     executed = nbformat.read(copy, as_version=4)
-    return executed, render_recorded.cupti_page(copy).read_text()
+    summary = json.loads((copy.parent / "summary.json").read_text())
+    return executed, summary, render_recorded.cupti_page(copy).read_text()
 
 
 def _text(page: str) -> str:
@@ -40,41 +44,68 @@ def test_a_real_cupti_run_is_committed():
 
 
 def test_skipped_sections_are_a_heading_and_one_line_to_the_recorded_page(page):
-    executed, rendered = page
-    skipped = [
-        int(cell.id[1:].split("-")[0])
-        for cell in executed.cells
-        if cell.cell_type == "code"
-        and cell.id.endswith("-open")
-        and render_recorded.printed(cell).startswith("SKIPPED")
-    ]
+    executed, summary, rendered = page
+    skipped = sorted(render_recorded.skipped_sections(summary))
     assert skipped, "the committed CUPTI run skipped no section: is it a CUPTI-mode run?"
-    recorded = render_recorded.record_ncu.recording_folders()[-1].name
+    recorded = recordings.recording_folders("ncu")[-1].name
     links = re.findall(r'href="([^"]*recorded_sections\.html)"', rendered)
     assert links == [f"../{recorded}/recorded_sections.html"] * len(skipped), links
     for number in skipped:
-        dropped = [
-            cell.id for cell in executed.cells if cell.id.startswith(f"s{number}-") and cell.id != f"s{number}-open"
-        ]
+        dropped = [cell.id for cell in executed.cells if cell.id.startswith(f"s{number}-")]
         leaked = [cell_id for cell_id in dropped if f'id="cell-id={cell_id}"' in rendered]
         assert not leaked, f"section {number} was SKIPPED, yet its cells {leaked} are on the page"
     assert _text(rendered).count("Skipped in this run") == len(skipped)
 
 
 def test_the_cupti_fallback_reason_is_printed_once(page):
-    executed, rendered = page
-    reason = render_recorded.cupti_reason(executed)
-    assert reason, "the executed run has no CUPTI banner to take the reason from"
-    originally = sum(render_recorded.printed(cell).count(reason) for cell in executed.cells if cell.cell_type == "code")
-    assert originally > 1, "the run printed the reason once already: this test would prove nothing"
+    executed, summary, rendered = page
+    reason = render_recorded.cupti_reason(summary)
+    assert reason, "summary.json of the committed CUPTI run names no CUPTI reason"
+    printed = [output.get("text", "") for cell in executed.cells if cell.cell_type == "code" for output in cell.outputs]
+    assert sum(text.count(reason) for text in printed) > 1, "the run printed the reason once: this proves nothing"
     assert _text(rendered).count(reason) == 1, f"the reason should appear once on the page: {reason!r}"
 
 
+def test_a_run_without_summary_json_gets_a_message_and_no_page(tmp_path):
+    (run,) = RUNS[-1:]
+    executed = tmp_path / "nsight_python_t4_tutorial.ipynb"
+    shutil.copy(run / executed.name, executed)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/render_recorded.py"), "--executed", str(executed)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "no readable summary.json beside it" in done.stderr and "scripts/run_headless" in done.stderr, done.stderr
+    assert not (tmp_path / "nsight_python_t4_tutorial.html").exists(), "a page was written without the run's status"
+
+
 def test_every_plot_has_alt_text_from_its_title(page):
-    _, rendered = page
+    _, _, rendered = page
     images = re.findall(r'<img([^>]*)src="data:image/png', rendered)
     assert images, "the page has no plots"
     alts = [re.search(r'alt="([^"]*)"', attributes) for attributes in images]
     missing = [index for index, alt in enumerate(alts) if not alt or alt.group(1) in ("", PLACEHOLDER)]
     assert not missing, f"plots {missing} (in page order) have no alt text"
     assert all(html.unescape(alt.group(1)).startswith("Plot. title: ") for alt in alts), [a.group(1) for a in alts]
+
+
+def test_only_sections_the_run_skipped_are_collapsed_a_failed_one_keeps_its_cells_and_error():
+    summary = {"sections": [{"number": 2, "status": "FAILED"}, {"number": 3, "status": "ok"},
+                            {"number": 4, "status": "SKIPPED"}, {"number": 5, "status": "NOT RUN"}]}  # fmt: skip
+    assert render_recorded.skipped_sections(summary) == {4}
+
+
+@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
+    """Section 4 mixes rows of two recordings (base clocks are never run on the runner): row by row, the page says
+    which recording each call's rows come from."""
+    recording = recordings.load_recording(folder)
+    note = render_recorded.served_note(recording, 4)
+    rows = {tuple(cell.strip(" `") for cell in line.split("|")[1:3]): line for line in note.splitlines()[4:]}
+    for call in (call for call in recording["calls"] if call.get("section") == 4):
+        line = rows.get((call["cache_control"], call["clock_control"]))
+        assert line, f"no row for cache_control={call['cache_control']}, clock_control={call['clock_control']}: {note}"
+        source = (
+            call["served_from"]["label"] if call.get("served_from") else f"this recording ({recording['created_utc']})"
+        )
+        assert source in line, f"the rows of {call['cache_control']}/{call['clock_control']} come from {source}: {line}"

@@ -13,14 +13,14 @@ import lzma
 import math
 import os
 import re
-import sys
 
 import pytest
-from conftest import ROOT, cell_by_id
-from test_ncu_recordings import FOLDERS, RecordedNotebook
+import recordings
+from support import ROOT, RecordedNotebook, cell_by_id
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import record_ncu  # noqa: E402
+from plumbing.cells import REPORT_FOLDERS
+
+FOLDERS = recordings.recording_folders("ncu")
 
 RERECORD = (
     "re-make it on the GPU runner (NSPY_RECORD_COMMIT=$(git rev-parse HEAD) python3 scripts/record_ncu.py), then "
@@ -29,7 +29,10 @@ RERECORD = (
 BUSY = 0.6  # the share of its roof at which section 6 names a limit
 SIX_METRICS = {"dram__bytes_read.sum", "dram__bytes_write.sum"}  # added to section 6's call for the roofline
 L2_METRICS = {"lts__t_bytes.sum", "lts__t_sector_hit_rate.pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed"}
-STALLS_REPORT_FOLDER = "s10_stalls"  # out_prefix("s10_stalls"): s10-stalls-profile's WarpStateStats report
+# out_prefix folders (plumbing/cells.py): section 7's call's report, s10-profile's report with sections, and
+# s10-stalls-profile's WarpStateStats report
+FUSION_REPORT, SECTIONS_REPORT, STALLS_REPORT = "s7_fusion", "s10_sections", "s10_stalls"
+assert {FUSION_REPORT, SECTIONS_REPORT, STALLS_REPORT} <= set(REPORT_FOLDERS), "report folders renamed in cells.py"
 
 
 @pytest.fixture(scope="module", params=FOLDERS, ids=[folder.name for folder in FOLDERS])
@@ -50,10 +53,10 @@ def require_current_recording(recorded, section):
         metrics = set(recorded.recording["variables"]["limits_frame"].Metric)
         if not L2_METRICS <= metrics:
             missing.append(f"section 6's frame has no L2 counters {sorted(L2_METRICS - metrics)}")
-    if section == 10 and not (recorded.folder / record_ncu.SECTIONS_REPORT_FOLDER).is_dir():
-        missing.append(f"no {record_ncu.SECTIONS_REPORT_FOLDER}/ (s10-profile's report with sections)")
-    if section == 10 and not (recorded.folder / STALLS_REPORT_FOLDER).is_dir():
-        missing.append(f"no {STALLS_REPORT_FOLDER}/ (s10-stalls-profile's WarpStateStats report)")
+    if section == 10 and not (recorded.folder / SECTIONS_REPORT).is_dir():
+        missing.append(f"no {SECTIONS_REPORT}/ (s10-profile's report with sections)")
+    if section == 10 and not (recorded.folder / STALLS_REPORT).is_dir():
+        missing.append(f"no {STALLS_REPORT}/ (s10-stalls-profile's WarpStateStats report)")
     if missing:
         pytest.fail(f"the recording {recorded.folder.name} predates this change ({'; '.join(missing)}): {RERECORD}")
 
@@ -258,13 +261,13 @@ def reports(recorded, tmp_path_factory):
     """Section 7's and s10-profile's launches, read directly with ncu_report (not by the notebook's code)."""
     import ncu_report
 
-    if not all((recorded.folder / name).is_dir() for name in (record_ncu.SECTIONS_REPORT_FOLDER, STALLS_REPORT_FOLDER)):
+    if not all((recorded.folder / name).is_dir() for name in (SECTIONS_REPORT, STALLS_REPORT)):
         return {}  # each test fails with require_current_recording's message
 
     out = tmp_path_factory.mktemp("reports")
-    record_ncu.restore_fusion_report(recorded.folder, out)
+    recordings.restore_report_folders(recorded.folder, out)
     opened = {}
-    for name in record_ncu.REPORT_FOLDERS:
+    for name in REPORT_FOLDERS:
         (path,) = sorted((out / name).glob("*.ncu-rep"))
         report = ncu_report.load_report(str(path))
         opened[name] = [
@@ -286,7 +289,7 @@ def test_s10_launches_are_labelled_by_run_region_and_version(recorded, reports):
     launches = recorded.value("launches.to_dict('records')")
     frame = recorded.recording["variables"]["fusion_frame"]
     runs = int(frame.NumRuns.iloc[0])
-    assert len(launches) == len(reports[record_ncu.FUSION_REPORT_FOLDER]) == 3 * runs, launches
+    assert len(launches) == len(reports[FUSION_REPORT]) == 3 * runs, launches
     keys = [(row["run"], row["region"], row["kernel in region"]) for row in launches]
     assert len(set(keys)) == len(keys), f"two launches carry the same labels: {keys}"
     for row in launches:
@@ -301,9 +304,9 @@ def test_s10_summary_numbers_are_the_reports_own(recorded, reports):
     require_current_recording(recorded, 10)
     summary = recorded.value("fused_summary.to_dict('index')")
     names = recorded.value("SUMMARY_METRICS")
-    (fused,) = reports[record_ncu.SECTIONS_REPORT_FOLDER]
+    (fused,) = reports[SECTIONS_REPORT]
     assert "addcmul" in fused.name(fused.NameBase_DEMANGLED), f"s10-profile profiled {fused.name()}, not addcmul"
-    in_s7 = [a for a in reports[record_ncu.FUSION_REPORT_FOLDER] if "addcmul" in a.name(a.NameBase_DEMANGLED)]
+    in_s7 = [a for a in reports[FUSION_REPORT] if "addcmul" in a.name(a.NameBase_DEMANGLED)]
     for line, name in names.items():
         direct = _value(fused, name)
         assert direct is not None, f"s10-profile's report lacks {name} ({line}): add it to --metrics or a section"
@@ -334,13 +337,13 @@ def test_s10_summary_metric_names_exist_for_a_t4(recorded, reports):
                 f"recording; a new base metric needs the list re-made: {RERECORD}"
             )
         else:  # a launch attribute or occupancy limit Nsight Compute records with every launch, asked for or not
-            (s7_first, *_) = reports[record_ncu.FUSION_REPORT_FOLDER]
+            (s7_first, *_) = reports[FUSION_REPORT]
             assert _value(s7_first, name) is not None, f"{name} is not recorded with every launch (section 7's report)"
 
 
 def test_s10_fused_kernel_speed_of_light_says_memory_bound_with_occupancy_within_its_limit(recorded, reports):
     require_current_recording(recorded, 10)
-    (fused,) = reports[record_ncu.SECTIONS_REPORT_FOLDER]
+    (fused,) = reports[SECTIONS_REPORT]
     names = recorded.value("SUMMARY_METRICS")
     compute, memory, dram = (
         _value(fused, names[line]) for line in ("compute (SM) throughput", "memory throughput", "DRAM throughput")
@@ -355,8 +358,8 @@ def test_s10_fused_kernel_speed_of_light_says_memory_bound_with_occupancy_within
 
 def test_s10_rules_come_with_sections_and_cost_replay_passes(recorded, reports):
     require_current_recording(recorded, 10)
-    (fused,) = reports[record_ncu.SECTIONS_REPORT_FOLDER]
-    s7_first = reports[record_ncu.FUSION_REPORT_FOLDER][0]
+    (fused,) = reports[SECTIONS_REPORT]
+    s7_first = reports[FUSION_REPORT][0]
     assert len(s7_first.rule_results()) == 0, "a --metrics collection should carry no rule results"
     assert len(fused.rule_results()) > 0, "ncu with SpeedOfLight, LaunchStats and Occupancy should carry rule results"
     costs = recorded.value("costs.to_dict()")
@@ -376,9 +379,9 @@ def test_s10_opens_the_newest_report_in_section_7s_folder(notebook, folder, tmp_
     """A second Run all leaves older reports beside the new one: section 10 must read the one this run wrote."""
     runner = RecordedNotebook(notebook, folder, tmp_path)
     try:
-        older = runner.out / record_ncu.FUSION_REPORT_FOLDER / "ncu-output-an-earlier-run.ncu-rep"
+        older = runner.out / FUSION_REPORT / "ncu-output-an-earlier-run.ncu-rep"
         older.parent.mkdir(parents=True, exist_ok=True)
-        sections = folder / record_ncu.SECTIONS_REPORT_FOLDER
+        sections = folder / SECTIONS_REPORT
         older.write_bytes(lzma.decompress(next(sections.glob("*.ncu-rep.xz")).read_bytes()))  # a report, not s7's
         os.utime(older, (1_000_000_000, 1_000_000_000))  # 2001: older than anything restored now
         _run_cells(runner, ["s10-helpers", "s10-report"])
@@ -398,7 +401,7 @@ def _run_cells(runner, cell_ids):
     The whole section also runs s10-stalls-profile and s10-details, which need ncu; these cells do not. The section
     stays NOT RUN (its last cell, s10-record, is not among them).
     """
-    record_ncu.restore_fusion_report(runner.folder, runner.out)
+    recordings.restore_report_folders(runner.folder, runner.out)
     printed = []  # a cell that raises raises here (KernelSession.run), with its traceback
     for cell_id in ["s10-open", "s10-define", *cell_ids]:
         printed.append(runner.session.run(cell_by_id(runner.notebook, cell_id).source, timeout=300))
@@ -409,8 +412,8 @@ def _run_cells(runner, cell_ids):
 def summary_cells(notebook, tmp_path_factory):
     """The fused kernel's summary and rules, printed by the notebook's cells from the committed s10_sections report."""
     folder = FOLDERS[-1]
-    if not (folder / record_ncu.SECTIONS_REPORT_FOLDER).is_dir():
-        pytest.fail(f"the recording {folder.name} has no {record_ncu.SECTIONS_REPORT_FOLDER}/: {RERECORD}")
+    if not (folder / SECTIONS_REPORT).is_dir():
+        pytest.fail(f"the recording {folder.name} has no {SECTIONS_REPORT}/: {RERECORD}")
     runner = RecordedNotebook(notebook, folder, tmp_path_factory.mktemp("summary-cells"))
     try:
         printed = _run_cells(runner, ["s10-helpers", "s10-report", "s10-summary", "s10-rules"])
@@ -422,7 +425,7 @@ def summary_cells(notebook, tmp_path_factory):
 def _sections_report(runner):
     import ncu_report
 
-    (path,) = sorted((runner.out / record_ncu.SECTIONS_REPORT_FOLDER).glob("*.ncu-rep"))
+    (path,) = sorted((runner.out / SECTIONS_REPORT).glob("*.ncu-rep"))
     report = ncu_report.load_report(str(path))
     return report.range_by_idx(0).action_by_idx(0)
 

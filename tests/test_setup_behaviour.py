@@ -1,10 +1,10 @@
-"""Section 1's decisions as behaviour: its real cells, run in a real kernel on simulated machines.
+"""Section 1 as a sequence: its real cells, run in order in a real kernel on simulated machines.
 
-Each scenario builds a FakeMachine (tests/fake_env.py: nvidia-smi, ncu launchers, apt-get, dpkg and
-pip as small executables) and runs the notebook's own section 1 cells in order, in a fresh kernel,
-against the real nsight-python. It asserts what a careless edit would change: which ncu nsight will
-find, PATH order as shutil.which sees it, the apt packages tried, what pip was asked to install and
-where, which backend and why, and the message the user reads.
+Only what needs the cells in sequence is here: Colab as it is, after a runtime restart and on a second Run all,
+the CUPTI branch, NSPY_TUTORIAL_PROFILER=ncu stopping, and no GPU. Each decision a helper makes on its own (which
+ncu, which apt versions, time limits, pins, settings) is tested as a function in test_setup_helpers.py. Each
+scenario builds a FakeMachine (tests/fake_env.py: nvidia-smi, ncu launchers, apt-get, dpkg and pip as small
+executables) and runs the notebook's own section 1 cells against the real nsight-python.
 
 Where a GPU is really needed the run stops, and each test says where: nsight's own check of the
 Nsight Compute injection library, `import torch`, or loading libcupti.so.13.
@@ -13,15 +13,14 @@ Nsight Compute injection library, `import torch`, or loading libcupti.so.13.
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK, cell_by_id
-from fake_env import COLAB_SITE, FakeMachine, clean_environment, make_wheelhouse
-from kernel_session import CellError, KernelSession, running
+from fake_env import COLAB_SITE, FakeMachine, clean_environment
+from kernel_session import CellError, KernelSession
+from support import NOTEBOOK, cell_by_id
 
 from plumbing.cells import section_of
 
@@ -209,106 +208,6 @@ def test_nothing_is_written_outside_the_output_and_install_folders(colab):
     assert logs <= written <= logs | {"s1_probe"}, f"unexpected files in OUT_DIR: {written - logs}"
 
 
-# ---------------------------------------------------------------- apt unreachable or hanging
-def test_apt_unreachable_tries_each_current_version_then_falls_back_to_cupti(scenario):
-    run = scenario("apt_unreachable", apt="unreachable")
-    assert run.machine.apt_installs() == ["nsight-compute-2026.3.1", "nsight-compute-2026.2.1"], (
-        "apt must try the current versions newest first, and nothing older than 2026.2.1"
-    )
-    assert not (run.machine.root / "out/ncu_probe.log").exists(), "without a current ncu there is nothing to probe"
-    reason = run.value("CUPTI_REASON")
-    assert "apt-get could not install" in reason and "Could not resolve host" in reason
-    assert "found: 2025.1.1 at" in reason
-    assert "backend: CUPTI, because no ncu 2026.2.1+ here" in run.text()
-    stops_where_a_gpu_is_needed(run)
-
-
-def test_apt_that_hangs_is_stopped_and_run_all_goes_on(scenario):
-    started = time.perf_counter()
-    run = scenario(
-        "apt_hangs",
-        apt="hangs",
-        before={"s1-choice-code": "TIME_LIMITS_S['apt_update'] = TIME_LIMITS_S['apt_install'] = 2"},
-    )
-    assert time.perf_counter() - started < 120
-    assert "apt-get update did not finish within 2 s" in run.value("CUPTI_REASON")
-    for pid_file in ("apt.pid", "apt-helper.pid"):
-        assert not running(int((run.machine.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
-    stops_where_a_gpu_is_needed(run)  # Run all went on past the time-out, to the CUPTI branch
-
-
-def test_apt_install_that_hangs_is_stopped_too(scenario):
-    run = scenario(
-        "apt_install_hangs",
-        cells=SECTION_1[:5],
-        apt="install_hangs",
-        before={"s1-choice-code": "TIME_LIMITS_S['apt_install'] = 2"},
-    )
-    assert run.error is None, run.error
-    assert "apt-get install nsight-compute-2026.3.1 did not finish within 2 s" in run.outputs["s1-ncu-code"]
-
-
-# ---------------------------------------------------------------- ncu already there
-def test_current_ncu_on_path_is_used_without_apt(scenario):
-    run = scenario("current_on_path", path_ncus=["2026.3.1"])
-    assert run.machine.calls("apt-get") == [], "a current ncu was on PATH: apt-get must not run"
-    assert run.value("shutil.which('ncu')").endswith("path-ncu-2026.3.1/ncu")
-    assert "ncu 2026.3.1 was already there" in run.outputs["s1-ncu-code"]
-    assert (run.machine.root / "out/ncu_probe.log").exists()
-    stops_where_a_gpu_is_needed(run)
-
-
-def test_current_ncu_behind_an_old_one_is_moved_first(scenario):
-    run = scenario("behind_old", path_ncus=["2025.1.1", "2026.2.1"])
-    assert run.machine.calls("apt-get") == []
-    new = str(run.machine.root / "path-ncu-2026.2.1")
-    assert run.value("shutil.which('ncu')") == f"{new}/ncu", "nsight would still find the old ncu first"
-    path = run.value("os.environ['PATH'].split(os.pathsep)")
-    assert path[0] == new and path.count(new) == 1
-    assert "found ncu 2025.1.1" in run.outputs["s1-ncu-code"] and "found ncu 2026.2.1" in run.outputs["s1-ncu-code"]
-
-
-def test_ncu_path_is_chosen_and_put_first(scenario):
-    run = scenario("ncu_path_given", ncu_path_version="2026.2.1", cells=SECTION_1[:5])
-    given = str(run.machine.root / "given-ncu-2026.2.1")
-    assert run.value("shutil.which('ncu')") == f"{given}/ncu"
-    assert run.value("os.environ['PATH'].split(os.pathsep)[0]") == given
-    assert run.machine.calls("apt-get") == []
-
-
-def test_a_python_with_cuda_bindings_13_gets_none_in_the_cupti_folder(scenario):
-    """cupti-python 13.4 needs cuda-bindings 13: a Python that has any 13.x keeps its own, with no second copy."""
-    run = scenario("bindings13", site={"cuda-core": "0.3.2", "cuda-bindings": "13.0.1"}, injection="missing")
-    cupti_calls = [pins for target, pins in pip_targets(run.machine) if target.endswith("cupti13")]
-    assert cupti_calls and not any(pin.startswith("cuda-bindings") for pin in cupti_calls[0]), cupti_calls
-
-
-# ---------------------------------------------------------------- offline, as on the GPU runner
-def test_offline_wheelhouse_uses_no_apt_and_only_the_wheelhouse(scenario, tmp_path_factory):
-    wheelhouse = make_wheelhouse(
-        tmp_path_factory.mktemp("wheelhouse"),
-        {"nvidia-ml-py": "13.610.43"},
-        {"cupti-python": "13.4.0", "nvidia-cuda-cupti": "13.5.25", "pyelftools": "0.33"},
-    )
-    run = scenario("offline", site={}, path_ncus=["2025.3.1"], env={"NSPY_TUTORIAL_WHEELHOUSE": str(wheelhouse)})
-    assert run.machine.calls("apt-get") == [], "with a wheelhouse the machine is offline: no apt-get"
-    for call in run.machine.calls("pip"):
-        assert "--no-index" in call["argv"], f"pip went to an index: {call['argv']}"
-    links = [call["argv"][call["argv"].index("--find-links") + 1] for call in run.machine.calls("pip")]
-    assert links == [str(wheelhouse), str(wheelhouse / "cupti")], "the CUPTI set comes from the cupti subfolder"
-    cupti_call = pip_targets(run.machine)[1][1]
-    assert not any(pin.startswith("cuda-bindings") for pin in cupti_call), "this Python has cuda-bindings 13"
-    reason = run.value("CUPTI_REASON")
-    assert "found: 2025.3.1 at" in reason and "apt-get was not tried" in reason and "NCU_PATH" in reason
-    stops_where_a_gpu_is_needed(run)
-
-
-def test_failed_pip_install_stops_run_all_with_pips_error(scenario):
-    run = scenario("pip_fails", pip_fails=True, path_ncus=["2026.3.1"])
-    assert run.stopped_at == "s1-pip-code" and run.error.ename == "RuntimeError"
-    assert "network unreachable" in run.error.evalue and "NSPY_TUTORIAL_WHEELHOUSE" in run.error.evalue
-
-
 # ---------------------------------------------------------------- NSPY_TUTORIAL_PROFILER
 def test_profiler_cupti_skips_ncu_entirely(scenario):
     run = scenario("choice_cupti", env={"NSPY_TUTORIAL_PROFILER": "cupti"})
@@ -326,50 +225,7 @@ def test_profiler_ncu_without_a_usable_ncu_stops_with_the_cause(scenario):
     assert run.machine.calls("pip") == [], "nothing is installed for a profiler that cannot be had"
 
 
-def test_profiler_ncu_stops_when_the_probe_fails(scenario):
-    run = scenario("choice_ncu_probe", path_ncus=["2026.3.1"], env={"NSPY_TUTORIAL_PROFILER": "ncu"})
-    assert run.stopped_at == "s1-probe-code", run.text()[-2000:]
-    assert "the Nsight Compute probe failed" in run.error.evalue
-
-
-def test_unknown_profiler_value_stops_with_the_choices(scenario):
-    run = scenario("choice_bad", env={"NSPY_TUTORIAL_PROFILER": "nsys"})
-    assert run.stopped_at == "s1-choice-code" and run.error.ename == "ValueError"
-    assert "auto, ncu, cupti" in run.error.evalue
-    assert run.machine.calls("apt-get") == [] and run.machine.calls("pip") == []
-
-
-# ---------------------------------------------------------------- the probe itself
-def test_probe_that_hangs_is_stopped_and_named(scenario):
-    run = scenario(
-        "probe_hangs",
-        path_ncus=["2026.3.1"],
-        injection="hangs",
-        before={"s1-choice-code": "TIME_LIMITS_S['probe'] = 5"},
-        cells=SECTION_1[:-1],
-    )
-    assert run.error is None, run.error
-    assert "the Nsight Compute probe did not finish within 5 s" in run.value("CUPTI_REASON")
-
-
-@pytest.mark.parametrize(
-    ("error", "remedy"),
-    [
-        ("ProfilerException: PROFILING FAILED \nErrors:\n- ==ERROR== ERR_NVGPUCTRPERM - The user does not have "
-         "permission", "NVreg_RestrictProfilingToAdminUsers=0"),
-        ("ProfilerException: NVIDIA Nsight Compute 2026.2.1.0 or later is required, but found 2025.3.1.0",
-         "Nsight Compute 2026.2.1+ first on PATH"),
-        ("ModuleNotFoundError: No module named 'torch'", "CUDA build of PyTorch"),
-    ],
-)  # fmt: skip
-def test_probe_failures_name_cause_and_remedy(colab, error, remedy):
-    run, _, _ = colab
-    text = run.value(f"explain_probe_failure({{'stage': 'profile one kernel', 'error': {error!r}}})")
-    assert remedy in text and "profile one kernel" in text
-    if "==ERROR==" in error:
-        assert "ERR_NVGPUCTRPERM" in text, "the cause sits on a later line of nsight's message: it must be shown"
-
-
+# ---------------------------------------------------------------- the import cell, after a probe that said yes
 @pytest.mark.skipif(not HAVE_CC, reason="needs a C compiler to build a loadable fake injection library")
 def test_leftover_init_at_import_zero_is_cleared_in_the_ncu_branch(scenario):
     """A user's NSPY_NCU_INIT_AT_IMPORT=0 must not keep Nsight Compute from loading once the probe said yes.
@@ -418,7 +274,7 @@ def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsig
         session.run(cell_by_id(notebook, "setup-helpers").source)
         session.run(
             "# @title test set-up: what the probe decided, and a stand-in for the libcupti preload\n"
-            "USE_NCU, CUPTI_DIR = False, Path('cupti13')\n"
+            "USE_NCU, CUPTI_PACKAGES_DIR = False, Path('cupti13')\n"
             "preload_libcupti = lambda folder: folder / 'libcupti.so.13'\n"
         )
         with pytest.raises(CellError) as raised:
@@ -428,31 +284,6 @@ def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsig
         assert session.value("'torch' in sys.modules") is False, "torch must come after the backend is chosen"
     finally:
         session.close()
-
-
-# ---------------------------------------------------------------- bad settings, as a new user makes them
-def test_an_ncu_path_that_names_no_file_stops_with_the_setting_and_the_fix(scenario):
-    run = scenario("ncu_path_missing", env={"NCU_PATH": "/opt/no-such-nsight-compute/ncu"})
-    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "FileNotFoundError", run.text()[-2000:]
-    assert "NCU_PATH=/opt/no-such-nsight-compute/ncu: there is no file" in run.error.evalue
-    assert run.machine.apt_installs() == [], "a wrong NCU_PATH must be said, not passed over for apt-get"
-
-
-def test_an_ncu_path_that_is_not_executable_stops_with_the_setting_and_the_fix(scenario, tmp_path_factory):
-    ncu = tmp_path_factory.mktemp("not_executable") / "ncu"
-    ncu.write_text("#!/bin/sh\necho 'Version 2026.3.1.0'\n")
-    ncu.chmod(0o644)
-    run = scenario("ncu_path_not_executable", env={"NCU_PATH": str(ncu)})
-    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "PermissionError", run.text()[-2000:]
-    assert f"NCU_PATH={ncu}: {ncu} is not executable" in run.error.evalue
-
-
-def test_an_empty_wheelhouse_stops_at_the_settings_and_names_the_setting(scenario, tmp_path_factory):
-    empty = tmp_path_factory.mktemp("empty_wheelhouse")
-    run = scenario("wheelhouse_empty", env={"NSPY_TUTORIAL_WHEELHOUSE": str(empty)})
-    assert run.stopped_at == "s1-choice-code", f"stopped at {run.stopped_at}: {run.error}"
-    assert f"NSPY_TUTORIAL_WHEELHOUSE={empty} holds no wheels" in run.error.evalue
-    assert "network" not in run.error.evalue.lower() and run.machine.calls("pip") == []
 
 
 def test_a_second_run_all_says_where_nsight_python_is_imported_from(scenario):

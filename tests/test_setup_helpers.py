@@ -191,7 +191,7 @@ def test_cupti_library_check_accepts_only_the_preloaded_file(tmp_path):
 def test_cupti_child_gets_no_nsight_compute_variables_and_the_cupti_folder_first():
     env = child_environment("/x/libcupti.so.13", {"NVTX_INJECTION64_PATH": "/ncu/inj.so", "PYTHONPATH": "/mine"})
     assert "NVTX_INJECTION64_PATH" not in env and env["NSPY_NCU_INIT_AT_IMPORT"] == "0"
-    assert env["PYTHONPATH"].split(":") == [str(setup_helpers.CUPTI_DIR), "/mine"]
+    assert env["PYTHONPATH"].split(":") == [str(setup_helpers.CUPTI_PACKAGES_DIR), "/mine"]
     assert env["NSPY_TUTORIAL_LIBCUPTI"] == "/x/libcupti.so.13"
 
 
@@ -213,7 +213,7 @@ Path(prefix, "child_result.json").write_text(json.dumps({{"rows": [], "wall_s": 
 def recording_python(tmp_path, monkeypatch, bound_to=None):
     """A CUPTI folder with a libcupti.so.13, and a python that records how the child was started; the child it
     stands in for reports CUPTI bound to `bound_to` (default: that libcupti). Returns (python, libcupti)."""
-    monkeypatch.setattr(setup_helpers, "CUPTI_DIR", tmp_path / "cupti")
+    monkeypatch.setattr(setup_helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
     libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
     libcupti.parent.mkdir(parents=True)
     libcupti.write_text("")
@@ -228,7 +228,7 @@ def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_pat
     python, _ = recording_python(tmp_path, monkeypatch)
     child = (ROOT / "plumbing" / "cupti_child.py").read_text()
     folder = tmp_path / "s9_cupti"
-    result = setup_helpers.run_cupti_child([512, 1024], product_body, folder, child_source=child, python=python)
+    result = setup_helpers.run_cupti_child(product_body, [512, 1024], folder, child, python=python)
     assert result["tool"] == "cupti"
     argv = json.loads((folder / "argv.json").read_text())
     assert argv == [str(folder / "cupti_child.py"), str(folder / "benchmark.py"), "product_body", "[512, 1024]",
@@ -240,17 +240,7 @@ def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_pat
 def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch):
     python, _ = recording_python(tmp_path, monkeypatch, bound_to="/usr/lib/libcupti.so.12")
     with pytest.raises(RuntimeError, match="instead of the preloaded"):
-        setup_helpers.run_cupti_child([512], product_body, tmp_path / "out", child_source="", python=python)
-
-
-def test_the_notebook_installs_exactly_what_requirements_txt_pins():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import make_wheelhouse
-
-    main, cupti = make_wheelhouse.read_requirements(ROOT / "requirements.txt")
-    assert setup_helpers.PINS | setup_helpers.CUPTI_PINS == dict(pin.split("==") for pin in main + cupti), (
-        "PINS/CUPTI_PINS in plumbing/setup_helpers.py and requirements.txt disagree"
-    )
+        setup_helpers.run_cupti_child(product_body, [512], tmp_path / "out", "", python=python)
 
 
 def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
@@ -290,3 +280,84 @@ def test_the_probe_reports_where_nsight_compute_failed_and_what_to_do(tmp_path, 
     usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", f"{tmp_path}/probe/", tmp_path / "probe.log", script)
     assert usable is False
     assert reason.startswith("the Nsight Compute probe failed at 'import nsight'") and "What to do:" in reason, reason
+
+
+# ---------------------------------------------------------------- finding or installing ncu, on a simulated machine
+def machine_path(tmp_path, monkeypatch, **options):
+    """A FakeMachine's executables (tests/fake_env.py) on PATH, in this process, for the helpers to call."""
+    from fake_env import FakeMachine
+
+    machine = FakeMachine(tmp_path / "machine", **options)
+    monkeypatch.setenv("PATH", machine.build()["PATH"])
+    return machine
+
+
+def test_apt_unreachable_tries_each_current_version_newest_first_and_quotes_apts_error(tmp_path, monkeypatch):
+    machine = machine_path(tmp_path, monkeypatch, apt="unreachable")
+    path, message = setup_helpers.install_ncu_with_apt(setup_helpers.NSIGHT_COMPUTE_APT_VERSIONS, tmp_path / "log")
+    assert path is None and "Could not resolve host" in message, message
+    assert machine.apt_installs() == ["nsight-compute-2026.3.1", "nsight-compute-2026.2.1"], (
+        "apt must try the current versions newest first, and nothing older than the floor"
+    )
+
+
+def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, monkeypatch):
+    from kernel_session import running
+
+    machine = machine_path(tmp_path, monkeypatch, apt="hangs")
+    monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "apt_update", 2)
+    path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
+    assert path is None and "apt-get update did not finish within 2 s" in message, message
+    for pid_file in ("apt.pid", "apt-helper.pid"):
+        assert not running(int((machine.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
+
+
+def test_a_working_apt_gives_the_packages_own_launcher_not_a_per_platform_copy(tmp_path, monkeypatch):
+    machine_path(tmp_path, monkeypatch)
+    path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
+    assert message == "installed nsight-compute-2026.3.1 with apt-get"
+    listed = subprocess.run(["dpkg", "-L", "nsight-compute-2026.3.1"], capture_output=True, text=True).stdout
+    launchers = [Path(line) for line in listed.split() if line.endswith("/ncu")]
+    assert len(launchers) > 1 and path == min(launchers, key=lambda launcher: len(launcher.parts)), (path, launchers)
+
+
+def test_a_current_ncu_behind_an_old_one_on_path_is_chosen_without_apt(tmp_path, monkeypatch):
+    machine = machine_path(tmp_path, monkeypatch, path_ncus=["2025.1.1", "2026.2.1"])
+    path, message = setup_helpers.find_or_install_ncu("auto", None, tmp_path / "log")
+    assert path == machine.root / "path-ncu-2026.2.1" / "ncu" and "already there" in message, (path, message)
+    assert machine.calls("apt-get") == [], "a current ncu was on PATH: apt-get must not run"
+    environ = {"PATH": os.environ["PATH"]}
+    setup_helpers.put_first_on_path(path.parent, environ)
+    entries = environ["PATH"].split(os.pathsep)
+    assert entries[0] == str(path.parent) and entries.count(str(path.parent)) == 1
+
+
+def test_offline_an_old_ncu_is_named_and_apt_is_not_tried(tmp_path, monkeypatch):
+    machine = machine_path(tmp_path, monkeypatch, path_ncus=["2025.3.1"])
+    path, message = setup_helpers.find_or_install_ncu("auto", tmp_path / "wheelhouse", tmp_path / "log")
+    assert path is None and machine.calls("apt-get") == [], message
+    assert "found: 2025.3.1 at" in message and "apt-get was not tried" in message and "NCU_PATH" in message
+
+
+def test_a_probe_that_hangs_is_stopped_and_named(tmp_path, monkeypatch):
+    monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "probe", 2)
+    hangs = "import time\ntime.sleep(60)"
+    usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", "prefix/", tmp_path / "probe.log", hangs)
+    assert not usable and "the Nsight Compute probe did not finish within 2 s" in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("error", "remedy"),
+    [
+        ("ProfilerException: PROFILING FAILED \nErrors:\n- ==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+         "permission", "NVreg_RestrictProfilingToAdminUsers=0"),
+        ("ProfilerException: NVIDIA Nsight Compute 2026.2.1.0 or later is required, but found 2025.3.1.0",
+         f"Nsight Compute {setup_helpers.NCU_FLOOR}+ first on PATH"),
+        ("ModuleNotFoundError: No module named 'torch'", "CUDA build of PyTorch"),
+    ],
+)  # fmt: skip
+def test_probe_failures_name_cause_and_remedy(error, remedy):
+    text = setup_helpers.explain_probe_failure({"stage": "profile one kernel", "error": error})
+    assert remedy in text and "profile one kernel" in text
+    if "==ERROR==" in error:
+        assert "ERR_NVGPUCTRPERM" in text, "the cause sits on a later line of nsight's message: it must be shown"

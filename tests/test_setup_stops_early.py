@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK, cell_by_id
 from fake_env import FakeMachine, clean_environment
 from kernel_session import KernelSession
+from support import NOTEBOOK, cell_by_id
 
 from plumbing.cells import section_of
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import cell_by_id
+from support import cell_by_id
 
 
 @pytest.fixture(scope="module")

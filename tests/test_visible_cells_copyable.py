@@ -16,22 +16,19 @@ from __future__ import annotations
 
 import builtins
 import symtable
-import sys
 
-from conftest import ROOT, cells_with_section
+import notebook_format
 from notebook_ast import cell_python
+from support import cells_with_section
 
 from plumbing.figures import FIGURE_HELPERS
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_format  # noqa: E402
-
 # What section 1 reports in its environment table: a learner's own notebook gets these from its own setup.
-SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "USE_NCU", "OUT_DIR", "QUIET", "NCU_ONLY_SKIP"}
+SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "USE_NCU", "OUT_DIR", "QUIET"}
 # IPython gives every notebook these without an import.
 NOTEBOOK_BUILTINS = {"display", "get_ipython", "In", "Out"}
 # Section 9: the CUPTI side runs in a second Python process. The plots: one folded module draws every picture.
-PLUMBING_ENTRY_POINTS = {"run_cupti_child", *FIGURE_HELPERS}
+PLUMBING_ENTRY_POINTS = {"run_cupti_child", "CUPTI_CHILD_SOURCE", *FIGURE_HELPERS}
 SETUP_SECTION = 1
 
 

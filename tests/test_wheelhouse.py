@@ -8,10 +8,8 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import make_wheelhouse  # noqa: E402
+import make_wheelhouse
+from support import ROOT
 
 RECORDING_PIP = textwrap.dedent(
     """\

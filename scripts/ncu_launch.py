@@ -1,0 +1,423 @@
+"""Nsight Compute launch mode for scripts/record_ncu.py: what it patches in nsight-python, the ncu commands it builds.
+
+nsight's NCUCollector.collect runs unchanged; ProfiledCalls replaces the module-level functions it calls
+(PATCHED_FUNCTIONS). In the outer process launch_ncu starts `ncu <nsight's own flags> python3 record_ncu.py --inner
+--call N-k`; in the inner one (under ncu) the section's earlier calls are served and call k runs nsight's own profile
+session. Every ncu started here, and every ncu a notebook cell starts in the outer process (NcuGuard), gets
+`--clock-control none`. See scripts/record_ncu.py for the whole picture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from recordings import RecorderError, decode, encode, log_line, recording_folders
+
+NSIGHT_VERSION = "1.1.0"
+RECORDER = Path(__file__).resolve().parent / "record_ncu.py"
+# The GPU runner is shared: its clocks must stay as they are, so every ncu there gets `--clock-control none`.
+# A call that asks for another clock control (section 4's clock_control="base") is never run here: it is served
+# from a committed recording that already holds it (made before this rule), and labelled with that recording.
+RUNNER_CLOCK_CONTROL = "none"
+NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, the replay of its section's cells included
+
+
+# ---------------------------------------------------------------- what the recorder patches in nsight
+# NCUCollector.collect runs unchanged; the recorder replaces the module-level functions it calls. Each entry: the
+# module, the function, and the parameters the replacement relies on (None: called without arguments that matter).
+PATCHED_FUNCTIONS = (
+    ("nsight.tools_manager", "activate", ["tool"]),
+    ("nsight.collection.ncu", "begin_profiling", []),
+    ("nsight.collection.ncu", "end_profiling", []),
+    ("nsight.collection.ncu", "launch_ncu",
+     ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"]),
+    ("nsight.collection.core", "run_profile_session",
+     ["func", "configs", "runs", "verbosity", "thermal_mode", "thermal_wait", "thermal_cont", "thermal_timeout",
+      "thermal_device", "info_collectors_list", "output_prefix"]),
+    ("nsight.extraction", "extract_df_from_report",
+     ["report_path", "metrics", "configs", "iterations", "func", "derive_metric", "ignore_kernel_list", "verbosity",
+      "combine_kernel_metrics", "info_collectors_list", "config_scope_columns", "annotation_scope_columns",
+      "info_prefix"]),
+)  # fmt: skip
+# The names NCUCollector.collect must still use for the patches to take effect (its code object's names).
+COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report")
+COLLECT_IMPORTS = ("activate", "get_active_tool")  # imported inside collect from nsight.tools_manager
+ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
+
+
+def nsight_internals_problems() -> list[str]:
+    """What moved in the installed nsight-python, against what the recorder patches ([] if nothing)."""
+    import importlib
+    import inspect
+
+    from nsight.collection import ncu
+
+    problems = []
+    for module_name, name, parameters in PATCHED_FUNCTIONS:
+        function = getattr(importlib.import_module(module_name), name, None)
+        if function is None:
+            problems.append(f"{module_name}.{name} is gone")
+        elif list(inspect.signature(function).parameters)[: len(parameters)] != parameters:
+            problems.append(
+                f"{module_name}.{name} takes ({', '.join(inspect.signature(function).parameters)}), "
+                f"the recorder expects ({', '.join(parameters)})"
+            )
+    collect = getattr(getattr(ncu, "NCUCollector", None), "collect", None)
+    if collect is None:
+        return [*problems, "nsight.collection.ncu.NCUCollector.collect is gone"]
+    code = collect.__code__
+    problems += [f"NCUCollector.collect no longer calls {name}" for name in COLLECT_USES if name not in code.co_names]
+    problems += [
+        f"NCUCollector.collect no longer imports {name} from nsight.tools_manager"
+        for name in COLLECT_IMPORTS
+        if name not in code.co_varnames + code.co_names
+    ]
+    return problems
+
+
+def check_nsight_internals():
+    """Fail with what moved unless nsight-python still has the functions the recorder patches, as it calls them."""
+    import nsight
+
+    problems = nsight_internals_problems()
+    if problems:
+        raise RecorderError(
+            f"scripts/record_ncu.py patches functions that NCUCollector.collect calls, and nsight-python "
+            f"{nsight.__version__} moved them: " + "; ".join(problems) + ". Port PATCHED_FUNCTIONS and ProfiledCalls "
+            f"to this release, or install nsight-python=={NSIGHT_VERSION} (the release it was written for)."
+        )
+    if nsight.__version__ != NSIGHT_VERSION:
+        log_line(
+            f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing it patches moved"
+        )
+
+
+def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
+    """The ncu command nsight's own launch_ncu builds for attach mode, captured instead of started."""
+    from nsight.collection import ncu
+
+    captured = []
+
+    class Capture:
+        @staticmethod
+        def Popen(command, *args, **kwargs):  # noqa: N802 - stands in for subprocess.Popen
+            captured.append(list(command))
+
+    saved, ncu.subprocess = ncu.subprocess, Capture
+    try:
+        _, report_path, log_path = launch_ncu(
+            report_path, metrics, cache_control, clock_control, replay_mode, verbosity
+        )
+    finally:
+        ncu.subprocess = saved
+    if len(captured) != 1:
+        raise RecorderError(f"nsight's launch_ncu started {len(captured)} processes, the recorder expects one")
+    return captured[0], log_path
+
+
+def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]:
+    """nsight's attach command as a launch command: its flags, minus the attach-only ones, plus --nvtx (launch mode
+    filters NVTX ranges only with it), running `program` under the given ncu."""
+    flags = list(attach[1:])
+    for option, value in ATTACH_ONLY_OPTIONS.items():
+        if option not in flags or (value is not None and flags[flags.index(option) + 1] != value):
+            raise RecorderError(f"nsight's ncu command has no '{option} {value or '...'}': {' '.join(attach)}")
+        at = flags.index(option)
+        del flags[at : at + 2]
+    if "--clock-control" not in flags or flags[flags.index("--clock-control") + 1] != RUNNER_CLOCK_CONTROL:
+        raise RecorderError(f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL}: {' '.join(attach)}")
+    return [ncu, "--nvtx", *flags, *program]
+
+
+def inner_program(work: Path, key: str) -> list[str]:
+    """What ncu runs for profiled call `key` (section-index): this script, replaying that section up to the call."""
+    return [sys.executable, str(RECORDER), "--inner", "--work", str(work), "--call", key]
+
+
+class InnerDone(BaseException):
+    """The inner process profiled its call: stop replaying cells."""
+
+
+class NcuRun:
+    """What collect waits on: the ncu process running the inner replay (outer), or nothing (inner)."""
+
+    def __init__(self, calls: ProfiledCalls, call: dict | None = None, process=None, output: Path | None = None):
+        self.calls, self.call, self.process, self.output = calls, call, process, output
+
+    def wait(self) -> int:
+        if self.process is None:
+            return 0
+        return self.calls.finished(self.call, self.process, self.output)
+
+
+class ProfiledCalls:
+    """The replacements for the functions NCUCollector.collect calls, in the outer process or in an inner one.
+
+    Outer: launch_ncu starts `ncu <nsight's own flags> python3 record_ncu.py --inner --call N-k` (call k of section
+    N); the profile session is left to that inner process; nsight's own extraction then reads the report. Inner
+    (under ncu): the section's calls before k return what the outer extracted; call k runs nsight's own profile
+    session, then the process ends.
+    """
+
+    def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
+        self.work, self.role, self.target, self.ncu = work, role, target, ncu
+        self.log = log or log_line
+        self.per_section: dict = {}  # section -> calls collect started there
+        self.key = ""  # the call collect is in: "<section>-<k>"
+        self.where = (None, None)  # (section, cell id) being executed
+        self.calls: list[dict] = []  # outer: what each call did
+        self.allowed = True
+        self.original: dict[str, object] = {}
+
+    def install(self):
+        import importlib
+
+        from nsight.collection import ncu
+
+        if ncu.injection_load_error is not None:
+            raise RecorderError(
+                f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); the recorder "
+                "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported (main() sets it)"
+            )
+
+        replacements = {
+            "activate": self.activate,
+            "begin_profiling": self.no_injection,
+            "end_profiling": self.no_injection,
+            "launch_ncu": self.launch_ncu,
+            "run_profile_session": self.run_profile_session,
+            "extract_df_from_report": self.extract_df_from_report,
+        }
+        for module_name, name, _ in PATCHED_FUNCTIONS:
+            module = importlib.import_module(module_name)
+            self.original[name] = getattr(module, name)
+            setattr(module, name, replacements[name])
+
+    def uninstall(self):
+        import importlib
+
+        for module_name, name, _ in PATCHED_FUNCTIONS:
+            if name in self.original:
+                setattr(importlib.import_module(module_name), name, self.original.pop(name))
+
+    def _stored(self, key: str) -> Path:
+        return self.work / "calls" / f"{key}.pkl"  # scratch between outer and inner, never committed
+
+    def next_key(self) -> str:
+        section = self.where[0]
+        self.per_section[section] = self.per_section.get(section, -1) + 1
+        self.key = f"{section}-{self.per_section[section]}"
+        return self.key
+
+    # ---- the replacements
+    def activate(self, tool):
+        from nsight.tools_manager import Tool
+
+        if tool != Tool.NCU:
+            return self.original["activate"](tool)
+        return None  # ncu launched this process: there is no injection library to load
+
+    def no_injection(self):
+        """begin/end profiling: in launch mode ncu profiles the NVTX ranges nsight opens; nothing to call."""
+
+    def launch_ncu(self, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
+        if not self.allowed:
+            raise RecorderError(f"cell {self.where[1]!r} called a benchmark, but it is run only for its definitions")
+        index = self.next_key()
+        attach, log_path = nsight_attach_command(
+            self.original["launch_ncu"], report_path, metrics, cache_control, clock_control, replay_mode, verbosity
+        )
+        if self.role == "inner":
+            return NcuRun(self), report_path, log_path
+        if clock_control != RUNNER_CLOCK_CONTROL:  # never run here: served from a committed recording
+            call = {"index": index, "section": self.where[0], "cell": self.where[1], "serve": True}
+            self.calls.append({**call, "cache_control": cache_control, "clock_control": clock_control})
+            return NcuRun(self), report_path, log_path
+        command = launch_command(attach, self.ncu, inner_program(self.work, index))
+        call = {
+            "index": index,
+            "section": self.where[0],
+            "cell": self.where[1],
+            "metrics": list(metrics),
+            "cache_control": cache_control,
+            "clock_control": clock_control,
+            "replay_mode": replay_mode,
+            "report": os.path.relpath(report_path, self.work),
+            "command": " ".join(command).replace(str(self.work), "WORK"),
+            "nsight_attach_command": " ".join(attach).replace(str(self.work), "WORK"),
+        }
+        self.calls.append(call)
+        output = self.work / "calls" / f"{index}.out"
+        with open(output, "w") as sink:
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
+        call["started"] = time.perf_counter()
+        return NcuRun(self, call, process, output), report_path, log_path
+
+    def run_profile_session(self, func, configs, runs, *args, **kwargs):
+        if self.role == "outer":  # the inner process runs it, under ncu
+            plain = [tuple(c) if isinstance(c, (list, tuple)) else c for c in configs]
+            self.calls[-1].update(benchmark=func.__name__, runs=runs, configs=encode(plain))
+            if self.calls[-1].get("serve"):
+                return None
+            settings = f"{self.calls[-1]['cache_control']}/{self.calls[-1]['clock_control']} runs={runs}"
+            self.log(f"[record] call {self.key}: section {self.where[0]} {func.__name__} {settings} "
+                     f"configs={len(configs)} metrics={self.calls[-1]['metrics']}")  # fmt: skip
+            return None
+        if self.key != self.target:
+            return None  # served from the outer's extraction below
+        started = time.perf_counter()
+        self.original["run_profile_session"](func, configs, runs, *args, **kwargs)
+        import torch
+
+        torch.cuda.synchronize()
+        session = {"session_s": time.perf_counter() - started}
+        (self.work / "calls" / f"{self.key}.session.json").write_text(json.dumps(session))
+        raise InnerDone()
+
+    def finished(self, call: dict, process, output: Path) -> int:
+        """The outer's wait for ncu: its exit, wall time, the inner's session time and the ends of both logs."""
+        returncode = process.wait(timeout=NCU_CALL_TIMEOUT_S)
+        call["ncu_wall_s"] = round(time.perf_counter() - call.pop("started"), 2)
+        session = self.work / "calls" / f"{call['index']}.session.json"
+        call["session_s"] = round(json.loads(session.read_text())["session_s"], 2) if session.exists() else None
+        call["ncu_exit"] = returncode
+        call["process_output_tail"] = output.read_text(errors="replace").strip().splitlines()[-15:]
+        log_path = self.work / call["report"].replace(".ncu-rep", ".log")
+        call["ncu_log_tail"] = log_path.read_text().strip().splitlines()[-8:] if log_path.exists() else []
+        self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s (session {call['session_s']} s)")
+        if returncode != 0 or call["session_s"] is None:
+            raise RecorderError(
+                f"ncu or the inner process failed for call {call['index']} ({call.get('benchmark')}): exit {returncode}"
+                "\n" + "\n".join(call["process_output_tail"] + call["ncu_log_tail"])
+            )
+        return returncode
+
+    def extract_df_from_report(self, report_path, metrics, configs, iterations, func, *args, **kwargs):
+        index = self.key
+        if self.role == "inner":  # a call before the target: what the outer extracted
+            kind, payload = pickle.loads(self._stored(index).read_bytes())
+            if kind == "error":
+                raise payload
+            return payload
+        import inspect
+
+        call = self.calls[-1]
+        if call.pop("serve", False):
+            return self.serve_committed(index, call)
+        extract = self.original["extract_df_from_report"]
+        bound = inspect.signature(extract).bind(report_path, metrics, configs, iterations, func, *args, **kwargs)
+        call["combine_kernel_metrics"] = getattr(bound.arguments.get("combine_kernel_metrics"), "__name__", None)
+        call["tag"] = f"{func.__name__}-{func._nspy_run_id}"
+        try:
+            raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
+        except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
+            call["error"] = {"type": type(error).__name__, "message": str(error)}
+            self._stored(index).write_bytes(pickle.dumps(("error", error)))
+            self.log(f"[record]   nsight raised {type(error).__name__}: {str(error).splitlines()[0]}")
+            raise
+        call["raw_frame"] = encode(raw)
+        call["report_bytes"] = Path(report_path).stat().st_size
+        self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
+        return raw
+
+    def serve_committed(self, index: int, call: dict):
+        """A call this machine must not run (clock control other than none), from the committed recording."""
+        keys = ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")
+        wanted = {key: call[key] for key in keys}
+        found = committed_call(wanted)
+        if found is None:
+            raise RecorderError(
+                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for clock_control="
+                f"{call['clock_control']!r}, which this recorder refuses: the GPU runner is shared and its clocks "
+                f"must stay as they are (ncu gets --clock-control {RUNNER_CLOCK_CONTROL}). No committed recording "
+                f"holds this call ({wanted}) to reuse. Run it on a GPU of your own, or change the notebook's call."
+            )
+        call.update(metrics=found["call"]["metrics"], served_from=found["source"], raw_frame=found["call"]["raw_frame"])
+        self.log(f"[record] call {index}: section {call['section']} {call['benchmark']} clock_control="
+                 f"{call['clock_control']!r} not run here; served from {found['source']['label']}")  # fmt: skip
+        raw = decode(found["call"]["raw_frame"])
+        self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
+        return raw
+
+
+def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | None:
+    """{"call", "source"} of a committed call with the same section, benchmark, settings and configs, or None.
+
+    `source` names the recording that actually ran it (kept through later recordings that served it again).
+    """
+    for folder in folders if folders is not None else recording_folders():
+        recording = json.loads((folder / "recording.json").read_text())
+        for call in recording.get("calls", []):
+            if all(call.get(key) == value for key, value in wanted.items()) and call.get("raw_frame"):
+                provenance = recording.get("provenance", {})
+                source = call.get("served_from") or {
+                    "folder": folder.name,
+                    "created_utc": recording.get("created_utc"),
+                    "notebook_commit": provenance.get("notebook_commit"),
+                    "gpu": provenance.get("gpu"),
+                    "ncu_version": provenance.get("ncu_version"),
+                    "call_index": call.get("index"),
+                    "label": f"the recording of {recording.get('created_utc')} in {folder.name} (notebook commit "
+                    f"{str(provenance.get('notebook_commit'))[:7]})",
+                }
+                return {"call": call, "source": source}
+    return None
+
+
+def child_env(work: Path) -> dict:
+    env = dict(os.environ)
+    env.update(NSPY_NCU_INIT_AT_IMPORT="0", NSPY_TUTORIAL_OUT=str(work / "out"), MPLBACKEND="Agg")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+# ---------------------------------------------------------------- every ncu that profiles leaves the clocks alone
+# Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
+QUERY_OPTIONS = ("--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import")
+
+
+class NcuGuard:
+    """subprocess.Popen for the outer process: an ncu command that profiles must carry `--clock-control none`.
+
+    Counts and times the ncu processes the notebook's own cells start (section 10's command line)."""
+
+    def __init__(self, ncu: str):
+        self.ncu, self.runs = ncu, []
+        self.saved = subprocess.Popen
+        guard = self
+
+        class GuardedPopen(subprocess.Popen):
+            def __init__(self, args, *rest, **kwargs):
+                guard.check(args)
+                super().__init__(args, *rest, **kwargs)
+
+        self.popen = GuardedPopen
+
+    def is_ncu(self, program) -> bool:
+        return Path(str(program)).name == "ncu" or str(program) == self.ncu
+
+    def check(self, args) -> None:
+        argv = [str(arg) for arg in (args if isinstance(args, (list, tuple)) else [args])]
+        if not argv or not self.is_ncu(argv[0]) or any(option in argv for option in QUERY_OPTIONS):
+            return
+        at = argv.index("--clock-control") if "--clock-control" in argv else -1
+        if at < 0 or at + 1 >= len(argv) or argv[at + 1] != RUNNER_CLOCK_CONTROL:
+            raise RecorderError(
+                f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is shared; its "
+                f"clocks stay as they are): {' '.join(argv)}"
+            )
+        if str(RECORDER) not in argv:  # a profiled call's ncu is counted with its call, not here
+            self.runs.append(" ".join(argv))
+
+    def __enter__(self):
+        subprocess.Popen = self.popen
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.Popen = self.saved

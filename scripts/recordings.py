@@ -1,0 +1,536 @@
+"""The recording library: what scripts/record_ncu.py, scripts/record_cupti.py and scripts/render_recorded.py share.
+
+A recording runs the notebook's own cells, by id, on a GPU machine, following the plan in plumbing/cells.py
+(SECTION_PLAN: which cells define and which run each section). It keeps, for every cell it executed, the source as
+executed, what the cell printed (and the value its last line showed), and the values the cell bound; and per
+section its status, its cost and the commit it was recorded from. On a CPU, the tests and the recorded page run the
+same notebook's define and analysis cells on those values; a run cell is never run again there: it is shown with the
+source that printed its output (the recording's, which may be older than the notebook's).
+
+    recording.json          Nsight Compute, launch mode (scripts/record_ncu.py), in docs/verified/<gpu>-ncu-<version>/
+    cupti_recording.json    CUPTI (scripts/record_cupti.py), in docs/verified/<gpu>-cupti-recording/
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import io
+import json
+import linecache
+import lzma
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
+    sys.path.insert(0, str(ROOT))
+from plumbing.cells import REPORT_FOLDERS, SECTION_PLAN, SHARED_NAMES, section_of  # noqa: E402
+
+NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
+VERIFIED = ROOT / "docs" / "verified"
+RECORDING_FILES = {"ncu": "recording.json", "cupti": "cupti_recording.json"}
+FORMAT = 2  # 2: per-cell sources, outputs and values, per-section status and cost
+
+
+class RecorderError(RuntimeError):
+    """Something a recorder cannot work around; the message says what to do."""
+
+
+# ---------------------------------------------------------------- the notebook's cells and the plan
+def load_cells(path: Path = NOTEBOOK) -> list[dict]:
+    notebook = json.loads(Path(path).read_text())
+    return [
+        {"id": cell.get("id"), "type": cell["cell_type"], "source": "".join(cell["source"])}
+        for cell in notebook["cells"]
+    ]
+
+
+def cell_source(cells: list[dict], cell_id: str) -> str:
+    for cell in cells:
+        if cell["id"] == cell_id:
+            if cell["type"] != "code":
+                raise RecorderError(f"notebook cell {cell_id!r} is {cell['type']}, not code")
+            return cell["source"]
+    raise RecorderError(
+        f"the notebook has no code cell with id {cell_id!r}; the recorders run the notebook's cells by id "
+        "(plumbing/cells.py: SECTION_PLAN). Update SECTION_PLAN there if the notebook's cell ids changed."
+    )
+
+
+def section_cells(cells: list[dict], number: int) -> list[dict]:
+    """The cells of section `number` (plumbing/cells.py), in notebook order."""
+    return [cell for cell in cells if section_of(cell["id"]) == number]
+
+
+def opener_id(number: int) -> str:
+    """The folded cell that opens section `number` (begin_section)."""
+    return f"s{number}-open"
+
+
+ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is open or analysis
+REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
+
+
+def role_of(cell_id: str, number: int) -> str:
+    """open, define, gpu_define, run or analysis: what a code cell of section `number` does, by the plan."""
+    if cell_id == opener_id(number):
+        return "open"
+    return next((role for role in ROLES if cell_id in SECTION_PLAN[number].get(role, ())), "analysis")
+
+
+def planned_cells(number: int) -> set[str]:
+    return {opener_id(number), *(cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ()))}
+
+
+def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
+    """(cell id, role) of section `number`'s code cells, in notebook order; every planned cell must exist."""
+    if number not in SECTION_PLAN:
+        raise RecorderError(f"section {number} is not in plumbing/cells.py's SECTION_PLAN: {sorted(SECTION_PLAN)}")
+    code = [cell["id"] for cell in section_cells(cells, number) if cell["type"] == "code"]
+    steps = [(cell_id, role_of(cell_id, number)) for cell_id in code]
+    missing = sorted(planned_cells(number) - {cell_id for cell_id, _ in steps})
+    if missing:
+        raise RecorderError(
+            f"section {number}'s plan names cells the notebook does not have in that section: {missing}. "
+            "Update SECTION_PLAN in plumbing/cells.py to the notebook's cell ids."
+        )
+    return steps
+
+
+def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
+    return [cell_id for cell_id, role in section_steps(cells, number) if role == "analysis"]
+
+
+def top_level_names(source: str) -> set[str]:
+    """Names a cell binds at top level (def, class, assignment), those inside its `if` blocks too (`if USE_NCU:`
+    wraps the body of every cell that needs Nsight Compute)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return _bound_names(tree.body)
+
+
+def _bound_names(body) -> set[str]:
+    names = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.If):
+            names |= _bound_names(node.body) | _bound_names(node.orelse)
+    return names
+
+
+def prelude_cell_ids(cells: list[dict]) -> list[str]:
+    """The harness cells, then, in notebook order, the define cells of sections that bind SHARED_NAMES."""
+    ids = ["harness", "setup-helpers"]
+    missing = set(SHARED_NAMES)
+    for cell in cells:
+        if cell["type"] != "code" or cell["id"] in ids or section_of(cell["id"]) in (None, 1):
+            continue
+        defined = top_level_names(cell["source"]) & set(SHARED_NAMES)
+        if defined:
+            ids.append(cell["id"])
+            missing -= defined
+    if missing:
+        raise RecorderError(f"no notebook cell defines {sorted(missing)} (plumbing/cells.py: SHARED_NAMES)")
+    return ids
+
+
+def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
+    """Names the sections' visible define cells bind: the benchmark settings a recording must match.
+
+    The folded define cells (section 9's CUPTI child) are plumbing, not settings.
+    """
+    names = set()
+    for number in sections:
+        for cell_id in (*SECTION_PLAN[number]["define"], *SECTION_PLAN[number].get("gpu_define", ())):
+            source = cell_source(cells, cell_id)
+            if not source.lstrip().startswith("# @title"):
+                names |= top_level_names(source)
+    return names
+
+
+def parse_sections(text: str | None, allowed) -> list[int]:
+    """`--sections 2,3,9` (or 2-5) as numbers; every one must be in `allowed`. None: all of them."""
+    if not text:
+        return sorted(allowed)
+    numbers: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            numbers |= set(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or 2-5") from None
+    wrong = sorted(numbers - set(allowed))
+    if wrong:
+        raise RecorderError(f"--sections {text!r}: this recorder records sections {sorted(allowed)}, not {wrong}")
+    return sorted(numbers)
+
+
+# ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
+def encode(value):
+    """JSON for frames (with dtypes and a named index), series, dicts with any keys, tuples, numpy scalars."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame):
+        columns = [str(column) for column in value.columns]
+        data = {str(column): [encode(item) for item in value[column].tolist()] for column in value.columns}
+        dtypes = {str(column): str(dtype) for column, dtype in value.dtypes.items()}
+        spec = {"columns": columns, "dtypes": dtypes, "data": data}
+        if not isinstance(value.index, pd.RangeIndex) or value.index.name or value.columns.name:
+            spec.update(
+                index=encode(value.index.tolist()), index_name=value.index.name, columns_name=value.columns.name
+            )
+        return {"__frame__": spec}
+    if isinstance(value, pd.Series):
+        return {"__series__": {"name": encode(value.name), "index": encode(value.index.tolist()),
+                               "values": encode(value.tolist()), "dtype": str(value.dtype)}}  # fmt: skip
+    if isinstance(value, dict):
+        return {"__dict__": [[encode(key), encode(item)] for key, item in value.items()]}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode(item) for item in value]}
+    if isinstance(value, list):
+        return [encode(item) for item in value]
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None  # JSON has no NaN or infinity
+    if isinstance(value, (str, Path)):
+        return str(value)
+    return {"__repr__": repr(value)}
+
+
+def decode(value):
+    import pandas as pd
+
+    if isinstance(value, list):
+        return [decode(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if "__frame__" in value:
+        spec = value["__frame__"]
+        frame = pd.DataFrame({column: spec["data"][column] for column in spec["columns"]}, columns=spec["columns"])
+        for column, dtype in spec["dtypes"].items():
+            if dtype == "object":
+                frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+            else:
+                frame[column] = frame[column].astype(dtype)
+        if "index" in spec:
+            frame.index = pd.Index(decode(spec["index"]), name=spec["index_name"])
+            frame.columns.name = spec["columns_name"]
+        return frame
+    if "__series__" in value:
+        spec = value["__series__"]
+        series = pd.Series(decode(spec["values"]), index=decode(spec["index"]), name=decode(spec["name"]))
+        return series if spec["dtype"] == "object" else series.astype(spec["dtype"])
+    if "__dict__" in value:
+        return {_hashable(decode(key)): decode(item) for key, item in value["__dict__"]}
+    if "__tuple__" in value:
+        return tuple(decode(item) for item in value["__tuple__"])
+    if "__repr__" in value:
+        return value["__repr__"]
+    return {key: decode(item) for key, item in value.items()}
+
+
+def _hashable(key):
+    return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
+
+
+PLAIN_TYPES = (int, float, str, bool, list, tuple, dict, Path, type(None))
+
+
+def recordable(value) -> bool:
+    """A value a recording keeps: plain data, frames, series, numpy scalars (not tensors, functions or modules)."""
+    if isinstance(value, PLAIN_TYPES):
+        return True
+    return type(value).__module__.split(".")[0] in ("pandas", "numpy")
+
+
+# ---------------------------------------------------------------- running one cell
+def log_line(text: str) -> None:
+    """A recorder's own log: straight to the terminal, never into a cell's captured output."""
+    sys.__stdout__.write(f"{text}\n")
+    sys.__stdout__.flush()
+
+
+def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> dict:
+    """Execute one cell's source in namespace as a notebook would (the last expression's value is shown).
+
+    Returns {"source", "output", "variables"}: the source as executed, what it printed (plus the shown value's
+    text), and the recordable values it bound or rebound. An exception propagates, after the output so far is kept
+    in the exception's `cell_output` attribute.
+    """
+    buffer = io.StringIO()
+
+    class Tee(io.TextIOBase):
+        def write(self, text):
+            buffer.write(text)
+            return sys.__stdout__.write(text) if echo else len(text)
+
+    filename = f"<notebook cell {cell_id}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # for inspect
+    tree = ast.parse(source, filename)
+    shown = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    before = {name: id(value) for name, value in namespace.items()}
+    try:
+        with contextlib.redirect_stdout(Tee()):
+            exec(compile(tree, filename, "exec"), namespace)
+            if shown is not None:
+                value = eval(compile(ast.Expression(shown.value), filename, "eval"), namespace)
+                if value is not None:
+                    print(value)
+    except BaseException as error:
+        error.cell_output = buffer.getvalue()
+        raise
+    bound = {
+        name: value
+        for name, value in namespace.items()
+        if not name.startswith("_") and before.get(name) != id(value) and recordable(value)
+    }
+    return {"source": source, "output": buffer.getvalue(), "variables": bound}
+
+
+# What the notebook's cells import beyond its pins (analysis cells display tables and plots): the harness's
+# requirements bring them; a fresh GPU runner gets them from scripts/setup_gpu_runner.
+CELL_MODULES = ("IPython", "matplotlib", "numpy", "pandas")
+
+
+def require_cell_modules(modules=CELL_MODULES) -> None:
+    """Stop before anything runs, naming what to install, unless this Python can import what the cells import."""
+    import importlib.util
+
+    def importable(name):
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ImportError:  # a finder that refuses it
+            return False
+
+    missing = [name for name in modules if not importable(name)]
+    if missing:
+        raise RecorderError(
+            f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
+            "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
+            "python3 -m pip install -r requirements-harness.txt"
+        )
+
+
+# ---------------------------------------------------------------- provenance
+def notebook_commit() -> str:
+    if os.environ.get("NSPY_RECORD_COMMIT"):
+        return os.environ["NSPY_RECORD_COMMIT"]
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def notebook_sha256(path: Path = NOTEBOOK) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def source_sha256(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def importlib_version(name: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def gpu_slug(gpu: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200': the start of a recording folder's name."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+
+
+def work_folder(default_name: str) -> Path:
+    """A recorder's scratch folder (NSPY_RECORD_WORK, else ./<default_name>), emptied; git ignores both defaults."""
+    work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / default_name)).resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    return work
+
+
+# ---------------------------------------------------------------- the recording file
+def cell_entry(number, role: str, run: dict, commit: str, created: str, failed: bool = False) -> dict:
+    return {
+        "section": number,
+        "role": role,
+        "source": run["source"],
+        "sha256": source_sha256(run["source"]),
+        "output": run["output"],
+        "failed": failed,
+        "variables": {name: encode(value) for name, value in sorted(run.get("variables", {}).items())},
+        "notebook_commit": commit,
+        "recorded_utc": created,
+    }
+
+
+def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
+    """A recording of `sections` over an older one of the same kind: the other sections stay as they were."""
+    if not old or old.get("format") != FORMAT or old.get("mode") != new["mode"]:
+        return new
+    keep = set(map(str, sections))
+    merged = dict(new)
+    merged["sections"] = {**{k: v for k, v in old["sections"].items() if k not in keep}, **new["sections"]}
+    kept_cells = {k: v for k, v in old["cells"].items() if v["section"] is not None and str(v["section"]) not in keep}
+    shared = {k: v for k, v in new["cells"].items() if v["section"] is None and k not in kept_cells}
+    recorded = {k: v for k, v in new["cells"].items() if v["section"] is not None}
+    merged["cells"] = {**shared, **kept_cells, **recorded}
+    merged["cells"] = dict(sorted(merged["cells"].items(), key=lambda item: _cell_order(item[1])))
+    for key in ("calls", "figures"):
+        if key in new:
+            others = [item for item in old.get(key, []) if str(item.get("section")) not in keep]
+            merged[key] = sorted(others + new[key], key=lambda item: item.get("section") or 0)
+    if "define_values" in new:
+        merged["define_values"] = {**old.get("define_values", {}), **new["define_values"]}
+    merged["sections_recorded_last"] = sections
+    return merged
+
+
+def _cell_order(entry: dict) -> int:
+    return -1 if entry["section"] is None else entry["section"]
+
+
+def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
+    path = Path(dest) / RECORDING_FILES[recording["mode"]]
+    old = json.loads(path.read_text()) if path.exists() else None
+    merged = merge(old, recording, sections)
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged, indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def recording_file(folder: Path) -> Path:
+    for name in RECORDING_FILES.values():
+        if (Path(folder) / name).exists():
+            return Path(folder) / name
+    raise RecorderError(f"{folder} holds no {' or '.join(RECORDING_FILES.values())}")
+
+
+def load_recording(folder: Path) -> dict:
+    """A recording with its values decoded: each cell's `variables`, and `variables`, every cell's in the order
+    they ran (a later cell's value of a name wins, as in the notebook)."""
+    recording = json.loads(recording_file(folder).read_text())
+    if recording.get("format") != FORMAT:
+        raise RecorderError(f"{folder}: recording format {recording.get('format')}, this library reads {FORMAT}")
+    recording["environment"] = decode(recording["environment"])
+    recording["variables"] = {}
+    for entry in recording["cells"].values():
+        entry["variables"] = {name: decode(value) for name, value in entry["variables"].items()}
+        recording["variables"].update(entry["variables"])
+    return recording
+
+
+def recording_folders(mode: str = "ncu", root: Path = ROOT) -> list[Path]:
+    return sorted(path.parent for path in (Path(root) / "docs" / "verified").glob(f"*/{RECORDING_FILES[mode]}"))
+
+
+def recorded_sections(recording: dict) -> list[int]:
+    return sorted(int(number) for number in recording["sections"])
+
+
+# ---------------------------------------------------------------- a recording on a CPU (tests, recorded page)
+def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
+    """A folded cell for a kernel that ran the harness: section 1's names, from a recording, without a GPU.
+
+    No torch: the define cells name it only inside benchmark bodies, which never run here; the recorded values
+    stand in for the profiled calls. The backend comes from the recorded environment.
+    """
+    return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)
+import os
+import sys
+
+os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # nothing to load: the values were recorded on the GPU machine
+sys.path.insert(0, {json.dumps(str(scripts))})
+import nsight
+import numpy as np
+import recordings as _recording
+from IPython.display import Image, display
+
+RECORDING = _recording.load_recording({json.dumps(str(folder))})
+ENVIRONMENT.update(RECORDING["environment"])
+USE_NCU = RECORDING["mode"] == "ncu"
+CUPTI_REASON = "" if USE_NCU else ENVIRONMENT["cupti_reason"]
+L2_BYTES, PEAKS_LABEL, PEAKS = section_one_values(ENVIRONMENT)
+QUIET = nsight.VerbosityLevel.SILENT
+CUPTI_PACKAGES_DIR = Path("/nonexistent-cupti-dir")  # no CUPTI child runs here: section 9's CUPTI side is recorded
+"""
+
+
+def inject_source(cell_id: str) -> str:
+    """A folded cell that binds what the run cell `cell_id` bound on the GPU machine (after cpu_section_one_source)."""
+    return (
+        f"# @title What {cell_id} bound on the GPU machine (recorded)\n"
+        f'if "{cell_id}" not in RECORDING["cells"]:\n'
+        "    raise RuntimeError(\n"
+        f'        "the recording has no cell {cell_id}: re-record its section on the GPU machine "\n'
+        '        "(record_ncu.py or record_cupti.py --sections N), then run scripts/render_recorded.py"\n'
+        "    )\n"
+        f'globals().update(RECORDING["cells"]["{cell_id}"]["variables"])\n'
+    )
+
+
+def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, str]]:
+    """(cell id, role, source to run on a CPU) for section `number`: each run (and gpu_define) cell is replaced by
+    the values it bound on the GPU machine; the other cells are the notebook's own."""
+    by_id = {cell["id"]: cell for cell in cells}
+    return [
+        (cell_id, role, inject_source(cell_id) if role in REPLACED_ON_CPU else by_id[cell_id]["source"])
+        for cell_id, role in section_steps(cells, number)
+    ]
+
+
+def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
+    """Put the recorded report folders (reports decompressed) where out_prefix(<folder name>) points."""
+    written = []
+    for name in REPORT_FOLDERS:
+        if not (Path(folder) / name).is_dir():
+            continue
+        target = Path(out_dir) / name
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted((Path(folder) / name).iterdir()):
+            if path.suffix == ".xz":
+                written.append(target / path.stem)
+                written[-1].write_bytes(lzma.decompress(path.read_bytes()))
+            else:
+                written.append(target / path.name)
+                shutil.copy2(path, written[-1])
+    return written
+
+
+def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
+    """Copy the report folders of the recorded sections from a run's output folder into the recording (reports
+    xz-compressed: each embeds its kernels' cubins, megabytes of torch's)."""
+    kept = []
+    for name, number in REPORT_FOLDERS.items():
+        source = Path(out_dir) / name
+        if number not in sections or not source.is_dir():
+            continue
+        target = Path(dest) / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for path in sorted(source.iterdir()):
+            if path.suffix == ".ncu-rep":
+                (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
+            elif path.is_file():
+                shutil.copy2(path, target / path.name)
+        kept.append(name)
+    return kept
