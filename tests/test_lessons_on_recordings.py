@@ -235,8 +235,10 @@ def test_s8_clock_stays_under_the_maximum_boost_and_manual_pauses_at_the_margin_
     for mode in modes:
         if mode.group("wait") is not None:  # manual: thresholds from the lowest margin the "off" runs reached
             margin = int(match.group("margin"))
-            assert (int(mode.group("wait")), int(mode.group("cont"))) == (margin + 1, margin + 3), (
-                f"s8-run sets thermal_wait to the off runs' lowest margin + 1 and thermal_cont two above: {mode[0]}"
+            wait, cont = int(mode.group("wait")), int(mode.group("cont"))
+            assert wait == margin + 1 and wait < cont <= wait + 2, (
+                "s8-run sets thermal_wait to the off runs' lowest margin + 1 and thermal_cont at most two above "
+                f"(never above the off runs' highest margin, so that a pause can end): {mode[0]}"
             )
     if "H200" in summary["environment"]["gpu"]:  # every run recorded on the H200 so far, whatever its margin
         assert low < 0.9 * boost and "power cap" in match.group("held"), (
