@@ -42,9 +42,10 @@ NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-stalls-profile", "s10-details")
 # call leaves its report in s7_fusion; s10-profile writes its report with sections into s10_sections and
 # s10-stalls-profile its WarpStateStats report into s10_stalls (s10-details reads the first).
 REPORT_FOLDERS = {"s7_fusion": 7, "s10_sections": 10, "s10_stalls": 10}
-# Section -> the sections whose values and reports it reads: section 10 reads section 7's report and FUSION_ELEMENTS,
-# and profiles the kernel of section 6 furthest below its roof (limits_table, limits_frame, the sizes of s6-define).
-SECTION_DEPENDENCY = {10: (6, 7)}
+# Section -> the sections whose values and reports it reads: section 8 compares its loaded product with section 3's
+# unloaded one (means); section 10 reads section 7's report and FUSION_ELEMENTS, and profiles the kernel of section 6
+# furthest below its roof (limits_table, limits_frame, the sizes of s6-define).
+SECTION_DEPENDENCY = {8: (3,), 10: (6, 7)}
 
 
 def report_folders_of(number):
