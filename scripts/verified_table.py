@@ -93,6 +93,10 @@ COST_HEADER = (
 )
 
 
+# Timed per nsight call; a section whose ncu runs are its own command lines (section 10) has no such time, not 0 s.
+NSIGHT_TIMES = ("ncu_wall_s", "session_s")
+
+
 def seconds(value) -> str:
     return "not measured" if value is None else f"{value:.1f} s"
 
@@ -107,7 +111,8 @@ def cost_rows(recording_path: Path) -> list[str]:
         served = f" (+{cost['served_calls']} served)" if cost.get("served_calls") else ""
         cells = [
             name, number, cost.get("ncu_processes", "n/a"), f"{cost.get('profiled_calls', 'n/a')}{served}",
-            seconds(cost.get("ncu_wall_s")), seconds(cost.get("session_s")), seconds(cost.get("wall_s")),
+            *(seconds(cost.get(key)) if cost.get("profiled_calls") else "not measured" for key in NSIGHT_TIMES),
+            seconds(cost.get("wall_s")),
             info["notebook_commit"][:7],
         ]  # fmt: skip
         rows.append("| " + " | ".join(str(cell) for cell in cells) + " |")
