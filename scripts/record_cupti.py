@@ -110,16 +110,8 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
         "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
     }
     for number in sections:
-        info = status.get(number, {})
-        recording["sections"][str(number)] = {
-            "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
-            "reason": f"cell {failed[number]} failed" if number in failed else info.get("reason", ""),
-            "headline": info.get("headline", ""),
-            "failed_cell": failed.get(number),
-            "cost": {"wall_s": round(seconds.get(number, 0.0), 2)},
-            "notebook_commit": commit,
-            "recorded_utc": created,
-        }
+        cost = {"wall_s": round(seconds.get(number, 0.0), 2)}
+        recording["sections"][str(number)] = recordings.section_entry(number, status, failed, cost, commit, created)
     dest = dest_root / f"{recordings.gpu_slug(env['gpu'])}-cupti-recording"
     recordings.write_recording(dest, recording, sections)
     return dest, failed

@@ -375,16 +375,8 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
         "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
     }
     for number in sections:
-        info = status.get(number, {})
-        recording["sections"][str(number)] = {
-            "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
-            "reason": f"cell {failed[number]} failed" if number in failed else info.get("reason", ""),
-            "headline": info.get("headline", ""),
-            "failed_cell": failed.get(number),
-            "cost": section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0)),
-            "notebook_commit": commit,
-            "recorded_utc": created,
-        }
+        cost = section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
+        recording["sections"][str(number)] = recordings.section_entry(number, status, failed, cost, commit, created)
     path = recordings.write_recording(dest, recording, sections)
     kept = recordings.keep_report_folders(work / "out", dest, sections)
     bases = sorted({metric.split(".", 1)[0] for metric in notebook_metrics(cells)})

@@ -383,6 +383,20 @@ def cell_entry(number, role: str, run: dict, commit: str, created: str, failed: 
     }
 
 
+def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: str, created: str) -> dict:
+    """A recorded section: its status (FAILED, naming the cell, when one of its cells raised), headline and cost."""
+    info = status.get(number, {})
+    return {
+        "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
+        "reason": f"cell {failed[number]} failed" if number in failed else info.get("reason", ""),
+        "headline": info.get("headline", ""),
+        "failed_cell": failed.get(number),
+        "cost": cost,
+        "notebook_commit": commit,
+        "recorded_utc": created,
+    }
+
+
 def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
     """A recording of `sections` over an older one of the same kind: the other sections stay as they were."""
     if not old or old.get("format") != FORMAT or old.get("mode") != new["mode"]:
