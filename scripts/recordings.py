@@ -409,10 +409,10 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
     recorded = {k: v for k, v in new["cells"].items() if v["section"] is not None}
     merged["cells"] = {**shared, **kept_cells, **recorded}
     merged["cells"] = dict(sorted(merged["cells"].items(), key=lambda item: _cell_order(item[1])))
-    for key in ("calls", "figures"):
+    for key in ("calls", "figures"):  # figures are stored encoded ({"__dict__": ...}): read their section decoded
         if key in new:
-            others = [item for item in old.get(key, []) if str(item.get("section")) not in keep]
-            merged[key] = sorted(others + new[key], key=lambda item: item.get("section") or 0)
+            others = [item for item in old.get(key, []) if str(decode(item).get("section")) not in keep]
+            merged[key] = sorted(others + new[key], key=lambda item: decode(item).get("section") or 0)
     if "define_values" in new:
         merged["define_values"] = {**old.get("define_values", {}), **new["define_values"]}
     merged["sections_recorded_last"] = sections

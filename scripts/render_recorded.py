@@ -52,6 +52,7 @@ import recordings
 from recordings import ROOT
 
 from plumbing.cells import SECTION_DEPENDENCY
+from plumbing.figures import FIGURE_HELPERS as HELPERS
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -254,14 +255,23 @@ def _text(node: ast.AST) -> str:
     return ""
 
 
+def _helper_bodies(tree: ast.AST) -> list[ast.AST]:
+    """The plumbing/figures.py functions a cell calls: its plot's titles and labels are written there."""
+    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+    helpers = {call.id for call in calls} & set(HELPERS)
+    module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
+    return [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in helpers]
+
+
 def alt_text(source: str) -> str:
-    """Alt text for the plot a cell draws: its titles, then its axis labels, as the cell writes them."""
+    """Alt text for the plot a cell draws: its titles, then its axis labels, as the cell (or the plumbing/figures.py
+    helper it calls) writes them."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return "plot"
     parts: list[tuple[int, str, str]] = []
-    for node in ast.walk(tree):
+    for node in (node for root in (tree, *_helper_bodies(tree)) for node in ast.walk(root)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if node.func.attr in TITLE_CALLS and node.args and _text(node.args[0]):

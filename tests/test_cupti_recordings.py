@@ -76,3 +76,30 @@ def test_section_3s_bandwidth_counts_every_byte_the_add_moves(recorded):
         f"section 3's GB/s must count two reads and one write of 4-byte floats over the kernel time: got "
         f"{figure['value']:.0f} GB/s for {add_ns:.0f} ns; check s3-record's byte count"
     )
+
+
+def test_recording_sections_over_an_older_recording_keeps_no_figure_of_the_sections_recorded_again():
+    figure = {"name": "fp32 matmul 2048", "unit": "TFLOP/s"}
+    older = recordings.encode([{**figure, "section": 2, "value": 1.0}, {"section": 3, "value": 3.0}])
+    old = {"format": recordings.FORMAT, "mode": "cupti", "sections": {"2": {}, "3": {}}, "cells": {}, "calls": []}
+    old["figures"] = older
+    new = {**old, "sections": {"2": {}}, "figures": recordings.encode([{**figure, "section": 2, "value": 2.0}])}
+    merged = recordings.decode(recordings.merge(old, new, [2])["figures"])
+    assert [(f["section"], f["value"]) for f in merged] == [(2, 2.0), (3, 3.0)], (
+        f"recordings.merge must replace a re-recorded section's figures and keep the others: got {merged}"
+    )
+
+
+@pytest.mark.parametrize("folder", recordings.recording_folders("cupti") + recordings.recording_folders("ncu"),
+                         ids=lambda folder: folder.name)  # fmt: skip
+def test_each_recorded_figure_is_once_in_the_recording_and_is_the_one_its_section_printed(folder):
+    recording = recordings.load_recording(folder)
+    figures = recordings.decode(recording["figures"])
+    names = [(figure["section"], figure["name"]) for figure in figures]
+    assert len(names) == len(set(names)), f"{folder.name}: figures recorded twice {sorted(names)}: {RECORD}"
+    for figure in figures:
+        printed = recording["cells"][f"s{figure['section']}-record"]["output"]
+        assert f"{figure['value']:,.1f} {figure['unit']}" in printed, (
+            f"{folder.name}: figure {figure['name']} = {figure['value']} is not what section {figure['section']}'s "
+            f"record cell printed ({printed.strip()[:300]!r}): the recording mixes runs; {RECORD}"
+        )
