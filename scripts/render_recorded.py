@@ -137,7 +137,8 @@ def served_note(recording: dict, number: int) -> str:
         "\n\nThe rows of each call, by the recording they come from (a call with `clock_control` other than "
         "`none` is not run on the runner, whose clocks stay as they are; a metric its recording did not request "
         "shows as NaN). Rows of two recordings were taken at different times, so a difference between them is "
-        "not the setting's alone: compare rows of one recording first.\n\n| cache_control | clock_control | rows from |\n| --- | --- | --- |\n" + "\n".join(rows)
+        "not the setting's alone: compare rows of one recording first.\n\n"
+        "| cache_control | clock_control | rows from |\n| --- | --- | --- |\n" + "\n".join(rows)
     )
 
 
