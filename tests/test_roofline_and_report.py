@@ -476,3 +476,44 @@ def test_s10_waves_per_sm_are_the_grid_over_what_all_sms_hold_at_once(summary_ce
         f"{waves} waves per SM, but a grid of {grid:.0f} blocks over {sms:.0f} SMs holding {blocks_per_sm:.0f} blocks "
         f"each takes {grid / (blocks_per_sm * sms):.2f}: is the summary's row the report's waves metric?"
     )
+
+
+# ---------------------------------------------------------------- section 10: stall reasons and the Details page
+STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
+
+
+def test_s10_stall_reasons_are_the_reports_own_for_section_6s_kernel_furthest_below_its_roof(recorded, reports):
+    require_current_recording(recorded, 10)
+    (stalled,) = reports[STALLS_REPORT]
+    direct = {m[1]: stalled.metric_by_name(m[0]).value() for m in map(STALL.fullmatch, stalled.metric_names()) if m}
+    assert direct, f"the WarpStateStats report holds no stall metrics: {sorted(stalled.metric_names())[:20]}"
+    shown = recorded.value("stalls.to_dict()")
+    assert shown == pytest.approx(direct), (
+        f"s10-stalls' table is not the report's smsp__average_warps_issue_stalled_*_per_issue_active.ratio values: "
+        f"{shown} against {direct}"
+    )
+    rows, _, _ = _roofline(recorded)
+    furthest = min(rows, key=lambda kind: rows[kind]["TFLOP/s"] / rows[kind]["roof (TFLOP/s)"])
+    assert _kind(stalled.name()) == furthest, (
+        f"s10-stalls-profile profiled {stalled.name()}, but section 6's kernel furthest below its roof is the "
+        f"{furthest} ({ {kind: round(row['% of roof'], 1) for kind, row in rows.items()} })"
+    )
+    top = max(direct, key=direct.get)
+    headline = recorded.value("SECTIONS[10]['headline']")
+    assert f"{stalled.name()} stalls most on {top} ({direct[top]:.2f} " in headline, (
+        f"the headline should name the largest stall reason, {top} ({direct[top]:.2f}): {headline!r}"
+    )
+
+
+def test_s10_details_page_holds_each_section_of_the_report_and_its_rule_messages_whole(recorded, reports):
+    require_current_recording(recorded, 10)
+    (fused,) = reports[SECTIONS_REPORT]
+    printed = recorded.recording["cells"]["s10-details"]["output"]
+    titles = [section.name() for section in fused.sections()]
+    missing = [title for title in titles if f"Section: {title}" not in printed]
+    assert titles and not missing, f"ncu --import --page details printed no 'Section: ...' for {missing}: {printed!r}"
+    flowing = " ".join(printed.split())  # the page wraps each rule's text over several lines
+    for result in fused.rule_results_as_dicts():
+        message = re.sub(r"@section:[^:@]+:([^@]+)@", r"\1", result["rule_message"]["message"])  # a link: its name
+        message = " ".join(message.split())
+        assert message in flowing, f"rule {result['name']}: its whole message is not on the Details page: {message}"
