@@ -17,6 +17,8 @@ import record_ncu
 import recordings
 from support import ROOT, RecordedNotebook
 
+from plumbing.cells import SECTION_DEPENDENCY
+
 FOLDERS = recordings.recording_folders("ncu")
 CUPTI_RUNS = sorted(path.parent for path in (ROOT / "docs" / "verified").glob("*-cupti/summary.json"))
 RERECORD = (
@@ -266,3 +268,48 @@ def test_s3_events_exceed_nsight_and_each_ratio_comes_with_its_lowest_and_highes
     printed = timing["output"]
     line = f"CUDA events minus nsight: {extra:.1f} us; the host queues the product in {queueing:.1f} us"
     assert line in printed, f"s3-timing-run should print {line!r} (the launch the events include): {printed!r}"
+
+
+# ---------------------------------------------------------------- section 8 on both recordings: the manual pauses
+ALL_RECORDINGS = recordings.recording_folders("ncu") + recordings.recording_folders("cupti")
+POLL_S = 0.5  # nsight's thermal wait sleeps in steps of half a second (nsight/thermovision.py)
+
+
+@pytest.mark.parametrize("folder", ALL_RECORDINGS, ids=[folder.name for folder in ALL_RECORDINGS])
+def test_s8_manual_waits_only_after_its_margin_reached_thermal_wait_and_the_load_line_is_section_3s(
+    notebook, folder, tmp_path
+):
+    recording = recordings.load_recording(folder)
+    thermal = recording["cells"]["s8-run"]["variables"]["thermal"]
+    off, manual = thermal["off"]["runs"], thermal["manual"]["runs"]
+    thresholds = thermal["manual"]["thresholds"]
+    assert thresholds, f"{folder.name}: manual ran with nsight's defaults, so nothing here shows a pause"
+    wait, cont = thresholds["thermal_wait"], thresholds["thermal_cont"]
+    assert wait == int(off.margin_c.min()) + 1 and wait < cont <= off.margin_c.max(), (
+        f"thresholds {thresholds}: thermal_wait must be the off runs' lowest margin ({off.margin_c.min()}) + 1 and "
+        f"thermal_cont above it but reachable (at most their highest margin, {off.margin_c.max()}): check s8-run"
+    )
+    late = {}
+    for mode, runs in (("off", off), ("manual", manual)):  # a run nsight held back starts a poll step or more late
+        gaps = runs.run_started_s.diff()
+        late[mode] = set(gaps.index[gaps - gaps.median() >= 0.9 * POLL_S])
+    for run in sorted(late["manual"] - late["off"]):  # late in manual only: the thermal check saw its margin
+        before = manual.margin_c.loc[run - 1]
+        assert before <= wait, (
+            f"{folder.name}: manual run {run} started late after a margin of {before} C, above thermal_wait {wait}"
+        )
+    runner = RecordedNotebook(notebook, folder, tmp_path)
+    try:
+        for earlier in SECTION_DEPENDENCY[8]:  # what section 8 reads from them (section 3's unloaded time)
+            runner.section(earlier)
+        printed = runner.section(8)
+        counted = runner.value("{mode: int(paused_before(r['runs']).sum()) for mode, r in thermal.items()}")
+    finally:
+        runner.session.close()
+    assert counted == {mode: len(runs) for mode, runs in late.items()}, (
+        f"the table's pauses {counted} are not the runs that started a poll step late {late}: check paused_before"
+    )
+    unloaded = recording["cells"]["s3-timing-run"]["variables"]["nsight_row"]["AvgValue"] / 1e3
+    loaded = off.Value.mean() / 1e3
+    line = f"the same product without the load (section 3): {unloaded:.1f} us; here, after the load: {loaded:.1f} us"
+    assert line in printed, f"s8-reasons should put section 3's unloaded time beside the off run's mean: {line!r}"
