@@ -10,6 +10,8 @@ tested, so a T4 recording beside the H200 one gets the same checks.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import hashlib
 import json
 import re
@@ -20,7 +22,7 @@ import recordings
 import render_recorded
 from support import ROOT, RecordedNotebook
 
-from plumbing.cells import SECTION_ONE_NAMES
+from plumbing.cells import SECTION_DEPENDENCY, SECTION_ONE_NAMES, SECTION_PLAN, section_of
 
 FOLDERS = recordings.recording_folders("ncu")
 RERECORD = "re-run scripts/record_ncu.py on a GPU machine, then scripts/render_recorded.py, and commit the folder"
@@ -397,3 +399,56 @@ def test_a_section_without_profiled_calls_gets_no_ncu_wall_time_note():
     assert render_recorded.wall_note({"sections": {"10": {"cost": cost}}}, 10) == "", (
         "section 10 runs ncu itself and prints its own time: the recorder timed no profiled call there"
     )
+
+
+# ---------------------------------------------------------------- the plan: what a section reads from another
+def _module_level_names(source: str) -> set[str]:
+    """Names a cell binds in the notebook's namespace (not a function's locals or arguments)."""
+    names, pending = set(), list(ast.parse(source).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue  # its body binds locals
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            pending.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _free_names(source: str) -> set[str]:
+    """Names a cell reads that nothing in the cell binds (so they come from an earlier cell)."""
+    tree = ast.parse(source)
+    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)} | _module_level_names(source)
+    named = (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # nested defs: locals
+    bound |= {node.name for node in ast.walk(tree) if isinstance(node, named) and node.name}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound
+
+
+def test_every_name_a_section_reads_from_another_section_is_in_section_dependency():
+    """A section recorded alone gets section 1's names, the prelude (harness and shared define cells) and the
+    sections SECTION_DEPENDENCY names; a name from any other section is a NameError on the runner (section 8's
+    first recording stopped at s8-reasons on section 3's `means`)."""
+    cells = recordings.load_cells()
+    code = {number: [cell for cell in cells if cell["type"] == "code" and section_of(cell["id"]) == number]
+            for number in SECTION_PLAN}  # fmt: skip
+    binds = {number: set().union(*(_module_level_names(cell["source"]) for cell in cs)) for number, cs in code.items()}
+    prelude = set().union(*(_module_level_names(recordings.cell_source(cells, cell_id))
+                            for cell_id in recordings.prelude_cell_ids(cells)))  # fmt: skip
+    given = set(dir(builtins)) | {"display", "get_ipython"} | set(SECTION_ONE_NAMES) | prelude  # IPython's own too
+    for number, section_cells in code.items():
+        available = given | binds[number] | set().union(*(binds[other] for other in SECTION_DEPENDENCY.get(number, ())))
+        for cell in section_cells:
+            borrowed = {
+                name: sorted(other for other in binds if name in binds[other])
+                for name in _free_names(cell["source"]) - available
+            }
+            assert not borrowed, (
+                f"cell {cell['id']} of section {number} reads {borrowed} (name: the sections that bind it), which a "
+                f"recording of section {number} alone does not have: add the section to plumbing/cells.py's "
+                "SECTION_DEPENDENCY (or the name to SHARED_NAMES, if a define cell binds it)"
+            )
