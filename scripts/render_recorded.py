@@ -401,6 +401,20 @@ def cupti_page(executed: Path) -> Path:
     return target
 
 
+def joined_streams(outputs: list) -> list:
+    """The outputs with each run of one stream (stdout, stderr) in one output: how the kernel's messages split a
+    cell's printing depends on timing, which would change the page on every rendering."""
+    joined = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if output.output_type == "stream" and previous and previous.output_type == "stream" and (
+                previous.name == output.name):  # fmt: skip
+            previous.text += output.text
+        else:
+            joined.append(output)
+    return joined
+
+
 def render(folder: Path) -> tuple[Path, bool]:
     """Render the page into folder; write only what changed (keep rendered_utc when nothing else did)."""
     notebook, recording = build(folder)
@@ -421,6 +435,9 @@ def render(folder: Path) -> tuple[Path, bool]:
             raise SystemExit(f"{folder.name}: the page's last cell wrote no {PAGE_DATA}: a cell above it stopped")
         page = json.loads(page_data.read_text())
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = joined_streams(cell.outputs)
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
     problems = {number: info for number, info in page["sections"].items() if info["status"] != "ok"}
     if problems:
