@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from recordings import RecorderError, decode, encode, log_line, recording_folders
+from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
 
 NSIGHT_VERSION = "1.1.0"
 RECORDER = Path(__file__).resolve().parent / "record_ncu.py"
@@ -249,8 +249,8 @@ class ProfiledCalls:
             "clock_control": clock_control,
             "replay_mode": replay_mode,
             "report": os.path.relpath(report_path, self.work),
-            "command": " ".join(command).replace(str(self.work), "WORK"),
-            "nsight_attach_command": " ".join(attach).replace(str(self.work), "WORK"),
+            "command": self.shown(" ".join(command)),
+            "nsight_attach_command": self.shown(" ".join(attach)),
         }
         self.calls.append(call)
         output = self.work / "calls" / f"{index}.out"
@@ -280,6 +280,11 @@ class ProfiledCalls:
         (self.work / "calls" / f"{self.key}.session.json").write_text(json.dumps(session))
         raise InnerDone()
 
+    def shown(self, text: str) -> str:
+        """Text for the committed recording: this machine's paths relative to named roots, WORK (the recorder's
+        scratch folder, NSPY_RECORD_WORK) and REPO (the repository); the work folder may lie inside the repository."""
+        return text.replace(str(self.work), "WORK").replace(str(ROOT), "REPO")
+
     def finished(self, call: dict, process, output: Path) -> int:
         """The outer's wait for ncu: its exit, wall time, the inner's session time and the ends of both logs."""
         returncode = process.wait(timeout=NCU_CALL_TIMEOUT_S)
@@ -287,9 +292,9 @@ class ProfiledCalls:
         session = self.work / "calls" / f"{call['index']}.session.json"
         call["session_s"] = round(json.loads(session.read_text())["session_s"], 2) if session.exists() else None
         call["ncu_exit"] = returncode
-        call["process_output_tail"] = output.read_text(errors="replace").strip().splitlines()[-15:]
+        call["process_output_tail"] = self.shown(output.read_text(errors="replace")).strip().splitlines()[-15:]
         log_path = self.work / call["report"].replace(".ncu-rep", ".log")
-        call["ncu_log_tail"] = log_path.read_text().strip().splitlines()[-8:] if log_path.exists() else []
+        call["ncu_log_tail"] = self.shown(log_path.read_text()).strip().splitlines()[-8:] if log_path.exists() else []
         self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s (session {call['session_s']} s)")
         if returncode != 0 or call["session_s"] is None:
             raise RecorderError(

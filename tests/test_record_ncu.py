@@ -95,6 +95,7 @@ args = sys.argv[1:]
 Path({log!r}).write_text(json.dumps(args))
 work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]  # call: <section>-<k>
 Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
+print("==PROF== Report:", Path(work, "out", "s4", "report.ncu-rep"), "by", sys.executable)  # as ncu names its -o
 """
 
 
@@ -148,6 +149,10 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
     assert call["combine_kernel_metrics"] == "add_kernels" and call["tag"].startswith("bench-")
+    kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
+    assert "WORK/out/s4/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
+        f"a recorded call must show this machine's paths relative to WORK or REPO (they are committed): {kept}"
+    )
 
 
 def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
