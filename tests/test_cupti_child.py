@@ -66,6 +66,10 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
     got = {row["n"]: row["AvgValue"] for row in result["rows"]}
     assert got == pytest.approx(expected), f"each size's time must be the two kernels' sum, averaged: {got}"
     assert all(row["Kernel"] == "gemm_kernel|splitk_reduce" for row in result["rows"]), result["rows"]
+    spreads = [row["RelativeStdDevPct"] for row in result["rows"]]
+    assert all(spread > 0 for spread in spreads), (
+        f"section 9 shows each size's spread over the child's runs; one run has none to show: {spreads}"
+    )
     assert (result["wall_s"], result["tool"]) == (1.5, "Tool.CUPTI")
 
 
