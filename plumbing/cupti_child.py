@@ -21,15 +21,9 @@ def add_kernel_times(first, second):
     return first + second
 
 
-def profiling_options(nsight, output_prefix):
-    """nsight.analyze.kernel's arguments for the child: ten runs, no thermal pauses, kernels of one call added."""
-    return {
-        "runs": 10,
-        "thermal_mode": "off",
-        "combine_kernel_metrics": add_kernel_times,
-        "output_prefix": output_prefix,  # the parent's out_prefix
-        "verbosity": nsight.VerbosityLevel.SILENT,
-    }
+# nsight.analyze.kernel's arguments for the child, besides its output folder and verbosity: ten runs, no thermal
+# pauses, and the kernels of one call added up.
+PROFILING_OPTIONS = {"runs": 10, "thermal_mode": "off", "combine_kernel_metrics": add_kernel_times}
 
 
 def child_result(stacked, elapsed, tool, environ=os.environ):
@@ -50,7 +44,8 @@ def main(argv):
 
     namespace = {"nsight": nsight, "torch": torch, "pd": pd}
     exec(compile(Path(benchmark_file).read_text(), benchmark_file, "exec"), namespace)
-    timed = nsight.analyze.kernel(**profiling_options(nsight, argv[3]))(namespace[function_name])
+    quiet = nsight.VerbosityLevel.SILENT
+    timed = nsight.analyze.kernel(**PROFILING_OPTIONS, output_prefix=argv[3], verbosity=quiet)(namespace[function_name])
     clock = time.perf_counter()
     stacked = pd.concat([timed(n).to_dataframe() for n in sizes])
     elapsed = time.perf_counter() - clock

@@ -56,7 +56,7 @@ def measured_rows(options):
 
 def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
     """Where cuBLAS launches two kernels in one call, section 9 compares their sum with Nsight Compute's."""
-    options = cupti_child.profiling_options(nsight, "/tmp/prefix/")
+    options = {**cupti_child.PROFILING_OPTIONS, "verbosity": nsight.VerbosityLevel.SILENT}
     assert options.get("combine_kernel_metrics") is not None, (
         "the child must give nsight combine_kernel_metrics: without it nsight refuses a call with two kernels"
     )
@@ -75,7 +75,10 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
 
 def test_without_combining_nsight_refuses_two_kernels_in_one_call():
     """Why the option matters: the same records without it stop section 9 on every GPU where cuBLAS splits."""
-    options = {**cupti_child.profiling_options(nsight, "/tmp/prefix/"), "combine_kernel_metrics": None}
+    options = {
+        **{**cupti_child.PROFILING_OPTIONS, "verbosity": nsight.VerbosityLevel.SILENT},
+        "combine_kernel_metrics": None,
+    }
     with pytest.raises(RuntimeError, match="More than one .*kernel is launched"):
         measured_rows(options)
 
