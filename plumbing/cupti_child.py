@@ -16,6 +16,23 @@ import time
 from pathlib import Path
 
 
+def add_kernel_times(first, second):
+    """nsight's combine_kernel_metrics: one call that launches two kernels (cuBLAS may) is timed as their sum."""
+    return first + second
+
+
+# nsight.analyze.kernel's arguments for the child, besides its output folder and verbosity: ten runs, no thermal
+# pauses, and the kernels of one call added up.
+PROFILING_OPTIONS = {"runs": 10, "thermal_mode": "off", "combine_kernel_metrics": add_kernel_times}
+
+
+def child_result(stacked, elapsed, tool, environ=os.environ):
+    """What the child writes: the rows, the wall time, the tool, and the libcupti nsight.activate handed to NVTX
+    (NVTX_INJECTION64_PATH: the library in use, which the parent checks against the one it asked to preload)."""
+    rows = stacked[["n", "AvgValue", "RelativeStdDevPct", "Kernel"]].to_dict("records")
+    return {"rows": rows, "wall_s": elapsed, "tool": tool, "libcupti": environ.get("NVTX_INJECTION64_PATH", "")}
+
+
 def main(argv):
     benchmark_file, function_name, sizes = argv[0], argv[1], json.loads(argv[2])
     ctypes.CDLL(os.environ["NSPY_TUTORIAL_LIBCUPTI"], mode=os.RTLD_GLOBAL)  # first: CUPTI binds to this copy
@@ -27,21 +44,13 @@ def main(argv):
 
     namespace = {"nsight": nsight, "torch": torch, "pd": pd}
     exec(compile(Path(benchmark_file).read_text(), benchmark_file, "exec"), namespace)
-    timed = nsight.analyze.kernel(
-        runs=10,
-        thermal_mode="off",
-        combine_kernel_metrics=lambda x, y: x + y,
-        output_prefix=argv[3],  # the parent's out_prefix
-        verbosity=nsight.VerbosityLevel.SILENT,
-    )(namespace[function_name])
+    quiet = nsight.VerbosityLevel.SILENT
+    timed = nsight.analyze.kernel(**PROFILING_OPTIONS, output_prefix=argv[3], verbosity=quiet)(namespace[function_name])
     clock = time.perf_counter()
     stacked = pd.concat([timed(n).to_dataframe() for n in sizes])
     elapsed = time.perf_counter() - clock
-    rows = stacked[["n", "AvgValue", "RelativeStdDevPct", "Kernel"]].to_dict("records")
-    loaded = os.environ.get("NVTX_INJECTION64_PATH", "")  # what nsight.activate handed to NVTX: the libcupti in use
-    tool = str(nsight.get_active_tool())
+    result = child_result(stacked, elapsed, str(nsight.get_active_tool()))  # read before deactivate restores it
     nsight.deactivate()
-    result = {"rows": rows, "wall_s": elapsed, "tool": tool, "libcupti": loaded}
     Path(argv[3], "child_result.json").write_text(json.dumps(result))
 
 

@@ -8,8 +8,19 @@ the probe got ("stage") and what stopped it ("error").
 """
 
 import json
+import math
 import shutil
 import sys
+
+
+def check_kernel_times(times):
+    """The probe kernel's measured times, refused unless there is one and each is a finite time above 0.
+
+    A time of 0 or NaN means Nsight Compute attached but measured nothing: committing to it would fail later.
+    """
+    if not times or not all(math.isfinite(t) and t > 0 for t in times):
+        raise RuntimeError(f"the probe kernel measured {times}")
+    return times
 
 
 def main():
@@ -33,9 +44,7 @@ def main():
             with nsight.annotate("probe"):
                 x * 2.0
 
-        times = probe(1 << 16).to_dataframe().AvgValue.tolist()
-        if not times or not all(t > 0 for t in times):
-            raise RuntimeError(f"the probe kernel measured {times}")
+        check_kernel_times(probe(1 << 16).to_dataframe().AvgValue.tolist())
         report["stage"] = "done"
     except BaseException as error:  # noqa: BLE001 - every failure is the answer, reported in the line
         report["error"] = f"{type(error).__name__}: {error}"

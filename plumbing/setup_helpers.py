@@ -590,10 +590,16 @@ def run_cupti_child(benchmark, sizes, folder, child_source, python=sys.executabl
     libcupti = find_libcupti(CUPTI_PACKAGES_DIR)
     command = [python, str(folder / "cupti_child.py"), str(folder / "benchmark.py"), benchmark.__name__,
                json.dumps(sizes), f"{folder}/"]  # fmt: skip
-    done = subprocess.run(
-        command, env=child_environment(libcupti), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=TIME_LIMITS_S["cupti_child"],
-    )  # fmt: skip
+    try:  # a child that hangs (a kernel that never ends) is killed at its time limit
+        done = subprocess.run(
+            command, env=child_environment(libcupti), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=TIME_LIMITS_S["cupti_child"],
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"the CUPTI child did not finish within {TIME_LIMITS_S['cupti_child']} s and was stopped; run the cell "
+            "again, and if it hangs again, restart the runtime (a kernel of the benchmark may never end)"
+        ) from None
     if done.returncode != 0:
         raise RuntimeError(
             f"the CUPTI child exited with {done.returncode}; its last lines: "

@@ -126,3 +126,27 @@ def test_nbmake_runs_every_cell_of_a_copy_that_allows_errors(tmp_path):
     assert merged["sections"][1]["status"] == "FAILED", "the error output must be in the executed copy"
     outputs = load(copy)["cells"][1]["outputs"]
     assert outputs and "section 3 ran" in "".join(outputs[0]["text"]), "the cell after the error must have run"
+
+
+def _error_cell(cell_id, *errors):
+    outputs = [{"output_type": "stream", "name": "stdout", "text": "printed first\n"}]
+    outputs += [{"output_type": "error", "ename": ename, "evalue": evalue, "traceback": []} for ename, evalue in errors]
+    return {"cell_type": "code", "id": cell_id, "source": "", "outputs": outputs}
+
+
+def test_the_first_error_of_a_section_and_outside_the_sections_is_kept_not_a_later_one():
+    notebook = {
+        "cells": [
+            _error_cell("s3-run", ("ValueError", "the first one\nmore detail"), ("KeyError", "a second output")),
+            _error_cell("s3-table", ("NameError", "name 'means' is not defined")),
+            _error_cell("my-cell", ("ZeroDivisionError", "division by zero")),
+            _error_cell("my-other-cell", ("TypeError", "later")),
+        ]
+    }
+    summary = load(CUPTI_RUN / "summary.json")
+    before = json.dumps(summary)
+    merged = merge_failures(summary, notebook)
+    assert merged["sections"][2]["reason"] == "ValueError: the first one (cell s3-run)", merged["sections"][2]
+    assert merged["errors_outside_sections"] == [{"cell": "my-cell", "error": "ZeroDivisionError: division by zero"}]
+    assert json.dumps(summary) == before, "the summary read from disk must not be changed in place"
+    assert merged["counts"]["FAILED"] == 1 and merged["suspect_figures"] == 0

@@ -194,3 +194,40 @@ def test_cupti_banner_names_the_reason_and_the_sections_the_cell_table_says_need
     skipped = next(line for line in banner.splitlines() if "need hardware counters" in line)
     assert [int(n) for n in re.findall(r"\d+", on_cupti)] == sorted(CUPTI_SECTIONS), on_cupti
     assert [int(n) for n in re.findall(r"\d+", skipped)] == sorted(NCU_ONLY_SECTIONS), skipped
+
+
+# ---------------------------------------------------------------- a section run again
+def _figures_of(harness, number):
+    return [(figure["name"], figure["check"]) for figure in harness.FIGURES if figure["section"] == number]
+
+
+def test_a_section_run_again_records_its_figures_once_and_an_old_suspect_is_gone(harness):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
+    harness.begin_section(3, "Runs")
+    harness.section_figures(3)(lambda: harness.record_figure(3, "copy", 4000.0, "GB/s", "dram_gbs"))
+    harness.begin_section(5, "Sweep")
+    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul", 0.8, "TFLOP/s", "fp16_tflops"))
+    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul 4096", 0.8, "TFLOP/s", "fp16_tflops"))
+    assert _figures_of(harness, 5) == [("fp16 matmul 4096", "SUSPECT")], "the last cell run again replaces its figures"
+    harness.begin_section(5, "Sweep")  # the learner fixes the unit and runs the section again
+    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul 4096", 795.0, "TFLOP/s", "fp16_tflops"))
+    assert _figures_of(harness, 5) == [("fp16 matmul 4096", "ok")], harness.FIGURES
+    assert _figures_of(harness, 3) == [("copy", "ok")], "running section 5 again must leave section 3's figures"
+    summary = harness.build_summary(strict=True)
+    assert summary["suspect_figures"] == 0 and not [p for p in harness.summary_problems(summary) if "SUSPECT" in p]
+
+
+def test_a_section_started_again_and_stopped_keeps_none_of_its_old_figures(harness):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
+    harness.begin_section(5, "Sweep")
+    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul", 795.0, "TFLOP/s", "fp16_tflops"))
+    harness.begin_section(5, "Sweep")  # its run cell raises this time: the last cell never runs
+    assert _figures_of(harness, 5) == [], "figures of an earlier run must not stand for a run that stopped"
+    assert harness.build_summary()["sections"][4]["status"] == "NOT RUN"
+
+
+def test_a_figure_recorded_twice_in_one_run_is_kept_once_with_its_last_value(harness):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
+    harness.record_figure(6, "add", 4000.0, "GB/s", "dram_gbs")
+    harness.record_figure(6, "add", 4100.0, "GB/s", "dram_gbs")
+    assert [figure["value"] for figure in harness.FIGURES] == [4100.0]
