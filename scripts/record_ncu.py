@@ -303,6 +303,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
     recordings.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
+    recordings.require_gpu()
     import nsight
     import pandas as pd
     import torch

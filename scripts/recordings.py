@@ -331,6 +331,28 @@ def require_cell_modules(modules=CELL_MODULES) -> None:
         )
 
 
+def require_gpu(environ=os.environ) -> None:
+    """Stop before anything runs on a machine without an NVIDIA GPU or without torch: say where to run instead."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, env=environ)
+        lines = listed.stdout.splitlines() if listed.returncode == 0 else []
+        gpus = [line for line in lines if line.startswith("GPU ")]
+    except (OSError, subprocess.TimeoutExpired):
+        gpus = []
+    if not gpus:
+        raise RecorderError(
+            "no NVIDIA GPU here (nvidia-smi -L lists none): the recorder profiles the notebook's kernels. Run it on a "
+            "GPU machine (README: Re-recording the Nsight Compute data); --plan shows here what it would run"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise RecorderError(
+            f"this Python ({sys.executable}) has no torch: run the recorder with the GPU machine's Python that has a "
+            "CUDA build of torch (the recorder never installs one)"
+        )
+
+
 # ---------------------------------------------------------------- provenance
 def notebook_commit() -> str:
     if os.environ.get("NSPY_RECORD_COMMIT"):

@@ -20,3 +20,25 @@ def test_a_section_keeps_the_status_and_headline_its_own_cells_recorded():
 def test_a_section_whose_status_cell_never_ran_is_not_run():
     entry = recordings.section_entry(5, {}, {}, {}, "c", "t")
     assert entry["status"] == "NOT RUN", f"no status and no failure means the section did not finish: {entry}"
+
+
+def test_the_ncu_recorder_on_a_machine_without_a_gpu_says_so_and_writes_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "nvidia-smi").write_text("#!/bin/sh\nexit 9\n")  # a driver tool that finds no GPU
+    (fake_bin / "nvidia-smi").chmod(0o755)
+    dest = tmp_path / "dest"
+    environ = {**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, str(recordings.ROOT / "scripts" / "record_ncu.py"), "--dest", str(dest), "--sections", "2"],
+        capture_output=True, text=True, env=environ, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "no NVIDIA GPU here" in done.stderr, (
+        f"record_ncu.py without a GPU must stop with exit 2 and say so, not a traceback: {done.returncode} "
+        f"{done.stderr[-600:]}"
+    )
+    assert "Traceback" not in done.stderr and not dest.exists(), "nothing may be written for a recording never made"
