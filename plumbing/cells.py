@@ -34,7 +34,7 @@ SECTION_PLAN = {
 }  # fmt: skip
 # Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
 # any section it records (they only define; a profiled call there is refused).
-SHARED_NAMES = ("add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s", "pivot_in_base_units")
+SHARED_NAMES = ("out_prefix", "add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s", "pivot_in_base_units")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child (a second Python that must not
 # run under ncu) and section 10's own ncu command lines (two that profile, one that only reads a report).
 NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-stalls-profile", "s10-details")

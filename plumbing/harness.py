@@ -70,11 +70,6 @@ def prepare_output_dir(folder, environ=os.environ):
 OUT_DIR = choose_output_dir()
 
 
-def out_prefix(name):
-    """An nsight output_prefix inside OUT_DIR. The trailing slash makes nsight create a folder."""
-    return f"{OUT_DIR / name}/"
-
-
 # ---------------------------------------------------------------- datasheet peaks
 # Vendor peaks, dense, no sparsity. L2 size and SM count are read from the device instead.
 # Each pattern matches the name nvidia-smi and torch report, and only the SXM/datasheet variant

@@ -10,7 +10,9 @@ import json
 import math
 import re
 
+import nbformat
 import pytest
+from support import NOTEBOOK, cell_by_id
 
 import plumbing.harness
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
@@ -44,7 +46,10 @@ def test_output_folder_off_colab_is_local(harness, monkeypatch, tmp_path):
 
 
 def test_out_prefix_is_a_folder_inside_the_output_folder(harness, tmp_path):
-    assert harness.out_prefix("s7_fusion") == f"{tmp_path / 'out' / 's7_fusion'}/"
+    # out_prefix is defined once, in the notebook's visible cell s2-tools; run that cell beside the harness's OUT_DIR
+    namespace = {"OUT_DIR": harness.OUT_DIR}
+    exec(cell_by_id(nbformat.read(NOTEBOOK, as_version=4), "s2-tools").source, namespace)
+    assert namespace["out_prefix"]("s7_fusion") == f"{tmp_path / 'out' / 's7_fusion'}/"
 
 
 # ---------------------------------------------------------------- kernel names

@@ -178,7 +178,7 @@ def _doubling_benchmark(clock_control):
     cells = recordings.load_cells()
     namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT,
                        "USE_NCU": True}  # fmt: skip
-    for cell_id in ("harness", "setup-helpers"):
+    for cell_id in ("harness", "setup-helpers", "s2-tools"):  # s2-tools: out_prefix
         recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
     namespace["L2_BYTES"] = environment["l2_bytes"]
     recordings.run_cell(namespace, recordings.cell_source(cells, "s4-define"), "s4-define", echo=False)
@@ -514,7 +514,7 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
     cells = recordings.load_cells()
     namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT,
                        "USE_NCU": True}  # fmt: skip
-    for cell_id in ("harness", "setup-helpers", "s6-define"):
+    for cell_id in ("harness", "setup-helpers", "s2-tools", "s6-define"):
         recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
     calls = ncu_launch.ProfiledCalls(work, "inner", target="6-1", log=lambda *_: None)
     calls.install()
