@@ -248,16 +248,29 @@ def test_render_recorded_makes_the_run_page_in_a_python_without_nsight_ncu_repor
 
 
 @pytest.mark.skipif(not RECORDINGS, reason="no docs/verified/*/recording.json to render")
-def test_render_recorded_twice_on_the_same_data_changes_no_file(tmp_path):
-    folder = tmp_path / RECORDINGS[0].name
-    shutil.copytree(RECORDINGS[0], folder)
-    render = [sys.executable, str(ROOT / "scripts/render_recorded.py"), str(folder)]
-    subprocess.run(render, check=True, capture_output=True, cwd=ROOT)
-    first = {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-    again = subprocess.run(render, check=True, capture_output=True, text=True, cwd=ROOT)
-    second = {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-    changed = sorted(str(name) for name in first.keys() | second.keys() if first.get(name) != second.get(name))
-    assert not changed, f"re-rendering unchanged data rewrote {changed}: cell ids, timestamps or timings leak in"
+def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_rendering_it_again_changes_no_file(
+    tmp_path,
+):
+    """One render in a copy of the repository: every committed file must come out byte for byte (no cell ids,
+    timestamps or timings leak in, and the page is not stale against today's notebook), and the renderer says
+    nothing changed."""
+    committed = RECORDINGS[0]
+    repo = tmp_path / "repo"  # the page names its recording by its path in the repository: keep that path
+    for part in ("scripts", "plumbing", committed.relative_to(ROOT)):
+        shutil.copytree(ROOT / part, repo / part)
+    for name in ("nsight_python_t4_tutorial.ipynb", "requirements.txt"):
+        shutil.copy(ROOT / name, repo / name)
+    folder = repo / committed.relative_to(ROOT)
+    render = [sys.executable, "scripts/render_recorded.py", str(folder)]
+    again = subprocess.run(render, check=True, capture_output=True, text=True, cwd=repo)
+    before = {path.relative_to(committed): path.read_bytes() for path in committed.rglob("*") if path.is_file()}
+    after = {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    changed = sorted(str(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    assert not changed, (
+        f"rendering {committed.relative_to(ROOT)} again rewrote {changed}: if the notebook changed, re-render and "
+        f"commit the page (python scripts/render_recorded.py {committed.relative_to(ROOT)}); otherwise cell ids, "
+        "timestamps or timings leak into the page"
+    )
     assert "unchanged" in again.stdout, again.stdout
 
 
