@@ -87,37 +87,6 @@ def test_a_collect_that_stopped_calling_a_patched_function_is_named(monkeypatch)
     assert "no longer calls begin_profiling" in problems and "no longer calls extract_df_from_report" in problems
 
 
-FAKE_NCU = """#!{python}
-# Stands in for ncu: records its command line and what the inner would have written, then exits.
-import json, sys
-from pathlib import Path
-args = sys.argv[1:]
-Path({log!r}).write_text(json.dumps(args))
-work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]  # call: <section>-<k>
-Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
-print("==PROF== Report:", Path(work, "out", "s4", "report.ncu-rep"), "by", sys.executable)  # as ncu names its -o
-"""
-
-
-@pytest.fixture
-def patched(tmp_path, monkeypatch):
-    """The outer recorder's patches on the installed nsight, with a fake ncu; undone afterwards."""
-    log = tmp_path / "ncu_args.json"
-    fake = tmp_path / "ncu"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log)))
-    fake.chmod(0o755)
-    work = tmp_path / "work"
-    (work / "calls").mkdir(parents=True)
-    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
-    # The recorder imports nsight with NSPY_NCU_INIT_AT_IMPORT=0; this test process did not, and has no ncu.
-    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
-    calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
-    calls.install()
-    calls.where = (4, "s4-run")
-    yield calls, log, work
-    calls.uninstall()
-
-
 def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(patched):
     calls, log, work = patched
     assert nsight.get_active_tool() is None, "the recorder loads no injection library"

@@ -1,0 +1,95 @@
+"""What the notebook asks of Nsight Compute, as ncu receives it: the notebook's own define and run cells, with nsight
+driven through the recorder's launch-mode patches (a stand-in ncu records its command line), or section 10's own
+command line run against a stand-in ncu. No GPU: each call stops after ncu, where the report would be read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import nsight
+import pytest
+import recordings
+
+CELLS = recordings.load_cells()
+NCU_RECORDING = recordings.recording_folders("ncu")
+
+
+def define(*cell_ids, **names) -> dict:
+    """A namespace that ran the shared cells and the given define cells, as Run all on Nsight Compute would."""
+    namespace = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT, "USE_NCU": True}
+    for cell_id in ("harness", "setup-helpers", "s2-tools", "s2-define", *cell_ids):
+        namespace.update(names)
+        recordings.run_cell(namespace, recordings.cell_source(CELLS, cell_id), cell_id, echo=False)
+    return namespace
+
+
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def ncu_argv_of(benchmark, log) -> list[str]:
+    with pytest.raises(Exception):  # noqa: B017 - no GPU, no report: nsight's extraction fails after ncu ran
+        benchmark()
+    assert log.exists(), "nsight never started ncu"
+    argv = json.loads(log.read_text())
+    log.unlink()
+    return argv
+
+
+def test_s7_control_call_keeps_the_caches_while_the_measured_call_flushes_them(patched):
+    calls, log, _ = patched
+    namespace = define("s7-define")
+    calls.where = (7, "s7-run")
+    flushed = ncu_argv_of(namespace["fusion_benchmark"], log)
+    calls.where = (7, "s7-run-unflushed")
+    control = ncu_argv_of(namespace["unflushed_fusion"], log)
+    assert option(flushed, "--cache-control") == "all", "section 7's measured call must flush the caches"
+    assert option(control, "--cache-control") == "none", (
+        "section 7's control (written, no flush) must keep the caches: cache_control='none' in fusion_call"
+    )
+
+
+STAND_IN_NCU = """#!{python}
+# Stands in for the ncu command line: keeps its arguments and writes the report it was asked for.
+import json, sys
+args = sys.argv[1:]
+open({log!r}, "w").write(json.dumps(args))
+open(args[args.index("-o") + 1] + ".ncu-rep", "wb").write(b"report")
+"""
+
+
+def recorded_fused_kernel() -> str:
+    """The demangled name (as far as it was printed) of the kernel section 10's ncu matched on the GPU runner."""
+    output = recordings.load_recording(NCU_RECORDING[0])["cells"]["s10-summary"]["output"]
+    return output.split(": ", 1)[1].split("...", 1)[0]
+
+
+def matches(kernel_filter: str, name: str) -> bool:
+    """ncu --kernel-name: 'regex:<expression>' searches the name, anything else must equal it."""
+    if kernel_filter.startswith("regex:"):
+        return re.search(kernel_filter.removeprefix("regex:"), name) is not None
+    return kernel_filter == name
+
+
+@pytest.mark.skipif(not NCU_RECORDING, reason="no docs/verified/*-ncu-*/recording.json")
+def test_s10_own_ncu_leaves_the_clocks_alone_and_matches_the_fused_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
+    log, ncu = tmp_path / "argv.json", tmp_path / "ncu"
+    ncu.write_text(STAND_IN_NCU.format(python=sys.executable, log=str(log)))
+    ncu.chmod(0o755)
+    namespace = define("s7-define", "s10-define", ENVIRONMENT={"ncu_path": str(ncu)})
+    recordings.run_cell(namespace, recordings.cell_source(CELLS, "s10-profile"), "s10-profile", echo=False)
+    argv = json.loads(log.read_text())
+    assert option(argv, "--clock-control") == "none", (
+        f"section 10's ncu must leave the GPU's clocks as they are (--clock-control none), got {argv}"
+    )
+    assert option(argv, "--kernel-name-base") == "demangled"
+    name = recorded_fused_kernel()
+    assert matches(option(argv, "--kernel-name"), name), (
+        f"--kernel-name {option(argv, '--kernel-name')} matches no kernel named like the fused one ({name}): "
+        "ncu takes a bare name as an exact match; a pattern needs regex:"
+    )
+    assert "addcmul" in name and not matches(option(argv, "--kernel-name"), name.replace("addcmul", "mul"))
