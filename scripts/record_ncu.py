@@ -100,29 +100,12 @@ def metric_families(cells: list[dict]) -> list[str]:
     return sorted(f"{family}__" for family in found)
 
 
-def plan(cells: list[dict], sections=SECTIONS) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role) in the order the outer process runs them: the shared define cells, then each
-    section's code cells in notebook order. A section that reads other sections' values and reports
-    (SECTION_DEPENDENCY: section 10 reads 6 and 7) recorded without them: their cells run first from the recording
-    (role "recorded <role>": run cells replaced by the values they bound there, the others as they are)."""
-    steps = [(None, cell_id, "prelude") for cell_id in recordings.prelude_cell_ids(cells)]
-    for number in sorted(set(sections) | set(missing_dependencies(sections))):
-        prefix = "" if number in sections else "recorded "
-        steps += [(number, cell_id, prefix + role) for cell_id, role in recordings.section_steps(cells, number)]
-    return steps
-
-
-def missing_dependencies(sections) -> list[int]:
-    """The sections the recorded ones read (SECTION_DEPENDENCY) that are not recorded with them."""
-    return sorted({dep for number in sections for dep in SECTION_DEPENDENCY.get(number, ()) if dep not in sections})
-
-
 def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
     """What an inner process under ncu replays for a call of `section`: the shared define cells, then the
     section's define and run cells (not the CUPTI child, not section 10's own ncu command line)."""
     return [
         step
-        for step in plan(cells, [section])
+        for step in recordings.plan(cells, [section])
         if step[2] in ("prelude", "define", "gpu_define", "run") and step[1] not in NOT_UNDER_NCU
     ]
 
@@ -177,17 +160,15 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
     namespace, failed = done["namespace"], done["failed"]
     namespace["RECORDING"] = recorded
     for section, cell_id, role in steps:
-        failed_dependency = next((dep for dep in SECTION_DEPENDENCY.get(section, ()) if dep in failed), None)
-        if failed_dependency is not None and section not in failed:
-            failed[section] = f"{failed[failed_dependency]} (section {failed_dependency}, which it reads)"
+        blocked = recordings.failed_dependency(section, failed)
+        if blocked and section not in failed:
+            failed[section] = blocked
         if section in failed:
             continue
         calls.where = (section, cell_id)
         calls.allowed = role == "run"
         log(f"[record] section {section or '-'}: cell {cell_id} ({role})")
-        source = recordings.cell_source(cells, cell_id)
-        if role.removeprefix("recorded ") in recordings.REPLACED_ON_CPU and role.startswith("recorded "):
-            source = recordings.inject_source(cell_id)  # what it bound in the recording
+        source = recordings.source_to_run(cells, cell_id, role)
         started, ncu_runs = time.perf_counter(), len(guard.runs) if guard else 0
         try:
             done["runs"][cell_id] = {**recordings.run_cell(namespace, source, cell_id), "role": role}
@@ -279,26 +260,15 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     """The recording whose values and reports stand in for the sections the recorded ones read but are not
     recorded with them (SECTION_DEPENDENCY), with those reports restored into the run's output folder; None when
     every section read is recorded in this run."""
-    missing = missing_dependencies(sections)
-    if not missing:
+    folder = recordings.dependency_recording(sections, dest_root, "ncu")
+    if folder is None:
         return None
-    held = sorted(path.parent for path in Path(dest_root).glob(f"*/{recordings.RECORDING_FILES['ncu']}"))
-    usable = [
-        folder for folder in held
-        if all(str(dep) in json.loads((folder / recordings.RECORDING_FILES["ncu"]).read_text()).get("sections", {})
-               for dep in missing)
-    ]  # fmt: skip
-    if not usable:
-        raise RecorderError(
-            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
-            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
-        )
-    recordings.restore_report_folders(usable[-1], work / "out")
+    recordings.restore_report_folders(folder, work / "out")
     for number in sections:
         for name in report_folders_of(number):
             shutil.rmtree(work / "out" / name, ignore_errors=True)  # its own: made again here
-    log_line(f"[record] sections {missing} (read by {sections}) from the recording in {usable[-1]}")
-    return recordings.load_recording(usable[-1])
+    log_line(f"[record] sections {recordings.missing_dependencies(sections)} (read by {sections}) from {folder}")
+    return recordings.load_recording(folder)
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
@@ -322,7 +292,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     commit = recordings.notebook_commit()
     started = time.perf_counter()
     with NcuGuard(ncu) as guard:
-        done = replay(plan(cells, sections), calls, guard, recorded=recorded)
+        done = replay(recordings.plan(cells, sections), calls, guard, recorded=recorded)
     total = time.perf_counter() - started
     namespace, runs, failed = done["namespace"], done["runs"], done["failed"]
     if None in failed:
@@ -360,18 +330,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
             if isinstance(namespace.get(name), (int, float, str, list, tuple))
         },
         "sections": {},
-        "cells": {
-            cell_id: recordings.cell_entry(
-                recordings.section_of(cell_id) if run["role"] != "prelude" else None,
-                run["role"],
-                run,
-                commit,
-                created,
-                run.get("failed", False),
-            )
-            for cell_id, run in runs.items()
-            if not run["role"].startswith("recorded ")  # read from the recording: it keeps its own entry
-        },  # fmt: skip
+        "cells": recordings.recorded_cells(runs, commit, created),
         "calls": calls.calls,
         "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
     }
@@ -406,10 +365,10 @@ def inner(work: Path, key: str) -> int:
 
 def print_plan(sections: list[int]) -> None:
     cells = load_cells()
-    for section, cell_id, role in plan(cells, sections):
+    for section, cell_id, role in recordings.plan(cells, sections):
         under = "" if role not in ("run",) or cell_id in NOT_UNDER_NCU else ", each profiled call under its own ncu"
         print(f"section {section or '-'}: {cell_id} ({role}{under})")
-    for number in missing_dependencies(sections):
+    for number in recordings.missing_dependencies(sections):
         print(f"section {number}: read by {[n for n in sections if number in SECTION_DEPENDENCY.get(n, ())]}, "
               "taken from the recording in docs/verified (values and reports), not recorded again")  # fmt: skip
     print("metrics in the notebook:", ", ".join(notebook_metrics(cells)))
