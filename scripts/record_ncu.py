@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import lzma
 import os
 import re
 import shutil
@@ -60,7 +61,14 @@ import recordings
 from ncu_launch import InnerDone, NcuGuard, ProfiledCalls, check_nsight_internals, child_env
 from recordings import ROOT, RecorderError, encode, load_cells, log_line
 
-from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_ONE_NAMES, SECTION_PLAN, report_folders_of
+from plumbing.cells import (
+    NOT_UNDER_NCU,
+    REPORT_FOLDERS,
+    SECTION_DEPENDENCY,
+    SECTION_ONE_NAMES,
+    SECTION_PLAN,
+    report_folders_of,
+)
 from plumbing.setup_helpers import parse_ncu_version, put_first_on_path, version_text
 
 MIN_NCU = (2025, 1)
@@ -193,6 +201,28 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
 
 
 # ---------------------------------------------------------------- provenance
+def require_gpu(environ=os.environ) -> None:
+    """Stop before anything runs on a machine without an NVIDIA GPU or without torch: say where to run instead."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, env=environ)
+        lines = listed.stdout.splitlines() if listed.returncode == 0 else []
+        gpus = [line for line in lines if line.startswith("GPU ")]
+    except (OSError, subprocess.TimeoutExpired):
+        gpus = []
+    if not gpus:
+        raise RecorderError(
+            "no NVIDIA GPU here (nvidia-smi -L lists none): the recorder profiles the notebook's kernels. Run it on a "
+            "GPU machine (README: Re-recording the Nsight Compute data); --plan shows here what it would run"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise RecorderError(
+            f"this Python ({sys.executable}) has no torch: run the recorder with the GPU machine's Python that has a "
+            "CUDA build of torch (the recorder never installs one)"
+        )
+
+
 def ncu_executable() -> str:
     given = os.environ.get("NCU_PATH")
     if given:
@@ -256,6 +286,26 @@ def section_cost(number: int, calls: list[dict], guard_runs: int, wall_s: float)
 
 
 # ---------------------------------------------------------------- main
+def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
+    """Copy the report folders of the recorded sections from a run's output folder into the recording (reports
+    xz-compressed: each embeds its kernels' cubins, megabytes of torch's)."""
+    kept = []
+    for name, number in REPORT_FOLDERS.items():
+        source = Path(out_dir) / name
+        if number not in sections or not source.is_dir():
+            continue
+        target = Path(dest) / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for path in sorted(source.iterdir()):
+            if path.suffix == ".ncu-rep":
+                (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
+            elif path.is_file():
+                shutil.copy2(path, target / path.name)
+        kept.append(name)
+    return kept
+
+
 def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | None:
     """The recording whose values and reports stand in for the sections the recorded ones read but are not
     recorded with them (SECTION_DEPENDENCY), with those reports restored into the run's output folder; None when
@@ -273,7 +323,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
     recordings.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
-    recordings.require_gpu()
+    require_gpu()
     import nsight
     import pandas as pd
     import torch
@@ -338,7 +388,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
         cost = section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
         recording["sections"][str(number)] = recordings.section_entry(number, status, failed, cost, commit, created)
     path = recordings.write_recording(dest, recording, sections)
-    kept = recordings.keep_report_folders(work / "out", dest, sections)
+    kept = keep_report_folders(work / "out", dest, sections)
     bases = sorted({metric.split(".", 1)[0] for metric in notebook_metrics(cells)})
     queried = query_metrics(ncu, metric_families(cells), bases, dest, version)
     log_line(f"[record] query-metrics: {queried}; report folders kept: {kept}")

@@ -104,10 +104,6 @@ def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
     return steps
 
 
-def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
-    return [cell_id for cell_id, role in section_steps(cells, number) if role == "analysis"]
-
-
 def top_level_names(source: str) -> set[str]:
     """Names a cell binds at top level (def, class, assignment), those inside its `if` blocks too (`if USE_NCU:`
     wraps the body of every cell that needs Nsight Compute)."""
@@ -157,11 +153,9 @@ def plan(cells: list[dict], sections, run_section_one: bool = False) -> list[tup
     recorded ones read (SECTION_DEPENDENCY: 8 reads 3, 10 reads 6 and 7) that is not recorded with them runs just
     before, from a recording (role "recorded <role>": its run cells replaced by the values they bound there).
     """
-    steps = []
-    if run_section_one:
-        steps = [(1, cell["id"], "setup") for cell in cells if cell["type"] == "code" and section_of(cell["id"]) == 1]
-    done = {cell_id for _, cell_id, _ in steps}
-    steps += [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells) if cell_id not in done]
+    one = [cell["id"] for cell in cells if run_section_one and cell["type"] == "code" and section_of(cell["id"]) == 1]
+    steps = [(1, cell_id, "setup") for cell_id in one]
+    steps += [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells) if cell_id not in one]
     for number in sorted(set(sections) | set(missing_dependencies(sections))):
         prefix = "" if number in sections else "recorded "
         steps += [(number, cell_id, prefix + role) for cell_id, role in section_steps(cells, number)]
@@ -389,28 +383,6 @@ def require_cell_modules(modules=CELL_MODULES) -> None:
         )
 
 
-def require_gpu(environ=os.environ) -> None:
-    """Stop before anything runs on a machine without an NVIDIA GPU or without torch: say where to run instead."""
-    try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, env=environ)
-        lines = listed.stdout.splitlines() if listed.returncode == 0 else []
-        gpus = [line for line in lines if line.startswith("GPU ")]
-    except (OSError, subprocess.TimeoutExpired):
-        gpus = []
-    if not gpus:
-        raise RecorderError(
-            "no NVIDIA GPU here (nvidia-smi -L lists none): the recorder profiles the notebook's kernels. Run it on a "
-            "GPU machine (README: Re-recording the Nsight Compute data); --plan shows here what it would run"
-        )
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise RecorderError(
-            f"this Python ({sys.executable}) has no torch: run the recorder with the GPU machine's Python that has a "
-            "CUDA build of torch (the recorder never installs one)"
-        )
-
-
 # ---------------------------------------------------------------- provenance
 def notebook_commit() -> str:
     if os.environ.get("NSPY_RECORD_COMMIT"):
@@ -625,23 +597,3 @@ def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
                 written.append(target / path.name)
                 shutil.copy2(path, written[-1])
     return written
-
-
-def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
-    """Copy the report folders of the recorded sections from a run's output folder into the recording (reports
-    xz-compressed: each embeds its kernels' cubins, megabytes of torch's)."""
-    kept = []
-    for name, number in REPORT_FOLDERS.items():
-        source = Path(out_dir) / name
-        if number not in sections or not source.is_dir():
-            continue
-        target = Path(dest) / name
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        for path in sorted(source.iterdir()):
-            if path.suffix == ".ncu-rep":
-                (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
-            elif path.is_file():
-                shutil.copy2(path, target / path.name)
-        kept.append(name)
-    return kept
