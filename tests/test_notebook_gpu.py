@@ -31,9 +31,7 @@ EXPECTED_SECTIONS = list(range(1, SECTION_COUNT + 1))
 @pytest.fixture(scope="module")
 def run_dir() -> Path:
     # NSPY_TUTORIAL_OUT, else the notebook's own default folder (run from the clone, as run_headless does)
-    folder = choose_output_dir(os.environ, on_colab=False)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return choose_output_dir(os.environ, on_colab=False)  # made once the run is sure to happen
 
 
 def require_harness() -> None:
@@ -73,6 +71,7 @@ def executed(run_dir: Path) -> dict:
         pytest.skip("no NVIDIA GPU here (nvidia-smi lists none): the notebook run needs one")
     require_harness()
     timeout_s = cell_timeout_s()
+    run_dir.mkdir(parents=True, exist_ok=True)
     copy = run_dir / NOTEBOOK.name
     copy_allowing_errors(NOTEBOOK, copy)  # nbmake --overwrite writes outputs into this copy, never the committed one
     summary_path = run_dir / "summary.json"

@@ -182,7 +182,8 @@ def test_gpu_test_is_skipped_with_a_reason_where_there_is_no_gpu(tmp_path):
     shim.mkdir()
     (shim / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     (shim / "nvidia-smi").chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "NSPY_TUTORIAL_OUT": str(tmp_path)}
+    out = tmp_path / "run"
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "NSPY_TUTORIAL_OUT": str(out)}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_notebook_gpu.py", "-rs", "-p", "no:cacheprovider"],
         cwd=ROOT, env=env, capture_output=True, text=True,
@@ -191,6 +192,7 @@ def test_gpu_test_is_skipped_with_a_reason_where_there_is_no_gpu(tmp_path):
     skipped = re.search(r"(\d+) skipped", done.stdout)
     assert skipped and int(skipped.group(1)) == len(_gpu_test_ids()), f"every GPU test must be skipped: {done.stdout}"
     assert "no NVIDIA GPU here" in done.stdout and " passed" not in done.stdout, done.stdout[-2000:]
+    assert not out.exists(), "a GPU test skipped for want of a GPU must not make the output folder"
 
 
 @functools.cache
