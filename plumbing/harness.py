@@ -41,11 +41,16 @@ def read_strict(environ=os.environ):
 STRICT = read_strict()
 
 
+# The default output folder's name, for the notebook and scripts/run_headless alike: under /content on Colab, else
+# in the current folder (the clone, for run_headless).
+OUTPUT_FOLDER = "nspy_tutorial_out"
+
+
 def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
-    """Where every file this notebook writes goes: NSPY_TUTORIAL_OUT, else a fixed default."""
+    """Where every file this notebook writes goes: NSPY_TUTORIAL_OUT, else the default folder OUTPUT_FOLDER."""
     if environ.get("NSPY_TUTORIAL_OUT"):
         return Path(environ["NSPY_TUTORIAL_OUT"]).expanduser().resolve()
-    return Path("/content/nspy_tutorial") if on_colab else Path("nspy_tutorial_out").resolve()
+    return Path("/content", OUTPUT_FOLDER) if on_colab else Path(OUTPUT_FOLDER).resolve()
 
 
 def prepare_output_dir(folder, environ=os.environ):

@@ -7,9 +7,12 @@
 
 It runs the notebook's own cells in one Python process, as Run all does with NSPY_TUTORIAL_PROFILER=cupti: section
 1 (installs into the tutorial's folders, libcupti preloaded, nsight on its CUPTI backend, the environment recorded),
-then each section of plumbing/cells.py's CUPTI_SECTIONS, its code cells in notebook order (SECTION_PLAN says which
-define and which run). Every executed cell's source, output and recordable values, and each section's status and
-cost, go to docs/verified/<gpu>-cupti-recording/cupti_recording.json (scripts/recordings.py). On a CPU,
+then the other sections' define cells that bind what every section uses (SHARED_NAMES), then each section of
+plumbing/cells.py's CUPTI_SECTIONS, its code cells in notebook order (SECTION_PLAN says which define and which run);
+the plan is scripts/recordings.py's, as for record_ncu.py. A section recorded without one it reads (8 reads 3's
+means) reads that one's values from the CUPTI recording in --dest. Every executed cell's source, output and
+recordable values, and each section's status and cost, go to docs/verified/<gpu>-cupti-recording/cupti_recording.json
+(scripts/recordings.py). On a CPU,
 tests/test_cupti_recordings.py then runs each section's analysis cells on what its run cells bound.
 Nothing of the benchmarks lives here: change a benchmark in the notebook and the next recording follows it.
 """
@@ -28,36 +31,36 @@ from pathlib import Path
 import recordings
 from recordings import ROOT, RecorderError, encode, load_cells, log_line
 
-from plumbing.cells import CUPTI_SECTIONS, section_of
+from plumbing.cells import CUPTI_SECTIONS
 
 SECTIONS = tuple(sorted(CUPTI_SECTIONS))
 
 
-def plan(cells: list[dict], sections=SECTIONS) -> list[tuple[int, str, str]]:
-    """(section, cell id, role) in the order the recorder executes them: section 1, then each section."""
-    steps = [(1, cell["id"], "setup") for cell in cells if cell["type"] == "code" and section_of(cell["id"]) == 1]
-    for number in sections:
-        steps += [(number, cell_id, role) for cell_id, role in recordings.section_steps(cells, number)]
-    return steps
+def plan(cells: list[dict], sections=SECTIONS) -> list[tuple[int | None, str, str]]:
+    """The recording plan (scripts/recordings.py) with section 1 run as Run all runs it."""
+    return recordings.plan(cells, sections, run_section_one=True)
 
 
 def run_sections(namespace: dict, cells: list[dict], steps) -> tuple[dict, dict, dict]:
-    """Execute the steps; return ({cell id: run}, {section: wall s}, {section: failed cell id})."""
+    """Execute the steps; return ({cell id: run}, {section: wall s}, {section (None: prelude): failed cell id})."""
     runs, seconds, failed = {}, {}, {}
     for number, cell_id, role in steps:
+        blocked = recordings.failed_dependency(number, failed)
+        if blocked and number not in failed:
+            failed[number] = blocked
         if number in failed:
             continue
         started = time.perf_counter()
-        log_line(f"[record cupti] section {number}: cell {cell_id} ({role})")
-        source = recordings.cell_source(cells, cell_id)
+        log_line(f"[record cupti] section {number or '-'}: cell {cell_id} ({role})")
+        source = recordings.source_to_run(cells, cell_id, role)
         try:
             runs[cell_id] = {**recordings.run_cell(namespace, source, cell_id), "role": role}
-        except BaseException as error:  # noqa: BLE001 - recorded; section 1 failing ends the run, a later one only itself
+        except BaseException as error:  # noqa: BLE001 - recorded; section 1 or a prelude cell failing ends the run
             output = getattr(error, "cell_output", "") + "FAILED\n" + traceback.format_exc()
             runs[cell_id] = {"source": source, "output": output, "variables": {}, "role": role, "failed": True}
             log_line(output)
             failed[number] = cell_id
-            if number == 1:
+            if number in (1, None):
                 break
         seconds[number] = seconds.get(number, 0.0) + time.perf_counter() - started
     return runs, seconds, failed
@@ -69,12 +72,13 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
     work = recordings.work_folder("record_cupti_work")
     os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
     cells = load_cells()
-    namespace: dict = {"__name__": "__main__"}
+    read = recordings.dependency_recording(sections, dest_root, "cupti")  # before anything runs: a missing one stops
+    namespace: dict = {"__name__": "__main__", "RECORDING": read and recordings.load_recording(read)}
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     commit = recordings.notebook_commit()
     started = time.perf_counter()
     runs, seconds, failed = run_sections(namespace, cells, plan(cells, sections))
-    if 1 in failed:
+    if 1 in failed or None in failed:
         return None, failed
     env = dict(namespace["ENVIRONMENT"])
     status = namespace.get("SECTIONS", {})
@@ -101,12 +105,7 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
         },
         "environment": encode(env),
         "sections": {},
-        "cells": {
-            cell_id: recordings.cell_entry(
-                section_of(cell_id), run["role"], run, commit, created, run.get("failed", False)
-            )
-            for cell_id, run in runs.items()
-        },
+        "cells": recordings.recorded_cells(runs, commit, created),
         "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
     }
     for number in sections:
@@ -127,14 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         sections = recordings.parse_sections(args.sections, SECTIONS)
         if args.plan:
             for number, cell_id, role in plan(load_cells(), sections):
-                print(f"section {number}: {cell_id} ({role})")
+                print(f"section {number or '-'}: {cell_id} ({role})")
             return 0
         dest, failed = record(args.dest, sections)
     except RecorderError as error:
         print(f"record_cupti: {error}", file=sys.stderr)
         return 2
     if dest is None:
-        print(f"record_cupti: section 1 failed in cell {failed[1]}; nothing was recorded (see above)", file=sys.stderr)
+        where = f"section 1 failed in cell {failed[1]}" if 1 in failed else f"shared cell {failed[None]} failed"
+        print(f"record_cupti: {where}; nothing was recorded (see above)", file=sys.stderr)
         return 2
     print(f"[record cupti] wrote {dest / recordings.RECORDING_FILES['cupti']}")
     if failed:

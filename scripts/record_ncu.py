@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import lzma
 import os
 import re
 import shutil
@@ -60,7 +61,14 @@ import recordings
 from ncu_launch import InnerDone, NcuGuard, ProfiledCalls, check_nsight_internals, child_env
 from recordings import ROOT, RecorderError, encode, load_cells, log_line
 
-from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_ONE_NAMES, SECTION_PLAN, report_folders_of
+from plumbing.cells import (
+    NOT_UNDER_NCU,
+    REPORT_FOLDERS,
+    SECTION_DEPENDENCY,
+    SECTION_ONE_NAMES,
+    SECTION_PLAN,
+    report_folders_of,
+)
 from plumbing.setup_helpers import parse_ncu_version, put_first_on_path, version_text
 
 MIN_NCU = (2025, 1)
@@ -100,29 +108,12 @@ def metric_families(cells: list[dict]) -> list[str]:
     return sorted(f"{family}__" for family in found)
 
 
-def plan(cells: list[dict], sections=SECTIONS) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role) in the order the outer process runs them: the shared define cells, then each
-    section's code cells in notebook order. A section that reads other sections' values and reports
-    (SECTION_DEPENDENCY: section 10 reads 6 and 7) recorded without them: their cells run first from the recording
-    (role "recorded <role>": run cells replaced by the values they bound there, the others as they are)."""
-    steps = [(None, cell_id, "prelude") for cell_id in recordings.prelude_cell_ids(cells)]
-    for number in sorted(set(sections) | set(missing_dependencies(sections))):
-        prefix = "" if number in sections else "recorded "
-        steps += [(number, cell_id, prefix + role) for cell_id, role in recordings.section_steps(cells, number)]
-    return steps
-
-
-def missing_dependencies(sections) -> list[int]:
-    """The sections the recorded ones read (SECTION_DEPENDENCY) that are not recorded with them."""
-    return sorted({dep for number in sections for dep in SECTION_DEPENDENCY.get(number, ()) if dep not in sections})
-
-
 def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
     """What an inner process under ncu replays for a call of `section`: the shared define cells, then the
     section's define and run cells (not the CUPTI child, not section 10's own ncu command line)."""
     return [
         step
-        for step in plan(cells, [section])
+        for step in recordings.plan(cells, [section])
         if step[2] in ("prelude", "define", "gpu_define", "run") and step[1] not in NOT_UNDER_NCU
     ]
 
@@ -177,17 +168,15 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
     namespace, failed = done["namespace"], done["failed"]
     namespace["RECORDING"] = recorded
     for section, cell_id, role in steps:
-        failed_dependency = next((dep for dep in SECTION_DEPENDENCY.get(section, ()) if dep in failed), None)
-        if failed_dependency is not None and section not in failed:
-            failed[section] = f"{failed[failed_dependency]} (section {failed_dependency}, which it reads)"
+        blocked = recordings.failed_dependency(section, failed)
+        if blocked and section not in failed:
+            failed[section] = blocked
         if section in failed:
             continue
         calls.where = (section, cell_id)
         calls.allowed = role == "run"
         log(f"[record] section {section or '-'}: cell {cell_id} ({role})")
-        source = recordings.cell_source(cells, cell_id)
-        if role.removeprefix("recorded ") in recordings.REPLACED_ON_CPU and role.startswith("recorded "):
-            source = recordings.inject_source(cell_id)  # what it bound in the recording
+        source = recordings.source_to_run(cells, cell_id, role)
         started, ncu_runs = time.perf_counter(), len(guard.runs) if guard else 0
         try:
             done["runs"][cell_id] = {**recordings.run_cell(namespace, source, cell_id), "role": role}
@@ -212,6 +201,28 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
 
 
 # ---------------------------------------------------------------- provenance
+def require_gpu(environ=os.environ) -> None:
+    """Stop before anything runs on a machine without an NVIDIA GPU or without torch: say where to run instead."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, env=environ)
+        lines = listed.stdout.splitlines() if listed.returncode == 0 else []
+        gpus = [line for line in lines if line.startswith("GPU ")]
+    except (OSError, subprocess.TimeoutExpired):
+        gpus = []
+    if not gpus:
+        raise RecorderError(
+            "no NVIDIA GPU here (nvidia-smi -L lists none): the recorder profiles the notebook's kernels. Run it on a "
+            "GPU machine (README: Re-recording the Nsight Compute data); --plan shows here what it would run"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise RecorderError(
+            f"this Python ({sys.executable}) has no torch: run the recorder with the GPU machine's Python that has a "
+            "CUDA build of torch (the recorder never installs one)"
+        )
+
+
 def ncu_executable() -> str:
     given = os.environ.get("NCU_PATH")
     if given:
@@ -275,35 +286,44 @@ def section_cost(number: int, calls: list[dict], guard_runs: int, wall_s: float)
 
 
 # ---------------------------------------------------------------- main
+def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
+    """Copy the report folders of the recorded sections from a run's output folder into the recording (reports
+    xz-compressed: each embeds its kernels' cubins, megabytes of torch's)."""
+    kept = []
+    for name, number in REPORT_FOLDERS.items():
+        source = Path(out_dir) / name
+        if number not in sections or not source.is_dir():
+            continue
+        target = Path(dest) / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for path in sorted(source.iterdir()):
+            if path.suffix == ".ncu-rep":
+                (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
+            elif path.is_file():
+                shutil.copy2(path, target / path.name)
+        kept.append(name)
+    return kept
+
+
 def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | None:
     """The recording whose values and reports stand in for the sections the recorded ones read but are not
     recorded with them (SECTION_DEPENDENCY), with those reports restored into the run's output folder; None when
     every section read is recorded in this run."""
-    missing = missing_dependencies(sections)
-    if not missing:
+    folder = recordings.dependency_recording(sections, dest_root, "ncu")
+    if folder is None:
         return None
-    held = sorted(path.parent for path in Path(dest_root).glob(f"*/{recordings.RECORDING_FILES['ncu']}"))
-    usable = [
-        folder for folder in held
-        if all(str(dep) in json.loads((folder / recordings.RECORDING_FILES["ncu"]).read_text()).get("sections", {})
-               for dep in missing)
-    ]  # fmt: skip
-    if not usable:
-        raise RecorderError(
-            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
-            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
-        )
-    recordings.restore_report_folders(usable[-1], work / "out")
+    recordings.restore_report_folders(folder, work / "out")
     for number in sections:
         for name in report_folders_of(number):
             shutil.rmtree(work / "out" / name, ignore_errors=True)  # its own: made again here
-    log_line(f"[record] sections {missing} (read by {sections}) from the recording in {usable[-1]}")
-    return recordings.load_recording(usable[-1])
+    log_line(f"[record] sections {recordings.missing_dependencies(sections)} (read by {sections}) from {folder}")
+    return recordings.load_recording(folder)
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
     recordings.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
-    recordings.require_gpu()
+    require_gpu()
     import nsight
     import pandas as pd
     import torch
@@ -322,7 +342,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     commit = recordings.notebook_commit()
     started = time.perf_counter()
     with NcuGuard(ncu) as guard:
-        done = replay(plan(cells, sections), calls, guard, recorded=recorded)
+        done = replay(recordings.plan(cells, sections), calls, guard, recorded=recorded)
     total = time.perf_counter() - started
     namespace, runs, failed = done["namespace"], done["runs"], done["failed"]
     if None in failed:
@@ -360,18 +380,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
             if isinstance(namespace.get(name), (int, float, str, list, tuple))
         },
         "sections": {},
-        "cells": {
-            cell_id: recordings.cell_entry(
-                recordings.section_of(cell_id) if run["role"] != "prelude" else None,
-                run["role"],
-                run,
-                commit,
-                created,
-                run.get("failed", False),
-            )
-            for cell_id, run in runs.items()
-            if not run["role"].startswith("recorded ")  # read from the recording: it keeps its own entry
-        },  # fmt: skip
+        "cells": recordings.recorded_cells(runs, commit, created),
         "calls": calls.calls,
         "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
     }
@@ -379,7 +388,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
         cost = section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
         recording["sections"][str(number)] = recordings.section_entry(number, status, failed, cost, commit, created)
     path = recordings.write_recording(dest, recording, sections)
-    kept = recordings.keep_report_folders(work / "out", dest, sections)
+    kept = keep_report_folders(work / "out", dest, sections)
     bases = sorted({metric.split(".", 1)[0] for metric in notebook_metrics(cells)})
     queried = query_metrics(ncu, metric_families(cells), bases, dest, version)
     log_line(f"[record] query-metrics: {queried}; report folders kept: {kept}")
@@ -406,10 +415,10 @@ def inner(work: Path, key: str) -> int:
 
 def print_plan(sections: list[int]) -> None:
     cells = load_cells()
-    for section, cell_id, role in plan(cells, sections):
+    for section, cell_id, role in recordings.plan(cells, sections):
         under = "" if role not in ("run",) or cell_id in NOT_UNDER_NCU else ", each profiled call under its own ncu"
         print(f"section {section or '-'}: {cell_id} ({role}{under})")
-    for number in missing_dependencies(sections):
+    for number in recordings.missing_dependencies(sections):
         print(f"section {number}: read by {[n for n in sections if number in SECTION_DEPENDENCY.get(n, ())]}, "
               "taken from the recording in docs/verified (values and reports), not recorded again")  # fmt: skip
     print("metrics in the notebook:", ", ".join(notebook_metrics(cells)))

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
     sys.path.insert(0, str(ROOT))
-from plumbing.cells import REPORT_FOLDERS, SECTION_PLAN, SHARED_NAMES, section_of  # noqa: E402
+from plumbing.cells import REPORT_FOLDERS, SECTION_DEPENDENCY, SECTION_PLAN, SHARED_NAMES, section_of  # noqa: E402
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 VERIFIED = ROOT / "docs" / "verified"
@@ -104,10 +104,6 @@ def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
     return steps
 
 
-def analysis_cell_ids(cells: list[dict], number: int) -> list[str]:
-    return [cell_id for cell_id, role in section_steps(cells, number) if role == "analysis"]
-
-
 def top_level_names(source: str) -> set[str]:
     """Names a cell binds at top level (def, class, assignment), those inside its `if` blocks too (`if USE_NCU:`
     wraps the body of every cell that needs Nsight Compute)."""
@@ -146,6 +142,62 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
     if missing:
         raise RecorderError(f"no notebook cell defines {sorted(missing)} (plumbing/cells.py: SHARED_NAMES)")
     return ids
+
+
+def plan(cells: list[dict], sections, run_section_one: bool = False) -> list[tuple[int | None, str, str]]:
+    """(section, cell id, role): which cells a recorder runs for `sections`, in the order it runs them.
+
+    First what every section needs: section 1's code cells (`run_section_one`, role "setup": record_cupti.py runs
+    them as Run all does) or only its harness cells (record_ncu.py makes section 1's names itself), then the define
+    cells that bind SHARED_NAMES (role "prelude"). Then each section's code cells in notebook order. A section the
+    recorded ones read (SECTION_DEPENDENCY: 8 reads 3, 10 reads 6 and 7) that is not recorded with them runs just
+    before, from a recording (role "recorded <role>": its run cells replaced by the values they bound there).
+    """
+    one = [cell["id"] for cell in cells if run_section_one and cell["type"] == "code" and section_of(cell["id"]) == 1]
+    steps = [(1, cell_id, "setup") for cell_id in one]
+    steps += [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells) if cell_id not in one]
+    for number in sorted(set(sections) | set(missing_dependencies(sections))):
+        prefix = "" if number in sections else "recorded "
+        steps += [(number, cell_id, prefix + role) for cell_id, role in section_steps(cells, number)]
+    return steps
+
+
+def missing_dependencies(sections) -> list[int]:
+    """The sections the recorded ones read (SECTION_DEPENDENCY) that are not recorded with them."""
+    return sorted({dep for number in sections for dep in SECTION_DEPENDENCY.get(number, ()) if dep not in sections})
+
+
+def failed_dependency(section, failed: dict) -> str | None:
+    """Why `section` cannot run when a section it reads failed (`failed`: section -> cell id), else None."""
+    dep = next((dep for dep in SECTION_DEPENDENCY.get(section, ()) if dep in failed), None)
+    return None if dep is None else f"{failed[dep]} (section {dep}, which it reads)"
+
+
+def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
+    """The cell's source, or for a run cell of a section read from a recording, the values it bound there."""
+    if role.startswith("recorded ") and role.removeprefix("recorded ") in REPLACED_ON_CPU:
+        return inject_source(cell_id)
+    return cell_source(cells, cell_id)
+
+
+def dependency_recording(sections: list[int], dest_root: Path, mode: str) -> Path | None:
+    """The newest recording of `mode` in dest_root that holds the sections the recorded ones read but are not
+    recorded with them; None when there are none; a RecorderError that says what to record when none holds them."""
+    missing = missing_dependencies(sections)
+    if not missing:
+        return None
+    held = sorted(path.parent for path in Path(dest_root).glob(f"*/{RECORDING_FILES[mode]}"))
+    usable = [
+        folder for folder in held
+        if all(str(dep) in json.loads((folder / RECORDING_FILES[mode]).read_text()).get("sections", {})
+               for dep in missing)
+    ]  # fmt: skip
+    if not usable:
+        raise RecorderError(
+            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
+            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
+        )
+    return usable[-1]
 
 
 def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
@@ -331,28 +383,6 @@ def require_cell_modules(modules=CELL_MODULES) -> None:
         )
 
 
-def require_gpu(environ=os.environ) -> None:
-    """Stop before anything runs on a machine without an NVIDIA GPU or without torch: say where to run instead."""
-    try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, env=environ)
-        lines = listed.stdout.splitlines() if listed.returncode == 0 else []
-        gpus = [line for line in lines if line.startswith("GPU ")]
-    except (OSError, subprocess.TimeoutExpired):
-        gpus = []
-    if not gpus:
-        raise RecorderError(
-            "no NVIDIA GPU here (nvidia-smi -L lists none): the recorder profiles the notebook's kernels. Run it on a "
-            "GPU machine (README: Re-recording the Nsight Compute data); --plan shows here what it would run"
-        )
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise RecorderError(
-            f"this Python ({sys.executable}) has no torch: run the recorder with the GPU machine's Python that has a "
-            "CUDA build of torch (the recorder never installs one)"
-        )
-
-
 # ---------------------------------------------------------------- provenance
 def notebook_commit() -> str:
     if os.environ.get("NSPY_RECORD_COMMIT"):
@@ -402,6 +432,23 @@ def cell_entry(number, role: str, run: dict, commit: str, created: str, failed: 
         "variables": {name: encode(value) for name, value in sorted(run.get("variables", {}).items())},
         "notebook_commit": commit,
         "recorded_utc": created,
+    }
+
+
+def recorded_cells(runs: dict, commit: str, created: str) -> dict:
+    """The recording's cells: every cell a recorder ran (a prelude cell belongs to no section), except the cells of
+    a section read from a recording, which keeps its own entries."""
+    return {
+        cell_id: cell_entry(
+            section_of(cell_id) if run["role"] != "prelude" else None,
+            run["role"],
+            run,
+            commit,
+            created,
+            run.get("failed", False),
+        )
+        for cell_id, run in runs.items()
+        if not run["role"].startswith("recorded ")
     }
 
 
@@ -550,23 +597,3 @@ def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
                 written.append(target / path.name)
                 shutil.copy2(path, written[-1])
     return written
-
-
-def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
-    """Copy the report folders of the recorded sections from a run's output folder into the recording (reports
-    xz-compressed: each embeds its kernels' cubins, megabytes of torch's)."""
-    kept = []
-    for name, number in REPORT_FOLDERS.items():
-        source = Path(out_dir) / name
-        if number not in sections or not source.is_dir():
-            continue
-        target = Path(dest) / name
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        for path in sorted(source.iterdir()):
-            if path.suffix == ".ncu-rep":
-                (target / f"{path.name}.xz").write_bytes(lzma.compress(path.read_bytes(), preset=9))
-            elif path.is_file():
-                shutil.copy2(path, target / path.name)
-        kept.append(name)
-    return kept

@@ -3,7 +3,7 @@
 
     python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
     python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
-    python scripts/render_recorded.py --executed headless_run/nsight_python_t4_tutorial.ipynb   # CUPTI-mode page
+    python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb   # CUPTI-mode page
 
 Writes recorded_sections.ipynb (executed), recorded_sections.html and figures.json into the recording's folder.
 With --executed it turns a notebook that scripts/run_headless executed into its HTML page instead: a section

@@ -3,6 +3,7 @@ the notebook's own cells on a recording (no test module imports another)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -150,3 +151,31 @@ class RecordedNotebook:
 
     def close(self) -> None:
         self.session.close()
+
+
+# ---------------------------------------------------------------- names a notebook cell binds and reads (ast)
+def module_level_names(source: str) -> set[str]:
+    """Names a cell binds in the notebook's namespace (not a function's locals or arguments)."""
+    names, pending = set(), list(ast.parse(source).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue  # its body binds locals
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            pending.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def free_names(source: str) -> set[str]:
+    """Names a cell reads that nothing in the cell binds (so they come from an earlier cell)."""
+    tree = ast.parse(source)
+    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)} | module_level_names(source)
+    named = (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # nested defs: locals
+    bound |= {node.name for node in ast.walk(tree) if isinstance(node, named) and node.name}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound

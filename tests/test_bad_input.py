@@ -20,6 +20,8 @@ import pytest
 from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 from support import ROOT, WITHOUT_MODULES
 
+from plumbing.harness import OUTPUT_FOLDER, choose_output_dir
+
 README = (ROOT / "README.md").read_text()
 # What the old run_headless wrote into / when its output folder could not be made.
 LEFT_IN_ROOT = ("pytest.log", "run_info.json", "nsight_python_t4_tutorial.ipynb", "nsight_python_t4_tutorial.html")
@@ -121,7 +123,11 @@ def test_run_headless_names_the_wheelhouse_setting_and_how_to_make_one(tmp_path,
 def test_run_headless_blames_the_wheelhouse_not_the_network_when_a_wheel_is_missing(tmp_path):
     wheelhouse = make_wheelhouse(tmp_path / "wheelhouse", {"nbmake": "1.5.5"}, {})  # the other harness wheels lack
     status, output, _ = run_script(
-        "scripts/run_headless", tmp_path, FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_WHEELHOUSE=wheelhouse
+        "scripts/run_headless",
+        tmp_path,
+        FAKE_HARNESS_MISSING=1,
+        NSPY_TUTORIAL_WHEELHOUSE=wheelhouse,
+        NSPY_TUTORIAL_OUT=tmp_path / "out",  # not the clone's default folder
     )
     assert status == 2, output
     assert not pip_installs(tmp_path), "pip must have failed for want of a wheel"
@@ -210,7 +216,7 @@ def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with
 def test_folders_the_readme_commands_make_are_ignored_by_git():
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    for folder in ("wheelhouse", "record_env", "record_ncu_work", "headless_run"):
+    for folder in ("wheelhouse", "record_env", "record_ncu_work", OUTPUT_FOLDER):
         done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x.whl"], cwd=ROOT)
         assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"
 
@@ -295,6 +301,20 @@ def test_run_headless_expands_a_tilde_in_the_output_setting_as_the_notebook_does
     assert status == 0, output
     assert (tmp_path / "runs" / "first" / "run_info.json").exists(), "~ is the home folder (the fake HOME here)"
     assert not (tmp_path / "~").exists(), "a folder literally named ~ was made"
+
+
+def test_run_headless_without_a_folder_setting_writes_where_the_notebook_run_in_the_clone_would(tmp_path, monkeypatch):
+    clone = fresh_clone(tmp_path / "clone")
+    # run from another folder; no executed notebook comes back, so no page is rendered
+    status, output, _ = run_script(str(clone / "scripts/run_headless"), tmp_path, FAKE_EXECUTED=tmp_path / "none")
+    assert status == 0, output
+    monkeypatch.chdir(clone)  # where the notebook runs when a user opens it in the clone
+    notebook_folder = choose_output_dir({}, on_colab=False)
+    written = sorted(path.name for path in notebook_folder.iterdir()) if notebook_folder.is_dir() else []
+    assert {"pytest.log", "run_info.json"} <= set(written), (
+        f"run_headless with no argument and no NSPY_TUTORIAL_OUT must write into the notebook's own default folder "
+        f"{notebook_folder} (plumbing/harness.py choose_output_dir), which holds {written}:\n{output[-1500:]}"
+    )
 
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests"])

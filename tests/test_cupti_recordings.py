@@ -38,8 +38,20 @@ def test_the_recorder_stops_at_the_gpu_check_without_a_gpu_and_writes_nothing(tm
     assert not (tmp_path / "dest").exists(), "nothing may be written where a recording belongs"
 
 
+def test_a_section_recorded_without_the_one_it_reads_and_no_recording_of_that_says_to_record_both(tmp_path):
+    env = {**os.environ, "NSPY_RECORD_WORK": str(tmp_path / "w")}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/record_cupti.py"), "--sections", "8", "--dest", str(tmp_path / "dest")],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "--sections 3,8" in done.stderr, f"section 8 reads section 3: say to record both:\n{done.stderr}"
+    assert "[record cupti] section" not in done.stdout, "no cell may run before the recording it reads is found"
+    assert not (tmp_path / "dest").exists(), "nothing may be written where a recording belongs"
+
+
 def test_the_plan_covers_exactly_the_sections_that_run_on_cupti():
-    sections = {number for number, _, _ in record_cupti.plan(recordings.load_cells())}
+    sections = {number for number, _, role in record_cupti.plan(recordings.load_cells()) if role != "prelude"}
     assert sections == {1, *CUPTI_SECTIONS}
 
 
@@ -103,3 +115,46 @@ def test_each_recorded_figure_is_once_in_the_recording_and_is_the_one_its_sectio
             f"{folder.name}: figure {figure['name']} = {figure['value']} is not what section {figure['section']}'s "
             f"record cell printed ({printed.strip()[:300]!r}): the recording mixes runs; {RECORD}"
         )
+
+
+# ---------------------------------------------------------------- sections recorded alone, simulated on a CPU
+def run_plan_on_a_cpu(sections, out, monkeypatch):
+    """record_cupti.py --sections ... without a GPU: section 1's names come from the committed CUPTI recording (its
+    cells check for a GPU first), then the rest of the plan runs for real. Returns (steps, runs, failed)."""
+    if not FOLDERS:
+        pytest.skip(f"no docs/verified/*/{recordings.RECORDING_FILES['cupti']}: {RECORD}")
+    for name, value in {"NSPY_TUTORIAL_OUT": out, "NSPY_TUTORIAL_PROFILER": "cupti", "MPLBACKEND": "Agg",
+                        "NSPY_NCU_INIT_AT_IMPORT": "0"}.items():  # fmt: skip
+        monkeypatch.setenv(name, str(value))
+    cells = recordings.load_cells()
+    namespace = {"__name__": "__main__"}
+    for cell_id in ("harness", "setup-helpers"):
+        recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
+    recordings.run_cell(namespace, recordings.cpu_section_one_source(FOLDERS[-1]), "section-one", echo=False)
+    steps = [step for step in record_cupti.plan(cells, sections) if step[0] != 1]
+    runs, _, failed = record_cupti.run_sections(namespace, cells, steps)
+    return steps, runs, failed
+
+
+@pytest.mark.parametrize("number", record_cupti.SECTIONS)
+def test_a_section_recorded_alone_runs_on_a_cpu_up_to_its_first_step_that_needs_the_gpu(number, tmp_path, monkeypatch):
+    """The shared define cells, a section N reads (from the recording) and N's own cells run: a NameError or KeyError
+    before N's first profiled call or GPU-reading cell would otherwise wait for the runner."""
+    steps, runs, failed = run_plan_on_a_cpu([number], tmp_path / "out", monkeypatch)
+    first_gpu_step = next(
+        cell_id for section, cell_id, role in steps if section == number and role in recordings.REPLACED_ON_CPU
+    )
+    last_line = {cell_id: run["output"].strip().splitlines()[-1] for cell_id, run in runs.items() if run.get("failed")}
+    assert failed == {number: first_gpu_step}, (
+        f"--sections {number} on a CPU must get as far as {first_gpu_step}, its first cell that needs the GPU; "
+        f"it stopped at {failed}: {last_line}"
+    )
+    assert not last_line[first_gpu_step].startswith(("NameError", "KeyError")), last_line[first_gpu_step]
+
+
+def test_a_section_whose_read_section_failed_is_failed_naming_it_and_runs_no_cell(tmp_path, monkeypatch):
+    _, runs, failed = run_plan_on_a_cpu([3, 8], tmp_path / "out", monkeypatch)  # section 3 stops at s3-run here
+    assert failed.get(8) == f"{failed[3]} (section 3, which it reads)", (
+        f"section 8 reads section 3's means: with section 3 failed it must be FAILED naming it, got {failed}"
+    )
+    assert not [cell_id for cell_id in runs if cell_id.startswith("s8-") and runs[cell_id]["role"] != "prelude"]

@@ -9,6 +9,7 @@ import importlib
 import json
 import math
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -32,17 +33,14 @@ def test_importing_the_harness_creates_no_folder_and_prints_nothing(monkeypatch,
     assert list(tmp_path.iterdir()) == [] and capsys.readouterr().out == "", "only the notebook's cell may act"
 
 
-@pytest.mark.parametrize(
-    ("environ", "on_colab", "expected"),
-    [({"NSPY_TUTORIAL_OUT": "/tmp/custom"}, True, "/tmp/custom"), ({}, True, "/content/nspy_tutorial")],
-)
-def test_output_folder_is_env_override_then_colab_default(harness, environ, on_colab, expected):
-    assert str(harness.choose_output_dir(environ, on_colab=on_colab)) == expected
+def test_output_folder_is_the_setting_else_the_default_folder_under_content_on_colab(harness):
+    assert harness.choose_output_dir({"NSPY_TUTORIAL_OUT": "/tmp/custom"}, on_colab=True) == Path("/tmp/custom")
+    assert harness.choose_output_dir({}, on_colab=True) == Path("/content", harness.OUTPUT_FOLDER)
 
 
-def test_output_folder_off_colab_is_local(harness, monkeypatch, tmp_path):
+def test_output_folder_off_colab_is_the_default_folder_in_the_current_folder(harness, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    assert harness.choose_output_dir({}, on_colab=False) == tmp_path / "nspy_tutorial_out"
+    assert harness.choose_output_dir({}, on_colab=False) == tmp_path / harness.OUTPUT_FOLDER
 
 
 def test_out_prefix_is_a_folder_inside_the_output_folder(harness, tmp_path):

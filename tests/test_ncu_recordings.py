@@ -10,7 +10,6 @@ tested, so a T4 recording beside the H200 one gets the same checks.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import hashlib
 import json
@@ -20,7 +19,7 @@ import pytest
 import record_ncu
 import recordings
 import render_recorded
-from support import ROOT, RecordedNotebook
+from support import ROOT, RecordedNotebook, free_names, module_level_names
 
 from plumbing.cells import SECTION_DEPENDENCY, SECTION_ONE_NAMES, SECTION_PLAN, section_of
 
@@ -402,33 +401,6 @@ def test_a_section_without_profiled_calls_gets_no_ncu_wall_time_note():
 
 
 # ---------------------------------------------------------------- the plan: what a section reads from another
-def _module_level_names(source: str) -> set[str]:
-    """Names a cell binds in the notebook's namespace (not a function's locals or arguments)."""
-    names, pending = set(), list(ast.parse(source).body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue  # its body binds locals
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            pending.extend(ast.iter_child_nodes(node))
-    return names
-
-
-def _free_names(source: str) -> set[str]:
-    """Names a cell reads that nothing in the cell binds (so they come from an earlier cell)."""
-    tree = ast.parse(source)
-    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
-    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)} | _module_level_names(source)
-    named = (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # nested defs: locals
-    bound |= {node.name for node in ast.walk(tree) if isinstance(node, named) and node.name}
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound
-
-
 def test_every_name_a_section_reads_from_another_section_is_in_section_dependency():
     """A section recorded alone gets section 1's names, the prelude (harness and shared define cells) and the
     sections SECTION_DEPENDENCY names; a name from any other section is a NameError on the runner (section 8's
@@ -436,8 +408,8 @@ def test_every_name_a_section_reads_from_another_section_is_in_section_dependenc
     cells = recordings.load_cells()
     code = {number: [cell for cell in cells if cell["type"] == "code" and section_of(cell["id"]) == number]
             for number in SECTION_PLAN}  # fmt: skip
-    binds = {number: set().union(*(_module_level_names(cell["source"]) for cell in cs)) for number, cs in code.items()}
-    prelude = set().union(*(_module_level_names(recordings.cell_source(cells, cell_id))
+    binds = {number: set().union(*(module_level_names(cell["source"]) for cell in cs)) for number, cs in code.items()}
+    prelude = set().union(*(module_level_names(recordings.cell_source(cells, cell_id))
                             for cell_id in recordings.prelude_cell_ids(cells)))  # fmt: skip
     given = set(dir(builtins)) | {"display", "get_ipython"} | set(SECTION_ONE_NAMES) | prelude  # IPython's own too
     for number, section_cells in code.items():
@@ -445,7 +417,7 @@ def test_every_name_a_section_reads_from_another_section_is_in_section_dependenc
         for cell in section_cells:
             borrowed = {
                 name: sorted(other for other in binds if name in binds[other])
-                for name in _free_names(cell["source"]) - available
+                for name in free_names(cell["source"]) - available
             }
             assert not borrowed, (
                 f"cell {cell['id']} of section {number} reads {borrowed} (name: the sections that bind it), which a "

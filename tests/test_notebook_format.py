@@ -11,6 +11,7 @@ import shutil
 
 import notebook_format
 import pytest
+from fake_env import requirement_pins
 from support import NOTEBOOK, ROOT
 
 FEW_LINES = 15  # a folded cell longer than this is plumbing and must come from a module
@@ -80,7 +81,13 @@ def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds
     exec(compile(source, "setup-helpers", "exec"), namespace)  # defines only: nothing runs at import
     assert namespace["REQUIREMENTS"].strip() == (ROOT / "requirements.txt").read_text().strip()
     assert (namespace["PINS"], namespace["CUPTI_PINS"]) == (setup_helpers.PINS, setup_helpers.CUPTI_PINS)
-    assert namespace["PINS"]["nsight-python"] == "1.1.0" and "cuda-bindings" in namespace["CUPTI_PINS"]
+    pins, cupti_pins = namespace["PINS"], namespace["CUPTI_PINS"]
+    assert pins and cupti_pins and not set(pins) & set(cupti_pins), (
+        f"the main set and the CUPTI set ([cupti] in requirements.txt) must both hold pins, apart: {pins} {cupti_pins}"
+    )
+    assert {**pins, **cupti_pins} == requirement_pins(ROOT / "requirements.txt"), (
+        "the cell must pin every name==version line of requirements.txt, no more: check pins_from_requirements"
+    )
 
 
 def test_a_pin_changed_in_requirements_txt_makes_the_setup_helpers_cell_stale(tmp_path):

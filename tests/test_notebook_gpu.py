@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import NOTEBOOK, ROOT, copy_allowing_errors, gpu_listing, section_problems
+from support import NOTEBOOK, copy_allowing_errors, gpu_listing, section_problems
 
 from plumbing.cells import SECTION_COUNT
 from plumbing.executed_run import finish_run, run_problems
+from plumbing.harness import choose_output_dir
 
 pytestmark = pytest.mark.gpu
 EXPECTED_SECTIONS = list(range(1, SECTION_COUNT + 1))
@@ -29,9 +30,8 @@ EXPECTED_SECTIONS = list(range(1, SECTION_COUNT + 1))
 
 @pytest.fixture(scope="module")
 def run_dir() -> Path:
-    folder = Path(os.environ.get("NSPY_TUTORIAL_OUT") or ROOT / "headless_run").resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    # NSPY_TUTORIAL_OUT, else the notebook's own default folder (run from the clone, as run_headless does)
+    return choose_output_dir(os.environ, on_colab=False)  # made once the run is sure to happen
 
 
 def require_harness() -> None:
@@ -71,6 +71,7 @@ def executed(run_dir: Path) -> dict:
         pytest.skip("no NVIDIA GPU here (nvidia-smi lists none): the notebook run needs one")
     require_harness()
     timeout_s = cell_timeout_s()
+    run_dir.mkdir(parents=True, exist_ok=True)
     copy = run_dir / NOTEBOOK.name
     copy_allowing_errors(NOTEBOOK, copy)  # nbmake --overwrite writes outputs into this copy, never the committed one
     summary_path = run_dir / "summary.json"

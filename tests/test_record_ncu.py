@@ -212,7 +212,11 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu():
     done = _record_ncu("--plan")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[:2] == ["section -: harness (prelude)", "section -: setup-helpers (prelude)"]
+    prelude = [f"section -: {cell_id} (prelude)" for cell_id in recordings.prelude_cell_ids(recordings.load_cells())]
+    assert lines[: len(prelude)] == prelude, (
+        f"the plan must start with the shared cells (harness, setup helpers, the define cells of SHARED_NAMES), "
+        f"before any section's:\n{chr(10).join(lines[: len(prelude) + 2])}"
+    )
     sections = {int(line.split(":")[0].split()[1]) for line in lines if re.match(r"section \d+:", line)}
     assert sections == set(SECTION_PLAN), f"the plan records sections {sorted(sections)}, not {sorted(SECTION_PLAN)}"
     assert "section 2: s2-run (run, each profiled call under its own ncu)" in lines
@@ -290,7 +294,7 @@ def test_section_10_without_sections_6_and_7_reads_them_from_a_recording_or_says
 
 def test_a_section_recorded_without_the_sections_it_reads_replays_them_from_the_recording_first():
     cells = recordings.load_cells()
-    steps = record_ncu.plan(cells, [10])
+    steps = recordings.plan(cells, [10])
     sections = [number for number, _, _ in steps if number is not None]
     assert sections == sorted(sections) and set(sections) == {6, 7, 10}, f"6 and 7 must run before 10: {sections}"
     for number, cell_id, role in steps:
@@ -299,7 +303,7 @@ def test_a_section_recorded_without_the_sections_it_reads_replays_them_from_the_
     assert [step for step in steps if step[0] == 10] == [
         (10, cell_id, role) for cell_id, role in recordings.section_steps(cells, 10)
     ]
-    assert not any(role.startswith("recorded ") for _, _, role in record_ncu.plan(cells, [6, 7, 10]))
+    assert not any(role.startswith("recorded ") for _, _, role in recordings.plan(cells, [6, 7, 10]))
 
 
 # ---------------------------------------------------------------- every ncu a cell starts leaves the clocks alone
@@ -367,7 +371,7 @@ def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recordi
     )
     environment_here = environment
     steps = [
-        step for step in record_ncu.plan(recordings.load_cells(), [10]) if step[1] not in ("s10-stalls", "s10-record")
+        step for step in recordings.plan(recordings.load_cells(), [10]) if step[1] not in ("s10-stalls", "s10-record")
     ]
     calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
     try:
@@ -428,7 +432,7 @@ def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or
     calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
     try:
         with ncu_launch.NcuGuard(str(fake)) as guard:
-            done = record_ncu.replay(record_ncu.plan(cells, record_ncu.SECTIONS), calls, guard, log=lambda *_: None)
+            done = record_ncu.replay(recordings.plan(cells, record_ncu.SECTIONS), calls, guard, log=lambda *_: None)
     finally:
         calls.uninstall()
     last_line = {

@@ -1,6 +1,14 @@
-"""What a recording says of each section it recorded: the page and README's table read this, not printed text."""
+"""What a recording says of each section it recorded (the page and README's table read this, not printed text), and
+which cells a recorder runs for the sections it records."""
 
+import builtins
+
+import pytest
+import record_cupti
 import recordings
+from support import free_names, module_level_names
+
+from plumbing.cells import CUPTI_SECTIONS, SECTION_ONE_NAMES, SECTION_PLAN
 
 
 def test_a_section_whose_cell_raised_is_recorded_failed_naming_the_cell():
@@ -42,3 +50,55 @@ def test_the_ncu_recorder_on_a_machine_without_a_gpu_says_so_and_writes_nothing(
         f"{done.stderr[-600:]}"
     )
     assert "Traceback" not in done.stderr and not dest.exists(), "nothing may be written for a recording never made"
+
+
+# ---------------------------------------------------------------- the plan of a section recorded alone
+# What every cell has without an earlier cell binding it: Python's builtins and what IPython gives each cell.
+GIVEN_BY_PYTHON = set(dir(builtins)) | {"display", "get_ipython"}
+PLANS = {
+    "record_cupti.py": (lambda cells, number: record_cupti.plan(cells, [number]), set(), sorted(CUPTI_SECTIONS)),
+    # record_ncu.py makes section 1's names itself (section_one_names) instead of running section 1's cells
+    "record_ncu.py": (lambda cells, number: recordings.plan(cells, [number]), set(SECTION_ONE_NAMES), SECTION_PLAN),
+}
+
+
+@pytest.mark.parametrize(
+    ("recorder", "number"), [(recorder, number) for recorder, (_, _, numbers) in PLANS.items() for number in numbers]
+)
+def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cells_read(recorder, number):
+    """`--sections N`: every name section N's cells read from an earlier cell is bound by a cell the plan runs
+    before the section (section 8 reads s2-tools' out_prefix and section 3's means). A run cell of a section read
+    from a recording binds there what its notebook source binds."""
+    plan, made_by_the_recorder, _ = PLANS[recorder]
+    cells = recordings.load_cells()
+    steps = plan(cells, number)
+    first = next(index for index, (section, _, _) in enumerate(steps) if section == number)
+    assert first > 0, f"{recorder} --sections {number}: the section's cells must come after what they read"
+    before = set().union(*(module_level_names(recordings.cell_source(cells, step[1])) for step in steps[:first]))
+    sources = {
+        cell_id: recordings.cell_source(cells, cell_id) for cell_id, _ in recordings.section_steps(cells, number)
+    }
+    own = set().union(*(module_level_names(source) for source in sources.values()))  # a function may read a later one
+    available = before | own | made_by_the_recorder | GIVEN_BY_PYTHON
+    for cell_id, source in sources.items():
+        unbound = free_names(source) - available
+        binders = {name: [c["id"] for c in cells if c["type"] == "code" and name in module_level_names(c["source"])]
+                   for name in sorted(unbound)}  # fmt: skip
+        assert not unbound, (
+            f"{recorder} --sections {number}: cell {cell_id} reads {binders} (name: the cells that bind it), and its "
+            "plan (scripts/recordings.py plan) runs none of those cells before the section: a NameError on the GPU "
+            "machine. Add the name to SHARED_NAMES or the section to SECTION_DEPENDENCY in plumbing/cells.py"
+        )
+
+
+def test_the_recording_keeps_a_prelude_cell_under_no_section_and_leaves_out_the_cells_of_a_section_it_read():
+    run = {"source": "x = 1\n", "output": "", "variables": {"x": 1}}
+    runs = {"s2-tools": {**run, "role": "prelude"}, "s3-run": {**run, "role": "recorded run"},
+            "s8-define": {**run, "role": "gpu_define"}}  # fmt: skip
+    cells = recordings.recorded_cells(runs, "c" * 40, "t")
+    assert sorted(cells) == ["s2-tools", "s8-define"], (
+        f"a cell of a section read from a recording keeps that recording's entry, not one made here: {sorted(cells)}"
+    )
+    assert (cells["s2-tools"]["section"], cells["s8-define"]["section"]) == (None, 8), (
+        "a shared (prelude) cell belongs to no section, so that recording one section keeps the others' entries"
+    )
