@@ -26,6 +26,17 @@ RESULT_MARK = "@@RESULT@@"
 READY_TIMEOUT_S = 300  # a 2-core machine shared with other test runs can take a while to import ipykernel
 
 
+def ends_soon(pid: int, within_s: float = 5.0) -> bool:
+    """Whether a process ends within a few seconds: a SIGKILL sent to a process group reaches each member
+    asynchronously, so a helper may still be listed just after its parent was reaped."""
+    deadline = time.monotonic() + within_s
+    while running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def running(pid: int) -> bool:
     """Whether a process is alive (a zombie, killed and not yet reaped, counts as ended)."""
     stat = Path(f"/proc/{pid}/stat")

@@ -14,7 +14,7 @@ import nsight
 import numpy as np
 import pytest
 from fake_env import build_fake_injection_library
-from kernel_session import running
+from kernel_session import ends_soon
 from nsight import extraction, transformation, utils
 from support import ROOT
 
@@ -137,5 +137,5 @@ def test_a_hung_child_is_stopped_at_its_time_limit_and_named(tmp_path, monkeypat
     with pytest.raises(RuntimeError, match="the CUPTI child did not finish within 2 s and was stopped"):
         setup_helpers.run_cupti_child(product, [512], tmp_path / "out", "", python=str(python))
     assert pid_file.exists(), "the stand-in child never started"
-    assert not running(int(pid_file.read_text())), "the hung child lives on after its time limit"
+    assert ends_soon(int(pid_file.read_text())), "the hung child lives on after its time limit"
     assert os.environ.get("NSPY_TUTORIAL_LIBCUPTI") is None, "the parent's own environment must stay as it was"

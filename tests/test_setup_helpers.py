@@ -302,14 +302,14 @@ def test_apt_unreachable_tries_each_current_version_newest_first_and_quotes_apts
 
 
 def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, monkeypatch):
-    from kernel_session import running
+    from kernel_session import ends_soon
 
     machine = machine_path(tmp_path, monkeypatch, apt="hangs")
     monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "apt_update", 2)
     path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
     assert path is None and "apt-get update did not finish within 2 s" in message, message
     for pid_file in ("apt.pid", "apt-helper.pid"):
-        assert not running(int((machine.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
+        assert ends_soon(int((machine.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
 
 
 def test_a_working_apt_gives_the_packages_own_launcher_not_a_per_platform_copy(tmp_path, monkeypatch):
