@@ -181,6 +181,21 @@ def test_s6_verdict_is_what_the_chart_shows(recorded):
     assert all(row["bottleneck"] in headline for row in rows.values()), f"the headline hides a verdict: {headline}"
 
 
+def test_s6_limit_names_a_roof_exactly_from_the_busy_line_the_chart_draws(recorded):
+    """Just under the dotted line the chart draws for a roof, limit() must say neither; just over it, a roof."""
+    rows, lines, _ = _roofline(recorded)
+    for kind, row in rows.items():
+        name, intensity = ROOF_LABEL[row["roof"]], row["FLOP/byte"]
+        busy_line = next(line for line in lines if line["label"].endswith(f"of the {name} roof"))
+        line_tflops = _height(busy_line, intensity)
+        for factor, neither in ((0.98, True), (1.02, False)):
+            verdict = recorded.value(f"limit({intensity!r}, {factor * line_tflops!r}, {row['roof']!r})")
+            assert verdict.startswith("neither") == neither, (
+                f"{kind}: at {factor:.0%} of the chart's dotted {busy_line['label']!r} line limit() says {verdict!r}:"
+                " the verdict and the chart must use the same share of the roof (BUSY_SHARE)"
+            )
+
+
 def test_s6_flops_and_bytes_are_counted_from_the_workload_and_the_counters_shown_beside_them(recorded):
     rows, _, _ = _roofline(recorded)
     n, elements = recorded.value("MATMUL_N"), recorded.value("SCALE_ELEMENTS")
