@@ -204,6 +204,25 @@ def test_a_base_clock_call_is_served_from_the_committed_recording_that_ran_it(pa
     )
 
 
+def test_a_base_clock_call_is_never_served_from_a_recording_of_another_gpus_sizes(patched, monkeypatch, tmp_path):
+    """Section 4's sizes follow the GPU's L2: a recording of the same call on another GPU (other sizes) holds no row
+    for this one, and serving it would put another GPU's times under these sizes."""
+    calls, log, _ = patched
+    recording = recordings.load_recording(COMMITTED[0])
+    raw = json.loads((COMMITTED[0] / "recording.json").read_text())
+    other = tmp_path / "other-gpu-ncu-recording"
+    other.mkdir()
+    for call in raw["calls"]:
+        if call.get("configs"):  # the same calls, profiled at twice the sizes (a GPU with twice the L2)
+            call["configs"] = [[2 * value for value in config] for config in call["configs"]]
+    (other / "recording.json").write_text(json.dumps(raw))
+    monkeypatch.setattr(ncu_launch, "recording_folders", lambda *args: [other])
+    with pytest.raises(recordings.RecorderError, match="No committed recording holds this call"):
+        _doubling_benchmark("base")()
+    assert not log.exists(), "ncu was started for a clock_control='base' call"
+    assert recording["environment"]["l2_bytes"], "the sizes come from the recorded GPU's L2"
+
+
 def _record_ncu(*args):
     return subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), *args], capture_output=True, text=True)
 
