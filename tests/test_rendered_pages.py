@@ -109,3 +109,15 @@ def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
             call["served_from"]["label"] if call.get("served_from") else f"this recording ({recording['created_utc']})"
         )
         assert source in line, f"the rows of {call['cache_control']}/{call['clock_control']} come from {source}: {line}"
+
+
+@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+def test_the_rows_by_recording_table_appears_once_in_each_section_with_served_calls_and_nowhere_else(folder):
+    recording = recordings.load_recording(folder)
+    served = {call["section"] for call in recording["calls"] if call.get("served_from")}
+    notebook, _ = render_recorded.build(folder)
+    tables = [cell for cell in notebook.cells if "| cache_control | clock_control | rows from |" in cell.source]
+    assert len(tables) == len(served), (
+        f"the page shows the rows-by-recording table {len(tables)} times; only the sections with calls served from "
+        f"another recording ({sorted(served)}) have one: served_note(recording, number) is per section"
+    )
