@@ -66,20 +66,9 @@ def run_sections(namespace: dict, cells: list[dict], steps) -> tuple[dict, dict,
     return runs, seconds, failed
 
 
-def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
-    recordings.require_cell_modules()
-    os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
-    work = recordings.work_folder("record_cupti_work")
-    os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
-    cells = load_cells()
-    read = recordings.dependency_recording(sections, dest_root, "cupti")  # before anything runs: a missing one stops
-    namespace: dict = {"__name__": "__main__", "RECORDING": read and recordings.load_recording(read)}
-    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    commit = recordings.notebook_commit()
-    started = time.perf_counter()
-    runs, seconds, failed = run_sections(namespace, cells, plan(cells, sections))
-    if 1 in failed or None in failed:
-        return None, failed
+def recording_of(namespace, runs, seconds, failed, sections, commit, created, wall_s) -> dict:
+    """The recording of a run: its provenance, every cell it ran with what it printed and bound, the figures and
+    status of each recorded section."""
     env = dict(namespace["ENVIRONMENT"])
     status = namespace.get("SECTIONS", {})
     recording = {
@@ -101,7 +90,7 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
             "host": socket.gethostname(),
             "notebook_commit": commit,
             "notebook_sha256": recordings.notebook_sha256(),
-            "wall_s": round(time.perf_counter() - started, 1),
+            "wall_s": round(wall_s, 1),
         },
         "environment": encode(env),
         "sections": {},
@@ -111,6 +100,25 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
     for number in sections:
         cost = {"wall_s": round(seconds.get(number, 0.0), 2)}
         recording["sections"][str(number)] = recordings.section_entry(number, status, failed, cost, commit, created)
+    return recording
+
+
+def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
+    recordings.require_cell_modules()
+    os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
+    work = recordings.work_folder("record_cupti_work")
+    os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
+    cells = load_cells()
+    read = recordings.dependency_recording(sections, dest_root, "cupti")  # before anything runs: a missing one stops
+    namespace: dict = {"__name__": "__main__", "RECORDING": read and recordings.load_recording(read)}
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    commit = recordings.notebook_commit()
+    started = time.perf_counter()
+    runs, seconds, failed = run_sections(namespace, cells, plan(cells, sections))
+    if 1 in failed or None in failed:
+        return None, failed
+    recording = recording_of(namespace, runs, seconds, failed, sections, commit, created, time.perf_counter() - started)
+    env = namespace["ENVIRONMENT"]
     dest = dest_root / f"{recordings.gpu_slug(env['gpu'])}-cupti-recording"
     recordings.write_recording(dest, recording, sections)
     return dest, failed

@@ -8,6 +8,7 @@ section's analysis and figure cells (by id, never copied); each section must sta
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -158,3 +159,46 @@ def test_a_section_whose_read_section_failed_is_failed_naming_it_and_runs_no_cel
         f"section 8 reads section 3's means: with section 3 failed it must be FAILED naming it, got {failed}"
     )
     assert not [cell_id for cell_id in runs if cell_id.startswith("s8-") and runs[cell_id]["role"] != "prelude"]
+
+
+@pytest.mark.skipif(not FOLDERS, reason=RECORD)
+def test_a_recording_keeps_every_value_each_cell_bound_and_the_figures_of_the_recorded_sections_only():
+    """record_cupti's recording of a run, remade from the committed run's own cells and namespace: what each cell
+    bound (the frames the CPU suite's analysis reads) comes back unchanged, and only the recorded sections' figures
+    are kept."""
+    import pandas as pd
+
+    committed = recordings.load_recording(FOLDERS[0])
+    sections = sorted(int(number) for number in committed["sections"])
+    runs = {
+        cell_id: {"source": cell["source"], "output": cell["output"], "variables": cell["variables"],
+                  "role": cell["role"]}
+        for cell_id, cell in committed["cells"].items()
+    }  # fmt: skip
+    figures = recordings.decode(json.loads(recordings.recording_file(FOLDERS[0]).read_text())["figures"])
+    other_section = {"section": 4, "name": "not recorded here", "value": 1.0, "check": "ok"}
+    namespace = {
+        "ENVIRONMENT": committed["environment"],
+        "SECTIONS": {number: {"status": "ok", "reason": "", "headline": f"headline {number}"} for number in sections},
+        "FIGURES": [*figures, other_section],
+        "pd": pd,
+    }
+    made = record_cupti.recording_of(namespace, runs, {}, {}, sections, "0" * 40, "2026-12-01T00:00:00+00:00", 1.0)
+    for cell_id, cell in committed["cells"].items():
+        kept = {name: recordings.decode(value) for name, value in made["cells"][cell_id]["variables"].items()}
+        assert sorted(kept) == sorted(cell["variables"]), f"{cell_id}: the recording lost what the cell bound"
+        for name, value in cell["variables"].items():
+            if isinstance(value, pd.DataFrame):
+                pd.testing.assert_frame_equal(kept[name], value, obj=f"{cell_id}'s {name}")
+    assert recordings.decode(made["figures"]) == figures, "the recorded sections' figures, and only theirs"
+    assert {number: entry["status"] for number, entry in made["sections"].items()} == {
+        str(number): "ok" for number in sections
+    }
+
+
+def test_the_recorder_exits_non_zero_when_a_section_failed_though_it_wrote_the_others(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(record_cupti, "record", lambda dest, sections: (tmp_path, {8: "s8-run"}))
+    assert record_cupti.main(["--dest", str(tmp_path)]) == 2
+    assert "cells failed: {8: 's8-run'}" in capsys.readouterr().err
+    monkeypatch.setattr(record_cupti, "record", lambda dest, sections: (tmp_path, {}))
+    assert record_cupti.main(["--dest", str(tmp_path)]) == 0
