@@ -28,7 +28,8 @@ SECTION_PLAN = {
     5: {"define": ("s5-define", "s5-each", "s5-normalize"), "run": ("s5-run", "s5-ratio")},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
     7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed")},
-    8: {"define": ("s8-timestamps",), "gpu_define": ("s8-collectors", "s8-limits", "s8-define"), "run": ("s8-run",)},
+    8: {"define": ("s8-timestamps", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-limits", "s8-define"),
+        "run": ("s8-run",)},
     9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed")},
     10: {"define": ("s10-define",), "run": ("s10-profile", "s10-stalls-profile", "s10-details")},
 }  # fmt: skip

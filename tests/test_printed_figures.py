@@ -58,6 +58,22 @@ def test_s3_spread_table_shows_means_and_ci95_half_widths_in_microseconds(record
         assert shown["runs"] == raw["NumRuns"] and shown["RSD %"] == raw["RelativeStdDevPct"]
 
 
+def test_s3_timing_table_puts_each_method_beside_nsights_kernel_time_in_microseconds(recorded):
+    recorded.section(3)
+    samples = recorded.value("samples")  # microseconds, as each timer returns them (tested on a simulated GPU below)
+    row = recorded.value("nsight_row.to_dict()")
+    assert row["Unit"] == "ns", f"nsight's kernel time comes in {row['Unit']}"
+    nsight_us = row["AvgValue"] * 1e-9 * 1e6
+    table = recorded.value("timing_table.to_dict('index')")
+    close(table["nsight-python"]["mean of 10 (us)"], nsight_us, "nsight-python's mean (us)")
+    for method, values in samples.items():
+        shown = table[method]
+        close(shown["mean of 10 (us)"], sum(values) / len(values), f"{method}: mean of 10 (us)")
+        close(shown["x nsight"], sum(values) / len(values) / nsight_us, f"{method}: x nsight")
+        close(shown["lowest x nsight"], min(values) / nsight_us, f"{method}: lowest x nsight")
+        close(shown["highest x nsight"], max(values) / nsight_us, f"{method}: highest x nsight")
+
+
 # ---------------------------------------------------------------- section 5: derived TFLOP/s
 def test_s5_derive_metric_turns_a_kernel_time_into_tflops(recorded):
     recorded.section(5)
@@ -69,6 +85,16 @@ def test_s5_derive_metric_turns_a_kernel_time_into_tflops(recorded):
         expected = 2 * n**3 / (nanoseconds * 1e-9) / 1e12
         assert unit == "TFLOP/s", unit
         close(value, expected, f"matmul_tflops at n={n} ({row['Annotation']})")
+
+
+def test_s5_table_holds_each_precisions_derived_tflops_by_size(recorded):
+    recorded.section(5)
+    derived = recorded.value("sweep_frame[sweep_frame.Metric == 'matmul_tflops'].to_dict('records')")
+    table = recorded.value("tflops_table.to_dict('index')")  # {n: {precision: TFLOP/s}}
+    assert derived, "section 5's frame holds no matmul_tflops rows: derive_metric did not run"
+    for row in derived:
+        close(table[str(row["n"])][row["Annotation"]], row["AvgValue"], f"n={row['n']} {row['Annotation']}")
+    assert list(next(iter(table.values()))) == ["float32", "float16"], "one column per precision, float32 first"
 
 
 # ---------------------------------------------------------------- section 3's timers on a simulated GPU
@@ -186,6 +212,22 @@ def test_s8_power_collectors_read_watts(notebook, monkeypatch):
 def test_s8_clock_held_by_names_exactly_the_limits_nvml_reports(notebook, monkeypatch, reasons, named):
     found = section_8_collectors(notebook, monkeypatch, power_mw=300_000, cap_mw=700_000, reasons=reasons)
     assert found["clock_held_by"]("fp16 product", 4096) == named, f"NVML reported {reasons or 'no reason'}"
+
+
+def test_s8_manual_thresholds_pause_just_above_the_lowest_margin_and_resume_within_what_the_off_runs_saw(recorded):
+    recorded.section(3)  # section 8 compares with section 3's product
+    recorded.section(8)
+    margins = [row["margin_c"] for row in recorded.value("thermal['off']['runs'].to_dict('records')")]
+    chosen = recorded.value("manual_thresholds(thermal['off']['runs'])")
+    low, high = min(margins), max(margins)
+    if high < low + 2:
+        assert chosen == {}, f"the margin moved {high - low} C: nsight's defaults, not {chosen}"
+        return
+    assert chosen["thermal_wait"] == math.floor(low) + 1, f"pause 1 C above the lowest margin ({low}): {chosen}"
+    assert chosen["thermal_wait"] < chosen["thermal_cont"] <= high, f"resume above the pause, within {high}: {chosen}"
+    assert chosen == recorded.value("thermal['manual']['thresholds']"), "the thresholds the GPU run used"
+    steady = recorded.value("manual_thresholds(thermal['off']['runs'].assign(margin_c=20.5))")
+    assert steady == {}, f"a margin that never moves gives nsight's defaults, not {steady}"
 
 
 # ---------------------------------------------------------------- section 9: the gap and its headline
