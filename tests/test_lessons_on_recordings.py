@@ -254,20 +254,20 @@ CUPTI_RECORDINGS = recordings.recording_folders("cupti")
 
 @pytest.mark.parametrize("folder", CUPTI_RECORDINGS, ids=[folder.name for folder in CUPTI_RECORDINGS])
 def test_s3_events_exceed_nsight_and_each_ratio_comes_with_its_lowest_and_highest_repeat(folder):
-    timing = recordings.load_recording(folder)["cells"]["s3-timing-run"]
+    timing = recordings.load_recording(folder)["cells"]["s3-timing-table"]
     means, table = timing["variables"]["means"], timing["variables"]["timing_table"]
     extra, queueing = means["CUDA events"] - means["nsight-python"], means["host clock, no synchronize"]
     assert extra > 0, f"the events' interval holds the kernel, so it cannot be shorter than nsight's time: {means}"
     if "lowest x nsight" not in table.columns:
-        pytest.fail(f"{folder.name} predates s3-timing-run's spread columns; {RERECORD_CUPTI}")
+        pytest.fail(f"{folder.name} predates s3-timing-table's spread columns; {RERECORD_CUPTI}")
     for method, row in table.drop(index="nsight-python").iterrows():
         assert row["lowest x nsight"] <= row["x nsight"] <= row["highest x nsight"], (
             f"{method}: the mean's ratio {row['x nsight']:.2f} must lie between its lowest and highest repeat "
-            f"({row['lowest x nsight']:.2f}, {row['highest x nsight']:.2f}): check s3-timing-run's min and max"
+            f"({row['lowest x nsight']:.2f}, {row['highest x nsight']:.2f}): check s3-timing-table's min and max"
         )
     printed = timing["output"]
     line = f"CUDA events minus nsight: {extra:.1f} us; the host queues the product in {queueing:.1f} us"
-    assert line in printed, f"s3-timing-run should print {line!r} (the launch the events include): {printed!r}"
+    assert line in printed, f"s3-timing-table should print {line!r} (the launch the events include): {printed!r}"
 
 
 # ---------------------------------------------------------------- section 8 on both recordings: the manual pauses
