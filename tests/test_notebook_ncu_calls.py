@@ -6,6 +6,7 @@ command line run against a stand-in ncu. No GPU: each call stops after ncu, wher
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 
@@ -93,3 +94,40 @@ def test_s10_own_ncu_leaves_the_clocks_alone_and_matches_the_fused_kernel(tmp_pa
         "ncu takes a bare name as an exact match; a pattern needs regex:"
     )
     assert "addcmul" in name and not matches(option(argv, "--kernel-name"), name.replace("addcmul", "mul"))
+
+
+@pytest.mark.skipif(not NCU_RECORDING, reason="no docs/verified/*-ncu-*/recording.json")
+def test_s5_normalize_against_divides_each_float16_time_by_the_float32_time_of_its_size(tmp_path, monkeypatch):
+    """Section 5's ratio call, rebuilt by nsight's own aggregation from the raw frames the runner's ncu measured
+    (served as the recorder's inner process serves earlier calls): Normalized is float16's time over float32's."""
+    import pickle
+
+    import ncu_launch
+    from nsight.collection import ncu as nsight_ncu
+
+    recording = recordings.load_recording(NCU_RECORDING[0])
+    raw = [recordings.decode(call["raw_frame"]) for call in recording["calls"] if call["cell"] == "s5-ratio"]
+    work = tmp_path / "work"
+    (work / "calls").mkdir(parents=True)
+    for index, frame in enumerate(raw):
+        (work / "calls" / f"5-{index}.pkl").write_bytes(pickle.dumps(("frame", frame)))
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
+    namespace = define("s5-define", "s5-each", "s5-normalize")
+    calls = ncu_launch.ProfiledCalls(work, "inner", target="5-none", log=lambda *_: None)
+    calls.install()
+    calls.where = (5, "s5-ratio")
+    try:
+        frame = namespace["profile_each"](namespace["ratio_benchmark"], namespace["SWEEP_SIZES"])
+    finally:
+        calls.uninstall()
+    assert len(raw) == len(namespace["SWEEP_SIZES"]), "one recorded call per size"
+    for measured in raw:  # each size's runs, as ncu measured them (ns)
+        n = int(measured.n.iloc[0])
+        float16, float32 = (measured[measured.Annotation == name].Value.mean() for name in ("float16", "float32"))
+        row = frame[(frame.n == n) & (frame.Annotation == "float16")].iloc[0]
+        assert math.isclose(row["AvgValue"], float16 / float32, rel_tol=1e-9), (
+            f"n={n}: the float16 row reads {row['AvgValue']}, not float16's mean time over float32's "
+            f"({float16 / float32}): section 5's ratio call must use normalize_against='float32'"
+        )
+        assert math.isclose(row["NormalizationValue"], float32, rel_tol=1e-9) and row["Normalized"] == "float32"
