@@ -230,6 +230,30 @@ def test_s8_manual_thresholds_pause_just_above_the_lowest_margin_and_resume_with
     assert steady == {}, f"a margin that never moves gives nsight's defaults, not {steady}"
 
 
+def test_s8_table_shows_each_modes_extremes_of_what_the_collectors_read(recorded):
+    recorded.section(3)  # section 8 compares with section 3's product
+    recorded.section(8)
+    shown = recorded.value(  # the table s8-table displayed (IPython keeps each displayed value in Out)
+        "[v.to_dict() for v in Out.values() if hasattr(v, 'index') and 'SM clock, lowest (MHz)' in v.index][-1]"
+    )
+    for mode in ("off", "manual"):
+        runs = recorded.value(f"thermal[{mode!r}]['runs'].to_dict('list')")
+        row = recorded.value(f"thermal[{mode!r}]['row'].to_dict()")
+        column = shown[mode]
+        expected = {
+            "mean time (us)": row["AvgValue"] * 1e-9 * 1e6,
+            "SM clock, lowest (MHz)": min(runs["sm_mhz"]),
+            "SM clock, highest (MHz)": max(runs["sm_mhz"]),
+            "power, highest (W)": max(runs["power_w"]),
+            "temperature, highest (C)": max(runs["temperature_c"]),
+            "T.Limit margin, lowest (C)": min(runs["margin_c"]),
+        }
+        for name, value in expected.items():
+            assert math.isclose(column[name], round(value, 1), abs_tol=0.051), (
+                f"thermal_mode={mode!r}: the table shows {name} = {column[name]}, the collectors read {value}"
+            )
+
+
 # ---------------------------------------------------------------- section 9: the gap and its headline
 NCU = recordings.recording_folders("ncu")
 
