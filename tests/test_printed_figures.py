@@ -255,6 +255,18 @@ def test_s8_table_shows_each_modes_extremes_of_what_the_collectors_read(recorded
 
 
 # ---------------------------------------------------------------- section 9: the gap and its headline
+def test_s9_comparison_shows_cuptis_time_in_us_and_how_many_kernels_each_product_launched(recorded):
+    recorded.section(9)
+    rows = {row["n"]: row for row in recorded.value("cupti_result")["rows"]}
+    table = recorded.value("comparison.to_dict('index')")
+    assert sorted(int(n) for n in table) == sorted(rows), "one row per size the child measured"
+    for n, row in rows.items():
+        shown = table[str(n)]
+        close(shown["CUPTI (us)"], row["AvgValue"] * 1e-9 * 1e6, f"n={n}: CUPTI (us)")
+        launched = len(row["Kernel"].split("|"))  # nsight joins the names of a region's kernels with |
+        assert shown["kernels"] == launched, f"n={n}: {row['Kernel']} is {launched} kernel(s), shown {shown['kernels']}"
+
+
 NCU = recordings.recording_folders("ncu")
 
 
