@@ -10,6 +10,7 @@ are known, so that a unit or a factor shows at once.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 import types
@@ -290,3 +291,47 @@ def test_s9_gap_is_split_at_the_smallest_size_and_the_headline_names_the_largest
     assert headline.startswith(f"largest time gap {largest_gap:.0%},"), (
         f"the headline must name the largest gap between the tools ({largest_gap:.0%}): {headline}"
     )
+
+
+# ---------------------------------------------------------------- headlines, read back against the tables
+def numbers(text: str) -> list[float]:
+    return [float(value.replace(",", "")) for value in re.findall(r"\d[\d,]*\.?\d*", text)]
+
+
+def test_s4_headline_gives_the_small_inputs_times_and_the_large_inputs_memory_clock(under_ncu):
+    under_ncu.section(4)
+    rows = under_ncu.value("clock_table.to_dict('records')")
+    small = min(row["input (MiB)"] for row in rows)
+    time_of = {(row["cache"], row["clock"]): row["time (us)"] for row in rows if row["input (MiB)"] == small}
+    large = max(rows, key=lambda row: (row["input (MiB)"], row["cache"] == "all", row["clock"] == "none"))
+    headline = under_ncu.value("SECTIONS[4]['headline']")
+    cold, warm, base, memory_mhz = numbers(headline)[:4]
+    expected = (time_of[("all", "none")], time_of[("none", "none")], time_of[("all", "base")])
+    assert (cold, warm, base) == tuple(round(value, 1) for value in expected), (
+        f"the headline gives the small input's time flushed, unflushed and flushed at base clock {expected}: {headline}"
+    )
+    assert memory_mhz == round(large["memory clock (MHz)"]), f"the large input's memory clock: {headline}"
+
+
+def test_s7_headline_ratios_are_the_tables_bytes_and_times(under_ncu):
+    under_ncu.section(7)
+    table = under_ncu.value("fusion_table.to_dict('index')")
+    two, one = table["multiply, then add"], table["addcmul"]
+    headline = under_ncu.value("SECTIONS[7]['headline']")
+    fewer_bytes, sooner = numbers(headline)[:2]
+    moved = (two["read (MB)"] + two["written (MB)"]) / (one["read (MB)"] + one["written (MB)"])
+    assert fewer_bytes == round(moved, 2), f"the unfused version moves {moved:.2f}x the fused one's bytes: {headline}"
+    assert sooner == round(two["time (us)"] / one["time (us)"], 2), (
+        f"the fused kernel ends {two['time (us)'] / one['time (us)']:.2f}x sooner (unfused time over fused): {headline}"
+    )
+
+
+def test_s8_headline_gives_the_clock_range_the_collectors_read_and_the_maximum_boost_in_mhz(recorded):
+    recorded.section(3)  # section 8 compares with section 3's product
+    recorded.section(8)
+    runs = recorded.value("thermal['off']['runs'].to_dict('list')")
+    row = recorded.value("thermal['off']['row'].to_dict()")
+    headline = recorded.value("SECTIONS[8]['headline']")
+    low, high, boost = numbers(headline)[:3]
+    assert (low, high) == (round(min(runs["sm_mhz"])), round(max(runs["sm_mhz"]))), f"the SM clock range: {headline}"
+    assert boost == round(row["ComputeClock"] / 1e3), f"ComputeClock is in kHz; the headline gives MHz: {headline}"
