@@ -131,3 +131,36 @@ def test_s5_normalize_against_divides_each_float16_time_by_the_float32_time_of_i
             f"({float16 / float32}): section 5's ratio call must use normalize_against='float32'"
         )
         assert math.isclose(row["NormalizationValue"], float32, rel_tol=1e-9) and row["Normalized"] == "float32"
+
+
+@pytest.mark.skipif(not NCU_RECORDING, reason="no docs/verified/*-ncu-*/recording.json")
+def test_s10_stall_profile_skips_the_warm_up_launch_and_profiles_the_next_of_section_6s_furthest_kernel(
+    notebook, tmp_path
+):
+    """s10-stalls-profile on section 6's recorded values, against a stand-in ncu: the script it writes launches the
+    kernel once per work() call; ncu must skip the warm-up launch and profile the one after it."""
+    from support import RecordedNotebook, cell_by_id
+
+    log, ncu = tmp_path / "argv.json", tmp_path / "ncu"
+    ncu.write_text(STAND_IN_NCU.format(python=sys.executable, log=str(log)))
+    ncu.chmod(0o755)
+    runner = RecordedNotebook(notebook, NCU_RECORDING[0], tmp_path)
+    try:
+        runner.section(6)
+        runner.session.run(f"ENVIRONMENT = {{**ENVIRONMENT, 'ncu_path': {str(ncu)!r}}}")
+        for cell_id in ("s10-define", "s10-stalls-profile"):
+            runner.session.run(cell_by_id(notebook, cell_id).source)
+        furthest = runner.value("limits_table['% of roof'].idxmin()")
+        kernel = runner.value("limits_frame.set_index('Annotation').Kernel.to_dict()")[furthest]
+        script = runner.value("str(stalls_dir / 'workload.py')")
+    finally:
+        runner.close()
+    argv = json.loads(log.read_text())
+    launches = sum(line.strip() == "work()" for line in open(script).read().splitlines())
+    assert option(argv, "--clock-control") == "none", f"the runner's clocks stay as they are: {argv}"
+    assert (option(argv, "--kernel-name-base"), option(argv, "--kernel-name")) == ("function", kernel), argv
+    assert launches >= 2 and option(argv, "--launch-count") == "1", f"a warm-up launch, then the profiled one: {argv}"
+    assert int(option(argv, "--launch-skip")) == launches - 1, (
+        f"the script launches {kernel} {launches} times: --launch-skip {launches - 1} profiles the last, after the "
+        f"warm-up; ncu got --launch-skip {option(argv, '--launch-skip')}"
+    )
