@@ -415,6 +415,12 @@ def joined_streams(outputs: list) -> list:
     return joined
 
 
+def sections_not_ok(sections: dict) -> dict:
+    """The sections a recorded page may not be published with: every one not ok (FAILED, NOT RUN, SKIPPED), since
+    the page claims each section it shows ran on the recorded data."""
+    return {number: info for number, info in sections.items() if info["status"] != "ok"}
+
+
 def render(folder: Path) -> tuple[Path, bool]:
     """Render the page into folder; write only what changed (keep rendered_utc when nothing else did)."""
     notebook, recording = build(folder)
@@ -439,7 +445,7 @@ def render(folder: Path) -> tuple[Path, bool]:
         if cell.cell_type == "code":
             cell.outputs = joined_streams(cell.outputs)
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
-    problems = {number: info for number, info in page["sections"].items() if info["status"] != "ok"}
+    problems = sections_not_ok(page["sections"])
     if problems:
         raise SystemExit(f"sections not ok on the recorded data: {problems}")
     page.update(

@@ -121,3 +121,10 @@ def test_the_rows_by_recording_table_appears_once_in_each_section_with_served_ca
         f"the page shows the rows-by-recording table {len(tables)} times; only the sections with calls served from "
         f"another recording ({sorted(served)}) have one: served_note(recording, number) is per section"
     )
+
+
+def test_a_recorded_page_is_refused_unless_every_section_it_shows_is_ok():
+    statuses = {"2": "ok", "3": "NOT RUN", "4": "FAILED", "5": "SKIPPED", "6": "ok"}
+    sections = {number: {"status": status, "reason": ""} for number, status in statuses.items()}
+    refused = render_recorded.sections_not_ok(sections)
+    assert sorted(refused) == ["3", "4", "5"], f"a NOT RUN, FAILED or SKIPPED section is no page: {refused}"
