@@ -584,3 +584,13 @@ def test_a_python_without_what_the_cells_import_is_named_before_anything_runs(tm
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "lacks IPython" in done.stderr and "scripts/setup_gpu_runner" in done.stderr, done.stderr
     assert not (tmp_path / "dest").exists() and not (tmp_path / "work").exists(), "nothing may be written"
+
+
+def test_the_recorded_commit_is_the_one_the_recorder_is_told_else_the_clones_head(monkeypatch):
+    """On the GPU runner the tree arrives without its git history: NSPY_RECORD_COMMIT names the commit recorded."""
+    told = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setenv("NSPY_RECORD_COMMIT", told)
+    assert recordings.notebook_commit() == told, "the commit the recorder was told must be the one it records"
+    monkeypatch.delenv("NSPY_RECORD_COMMIT")
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert recordings.notebook_commit() == (head or "unknown")
