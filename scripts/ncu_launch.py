@@ -287,7 +287,15 @@ class ProfiledCalls:
 
     def finished(self, call: dict, process, output: Path) -> int:
         """The outer's wait for ncu: its exit, wall time, the inner's session time and the ends of both logs."""
-        returncode = process.wait(timeout=NCU_CALL_TIMEOUT_S)
+        try:
+            returncode = process.wait(timeout=NCU_CALL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # a hung ncu or inner process: stop it, and say which call it was
+            process.kill()
+            process.wait()
+            raise RecorderError(
+                f"ncu for call {call['index']} ({call.get('benchmark')}, cell {call['cell']}) did not finish within "
+                f"{NCU_CALL_TIMEOUT_S} s and was stopped; its last output is in {output}"
+            ) from None
         call["ncu_wall_s"] = round(time.perf_counter() - call.pop("started"), 2)
         session = self.work / "calls" / f"{call['index']}.session.json"
         call["session_s"] = round(json.loads(session.read_text())["session_s"], 2) if session.exists() else None

@@ -594,3 +594,15 @@ def test_the_recorded_commit_is_the_one_the_recorder_is_told_else_the_clones_hea
     monkeypatch.delenv("NSPY_RECORD_COMMIT")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert recordings.notebook_commit() == (head or "unknown")
+
+
+def test_a_hung_ncu_is_stopped_at_its_time_limit_and_the_call_named(tmp_path, monkeypatch):
+    from kernel_session import ends_soon
+
+    monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
+    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
+    hung = subprocess.Popen(["sleep", "8"])  # longer than the limit; ends by itself if the limit is ignored
+    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": "s6-run", "started": 0.0, "report": "r.ncu-rep"}
+    with pytest.raises(recordings.RecorderError, match=r"call 6-0 \(limits_benchmark, cell s6-run\) did not finish"):
+        calls.finished(call, hung, tmp_path / "6-0.out")
+    assert ends_soon(hung.pid), "the hung ncu lives on after its time limit"
