@@ -606,3 +606,14 @@ def test_a_hung_ncu_is_stopped_at_its_time_limit_and_the_call_named(tmp_path, mo
     with pytest.raises(recordings.RecorderError, match=r"call 6-0 \(limits_benchmark, cell s6-run\) did not finish"):
         calls.finished(call, hung, tmp_path / "6-0.out")
     assert ends_soon(hung.pid), "the hung ncu lives on after its time limit"
+
+
+def test_an_ncu_that_exits_non_zero_fails_the_call_though_the_inner_process_finished(tmp_path):
+    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
+    (tmp_path / "calls").mkdir()
+    (tmp_path / "calls" / "6-0.session.json").write_text(json.dumps({"session_s": 1.5}))  # the inner got through
+    (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
+    failed = subprocess.Popen(["sh", "-c", "exit 3"])
+    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": "s6-run", "started": 0.0, "report": "r.ncu-rep"}
+    with pytest.raises(recordings.RecorderError, match=r"exit 3[\s\S]*the report could not be written"):
+        calls.finished(call, failed, tmp_path / "6-0.out")
