@@ -47,6 +47,20 @@ def gpu_listing() -> str:
     return done.stdout if done.returncode == 0 and "GPU" in done.stdout else ""
 
 
+def ncu_namespace(*cell_ids: str, **names) -> dict:
+    """A namespace as Run all on Nsight Compute leaves it for a section's cells, in this process: the shared cells of
+    the recording plan (the harness, the setup helpers, the define cells later sections use), then `cell_ids`.
+    `names` stand in for what section 1 would have bound (ENVIRONMENT, L2_BYTES, ...), kept over every cell."""
+    import nsight
+
+    cells = recordings.load_cells()
+    namespace = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT, "USE_NCU": True}
+    for cell_id in (*recordings.prelude_cell_ids(cells), *cell_ids):
+        namespace.update(names)
+        recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
+    return namespace
+
+
 def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.get("id") == cell_id:

@@ -10,21 +10,12 @@ import math
 import re
 import sys
 
-import nsight
 import pytest
 import recordings
+from support import ncu_namespace
 
 CELLS = recordings.load_cells()
 NCU_RECORDING = recordings.recording_folders("ncu")
-
-
-def define(*cell_ids, **names) -> dict:
-    """A namespace that ran the shared cells and the given define cells, as Run all on Nsight Compute would."""
-    namespace = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT, "USE_NCU": True}
-    for cell_id in ("harness", "setup-helpers", "s2-tools", "s2-define", *cell_ids):
-        namespace.update(names)
-        recordings.run_cell(namespace, recordings.cell_source(CELLS, cell_id), cell_id, echo=False)
-    return namespace
 
 
 def option(argv: list[str], name: str) -> str:
@@ -42,7 +33,7 @@ def ncu_argv_of(benchmark, log) -> list[str]:
 
 def test_s7_control_call_keeps_the_caches_while_the_measured_call_flushes_them(patched):
     calls, log, _ = patched
-    namespace = define("s7-define")
+    namespace = ncu_namespace("s7-define")
     calls.where = (7, "s7-run")
     flushed = ncu_argv_of(namespace["fusion_benchmark"], log)
     calls.where = (7, "s7-run-unflushed")
@@ -81,7 +72,7 @@ def test_s10_own_ncu_leaves_the_clocks_alone_and_matches_the_fused_kernel(tmp_pa
     log, ncu = tmp_path / "argv.json", tmp_path / "ncu"
     ncu.write_text(STAND_IN_NCU.format(python=sys.executable, log=str(log)))
     ncu.chmod(0o755)
-    namespace = define("s7-define", "s10-define", ENVIRONMENT={"ncu_path": str(ncu)})
+    namespace = ncu_namespace("s7-define", "s10-define", ENVIRONMENT={"ncu_path": str(ncu)})
     recordings.run_cell(namespace, recordings.cell_source(CELLS, "s10-profile"), "s10-profile", echo=False)
     argv = json.loads(log.read_text())
     assert option(argv, "--clock-control") == "none", (
@@ -113,7 +104,7 @@ def test_s5_normalize_against_divides_each_float16_time_by_the_float32_time_of_i
         (work / "calls" / f"5-{index}.pkl").write_bytes(pickle.dumps(("frame", frame)))
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
-    namespace = define("s5-define", "s5-each", "s5-normalize")
+    namespace = ncu_namespace("s5-define", "s5-each", "s5-normalize")
     calls = ncu_launch.ProfiledCalls(work, "inner", target="5-none", log=lambda *_: None)
     calls.install()
     calls.where = (5, "s5-ratio")

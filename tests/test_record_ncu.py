@@ -22,7 +22,7 @@ import pytest
 import record_ncu
 import recordings
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT, WITHOUT_MODULES
+from support import ROOT, WITHOUT_MODULES, ncu_namespace
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
@@ -144,13 +144,7 @@ def _doubling_benchmark(clock_control):
     """Section 4's own benchmark for cold caches and the given clocks, built by the notebook's s4-define cell with
     the L2 size of the committed recording (so its configs are the ones that recording profiled)."""
     environment = recordings.load_recording(COMMITTED[0])["environment"]
-    cells = recordings.load_cells()
-    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT,
-                       "USE_NCU": True}  # fmt: skip
-    for cell_id in ("harness", "setup-helpers", "s2-tools"):  # s2-tools: out_prefix
-        recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
-    namespace["L2_BYTES"] = environment["l2_bytes"]
-    recordings.run_cell(namespace, recordings.cell_source(cells, "s4-define"), "s4-define", echo=False)
+    namespace = ncu_namespace("s4-define", L2_BYTES=environment["l2_bytes"])
     return namespace["doubling_benchmarks"][("all", clock_control)]
 
 
@@ -503,11 +497,7 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
     (work / "calls" / "6-0.pkl").write_bytes(pickle.dumps(("frame", recordings.decode(call["raw_frame"]))))
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
-    cells = recordings.load_cells()
-    namespace: dict = {"__name__": "__main__", "nsight": nsight, "QUIET": nsight.VerbosityLevel.SILENT,
-                       "USE_NCU": True}  # fmt: skip
-    for cell_id in ("harness", "setup-helpers", "s2-tools", "s6-define"):
-        recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
+    namespace = ncu_namespace("s6-define")
     calls = ncu_launch.ProfiledCalls(work, "inner", target="6-1", log=lambda *_: None)
     calls.install()
     calls.where = (6, "s6-run")
