@@ -23,30 +23,29 @@ SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENV
 # in notebook order.
 SECTION_PLAN = {
     2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
-    3: {"define": ("s3-define", "s3-timing-define"), "run": ("s3-run", "s3-timing-run")},
-    4: {"define": ("s4-define",), "run": ("s4-run",)},
-    5: {"define": ("s5-define", "s5-each", "s5-normalize"), "run": ("s5-run", "s5-ratio")},
+    3: {"define": ("s3-define", "s3-why-define"), "run": ("s3-run", "s3-why-run")},
+    4: {"define": ("s4-define", "s4-sizes"), "run": ("s4-run",)},
+    5: {"define": ("s5-define", "s5-benchmarks"), "run": ("s5-run",)},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
-    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run", "s7-run-unflushed")},
-    8: {"define": ("s8-timestamps", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-limits", "s8-define"),
+    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run")},
+    8: {"define": ("s8-define", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-more-collectors"),
         "run": ("s8-run",)},
-    9: {"define": ("s9-child", "s9-define"), "run": ("s9-cupti", "s9-ncu", "s9-run-unflushed")},
-    10: {"define": ("s10-define",), "run": ("s10-profile", "s10-stalls-profile", "s10-details")},
+    9: {"define": ("s9-child",), "run": ("s9-cupti",)},
+    10: {"define": ("s10-tools",), "run": ("s10-profile", "s10-details")},
 }  # fmt: skip
 # Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
 # any section it records (they only define; a profiled call there is refused).
-SHARED_NAMES = ("out_prefix", "add_kernels", "profile_each", "SWEEP_SIZES", "run_started_s", "pivot_in_base_units")
+SHARED_NAMES = ("out_prefix", "add_kernels", "SWEEP_SIZES", "both_precisions")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child (a second Python that must not
-# run under ncu) and section 10's own ncu command lines (two that profile, one that only reads a report).
-NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-stalls-profile", "s10-details")
-# Folders (out_prefix names) whose files a later section reads, and the section whose cells write each: section 7's
-# call leaves its report in s7_fusion; s10-profile writes its report with sections into s10_sections and
-# s10-stalls-profile its WarpStateStats report into s10_stalls (s10-details reads the first).
-REPORT_FOLDERS = {"s7_fusion": 7, "s10_sections": 10, "s10_stalls": 10}
-# Section -> the sections whose values and reports it reads: section 8 compares its loaded product with section 3's
-# unloaded one (means); section 10 reads section 7's report and FUSION_ELEMENTS, and profiles the kernel of section 6
-# furthest below its roof (limits_table, limits_frame, the sizes of s6-define).
-SECTION_DEPENDENCY = {8: (3,), 10: (6, 7)}
+# run under ncu) and section 10's own ncu command lines (one that profiles, one that only reads a report).
+NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-details")
+# Folders (out_prefix names) whose files the recorded page shows or a later section reads, and the section whose
+# cells write each: section 7's picture drawn by @nsight.analyze.plot; what section 8's "off" call left, which
+# section 10 lists and opens; section 10's own report of the softmax with sections.
+REPORT_FOLDERS = {"s7_fusion": 7, "s8_off": 8, "s10_softmax": 10}
+# Section -> the sections whose values it reads: section 9 compares CUPTI with section 5's sweep (its frames and
+# wall time); section 10 reads section 8's "off" call and its folder, and section 6's softmax (shape, % of roof).
+SECTION_DEPENDENCY = {9: (5,), 10: (6, 8)}
 
 
 def report_folders_of(number):

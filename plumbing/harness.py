@@ -2,7 +2,8 @@
 
 Nothing here wraps or changes a learner's cell: sections record their status through ordinary calls in their own
 folded cells. A section's first cell calls `begin_section` (NOT RUN, or SKIPPED when it needs Nsight Compute and
-this run uses CUPTI); its last cell records its figures with `section_figures`, which marks it ok. A cell that
+this run uses CUPTI); `check_figure` holds a headline figure against the datasheet, and the section's verdict cell
+calls `verdict`, which prints what the run showed and marks the section ok. A cell that
 raises is an ordinary error and stops Run all. The headless run reads which cells raised from the executed
 notebook and marks their sections FAILED (plumbing/executed_run.py).
 
@@ -11,7 +12,6 @@ creates the output folder.
 """
 
 import datetime
-import functools
 import json
 import math
 import os
@@ -133,7 +133,7 @@ def _new_section(title):
 
 
 def begin_section(number, title, use_ncu=None):
-    """A section's first (folded) cell: the section is NOT RUN until its last cell runs (section_figures).
+    """A section's first (folded) cell: the section is NOT RUN until its verdict cell runs (verdict).
 
     use_ncu: section 1's choice of backend (USE_NCU). A section that needs Nsight Compute (plumbing/cells.py) is
     SKIPPED when it is False; those sections must be given it. Running the cell again starts the section afresh:
@@ -148,21 +148,15 @@ def begin_section(number, title, use_ncu=None):
         print(f"SKIPPED: section {number} needs Nsight Compute, and this run uses CUPTI (see the end of section 1).")
 
 
-def _record_section(number, record):
+def verdict(number, finding):
+    """Print what section `number`'s run showed ("On this <GPU>: ..."), keep it as the section's headline and mark
+    the section ok. A section with two verdicts keeps both. Nothing happens for a SKIPPED section."""
     info = SECTIONS.setdefault(number, _new_section(""))
     if info["status"] == "SKIPPED":
-        return None
-    FIGURES[:] = [figure for figure in FIGURES if figure["section"] != number]  # a second run replaces them
-    result = record()
+        return
+    info["headline"] = f"{info['headline']}; {finding}" if info["status"] == "ok" else finding
     info.update(status="ok", reason="", seconds=round(time.perf_counter() - info["started"], 2))
-    return result
-
-
-def section_figures(number):
-    """Decorator for a section's last (folded) cell: it runs at once, records the section's figures and headline,
-    and marks the section ok. Nothing runs for a SKIPPED section. An error there is an ordinary cell error.
-    """
-    return functools.partial(_record_section, number)
+    print(f"On this {ENVIRONMENT.get('gpu') or 'GPU'}: {finding}")
 
 
 def _mangled_names(symbol):
@@ -195,11 +189,6 @@ def short_kernel_name(name, width=48):
             kept.append(char)
     text = "".join(kept).strip() or str(name)
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def set_headline(number, text):
-    SECTIONS[number]["headline"] = text
-    print(f"-> {text}")
 
 
 def record_figure(number, name, value, unit, peak_key):
@@ -237,6 +226,11 @@ def record_figure(number, name, value, unit, peak_key):
     return figure
 
 
+def check_figure(number, name, value, unit, peak_key):
+    """Record a headline figure for summary.json and print it against the datasheet peak."""
+    print(f"{name}: {describe_figure(record_figure(number, name, value, unit, peak_key))}")
+
+
 def describe_figure(figure):
     """'795.1 TFLOP/s = 80.4% of the H200 SXM fp16 tensor peak (989)', or peak n/a."""
     text = f"{figure['value']:,.1f} {figure['unit']}"
@@ -245,6 +239,26 @@ def describe_figure(figure):
     kind = PEAK_NAMES[figure["peak_kind"]]
     text += f" = {figure['pct_of_peak']:.1f}% of the {figure['peak_gpu']} {kind} peak ({figure['peak']:,.0f})"
     return text + ("  <- SUSPECT" if figure["check"] == "SUSPECT" else "")
+
+
+# ---------------------------------------------------------------- units
+# ncu may scale a metric's unit (ns or usecond, byte or Mbyte); each row says which in its Unit column. Convert to
+# seconds, bytes and Hz before any arithmetic; a unit missing here is an error, never a silent factor.
+TO_BASE_UNITS = {
+    **{"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0},
+    **{"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32.0},  # an L2 sector holds 32 bytes
+    **{"hz": 1.0, "Hz": 1.0, "MHz": 1e6, "GHz": 1e9, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9},
+    "%": 1.0,  # percentages stay percentages
+}
+
+
+def in_base_units(frame, index):
+    """An index x Metric table of AvgValue in seconds, bytes and Hz (percentages stay percentages)."""
+    unknown = set(frame.Unit) - set(TO_BASE_UNITS)
+    if unknown:
+        raise ValueError(f"no conversion for the units {sorted(unknown)}: add their factors to TO_BASE_UNITS")
+    in_base = frame.AvgValue * frame.Unit.map(TO_BASE_UNITS)
+    return frame.assign(base=in_base).pivot(index=index, columns="Metric", values="base")
 
 
 # ---------------------------------------------------------------- summary

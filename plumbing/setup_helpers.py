@@ -473,9 +473,19 @@ def preload_libcupti(cupti_dir):
     """
     if SETUP_STOPPED["reason"]:
         raise RuntimeError(f"section 1 stopped earlier, because {SETUP_STOPPED['reason']}")
+    put_first_on_sys_path(cupti_dir)  # cupti-python itself comes from there too
     path = find_libcupti(cupti_dir)
     ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
     return path
+
+
+def require_ncu_loaded(nsight):
+    """After `import nsight` on the Nsight Compute path: it must have loaded Nsight Compute, as the probe did."""
+    if nsight.get_active_tool() != nsight.Tool.NCU:
+        raise RuntimeError(
+            f"nsight did not load Nsight Compute here ({nsight.collection.ncu.injection_load_error}), although "
+            "the probe could. Restart the runtime and Run all, or set NSPY_TUTORIAL_PROFILER=cupti."
+        )
 
 
 def check_cupti_library(preloaded, environ=os.environ):

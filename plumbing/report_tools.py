@@ -1,0 +1,60 @@
+"""Section 10's going-further cells: profile one workload with the ncu command line and read its report.
+
+nsight-python passes a plain metric list, so its reports carry no rule results; these helpers run ncu itself with
+whole sections, always with `--clock-control none` (clocks as the GPU sets them, nsight's default), and read what
+the report holds with ncu_report, the reader nsight-python uses.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SECTIONS = ("SpeedOfLight", "WarpStateStats")
+SUMMARY = {  # the report's name for each line of the summary
+    "duration (ns)": "gpu__time_duration.sum",
+    "compute (SM) throughput %": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory throughput %": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "DRAM throughput %": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "warp cycles per issued instruction": "smsp__average_warp_latency_per_inst_issued.ratio",
+}
+STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
+NOT_A_STALL = ("selected",)  # the cycles a warp spent issuing: listed with the reasons, but not a wait
+
+
+def profile_with_sections(folder, workload):
+    """Run `workload` (Python that defines `work`) under ncu; its second call is profiled. Returns the report."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "workload.py"
+    script.write_text(f"import torch\n{workload}\nwork()\nwork()\ntorch.cuda.synchronize()\n")
+    command = [shutil.which("ncu"), "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1"]
+    command += [word for section in SECTIONS for word in ("--section", section)]
+    command += ["-f", "-o", str(folder / "report"), sys.executable, str(script)]
+    # A new ncu sets up its own injection: leave out what this process's Nsight Compute put in the environment.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("NV_COMPUTE_PROFILER", "NVTX_INJECTION"))}
+    started = time.perf_counter()
+    done = subprocess.run(command, env=clean, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not (folder / "report.ncu-rep").exists():
+        last_lines = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
+        raise RuntimeError(f"ncu exited with {done.returncode} and wrote no report: {last_lines}")
+    print(f"ncu with sections {', '.join(SECTIONS)}: {time.perf_counter() - started:.1f} s, Python start included")
+    return folder / "report.ncu-rep"
+
+
+def read_sections(report_path):
+    """The profiled launch: its kernel, summary lines, rule results and stall reasons (largest first)."""
+    import ncu_report
+    import pandas as pd
+
+    report = ncu_report.load_report(str(report_path))
+    launch = report.range_by_idx(0).action_by_idx(0)
+    summary = {line: launch[name].value() for line, name in SUMMARY.items() if launch.metric_by_name(name)}
+    messages = [(r["section_identifier"], r["rule_message"]) for r in launch.rule_results_as_dicts()]
+    rules = [f"[{ncu_report.MsgType(m['type']).name}] {section}: {m['title']}" for section, m in messages]
+    reasons = {m[1]: launch[m[0]].value() for m in map(STALL.fullmatch, launch.metric_names()) if m}
+    stalls = pd.Series({k: v for k, v in reasons.items() if k not in NOT_A_STALL}, name="cycles per issued instruction")
+    return {"kernel": launch.name(), "summary": summary, "rules": rules, "stalls": stalls.sort_values(ascending=False)}
