@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("SpeedOfLight", "WarpStateStats")
+NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats")
 SUMMARY = {  # the report's name for each line of the summary
     "duration (ns)": "gpu__time_duration.sum",
     "compute (SM) throughput %": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -32,7 +32,7 @@ def profile_with_sections(folder, workload):
     script = folder / "workload.py"
     script.write_text(f"import torch\n{workload}\nwork()\nwork()\ntorch.cuda.synchronize()\n")
     command = [shutil.which("ncu"), "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1"]
-    command += [word for section in SECTIONS for word in ("--section", section)]
+    command += [word for section in NCU_SECTIONS for word in ("--section", section)]
     command += ["-f", "-o", str(folder / "report"), sys.executable, str(script)]
     # A new ncu sets up its own injection: leave out what this process's Nsight Compute put in the environment.
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NV_COMPUTE_PROFILER", "NVTX_INJECTION"))}
@@ -41,8 +41,14 @@ def profile_with_sections(folder, workload):
     if done.returncode != 0 or not (folder / "report.ncu-rep").exists():
         last_lines = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
         raise RuntimeError(f"ncu exited with {done.returncode} and wrote no report: {last_lines}")
-    print(f"ncu with sections {', '.join(SECTIONS)}: {time.perf_counter() - started:.1f} s, Python start included")
+    print(f"ncu with sections {', '.join(NCU_SECTIONS)}: {time.perf_counter() - started:.1f} s, Python start included")
     return folder / "report.ncu-rep"
+
+
+def headline(message):
+    """A rule's title, or where it has none the first sentence of its advice (links to sections as their names)."""
+    advice = re.sub(r"@section:[^:@]+:([^@]+)@", r"\1", message["message"])
+    return message["title"] or advice.split(". ")[0].strip()
 
 
 def read_sections(report_path):
@@ -54,7 +60,7 @@ def read_sections(report_path):
     launch = report.range_by_idx(0).action_by_idx(0)
     summary = {line: launch[name].value() for line, name in SUMMARY.items() if launch.metric_by_name(name)}
     messages = [(r["section_identifier"], r["rule_message"]) for r in launch.rule_results_as_dicts()]
-    rules = [f"[{ncu_report.MsgType(m['type']).name}] {section}: {m['title']}" for section, m in messages]
+    rules = [f"[{ncu_report.MsgType(m['type']).name}] {section}: {headline(m)}" for section, m in messages]
     reasons = {m[1]: launch[m[0]].value() for m in map(STALL.fullmatch, launch.metric_names()) if m}
     stalls = pd.Series({k: v for k, v in reasons.items() if k not in NOT_A_STALL}, name="cycles per issued instruction")
     return {"kernel": launch.name(), "summary": summary, "rules": rules, "stalls": stalls.sort_values(ascending=False)}
