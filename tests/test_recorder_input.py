@@ -88,9 +88,9 @@ def test_a_recorder_refuses_a_scratch_folder_it_did_not_make_before_anything_and
     )
     assert every_file(tmp_path) == before, f"{recorder} changed or wrote files though it refused to run"
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1500:]
-    assert f"NSPY_RECORD_WORK={value} {said}" in done.stderr and "set NSPY_RECORD_WORK to a new or empty" in done.stderr, (
-        f"the refusal must name the setting, what it is and what to do, before the GPU check:\n{done.stderr[-1500:]}"
-    )
+    assert (
+        f"NSPY_RECORD_WORK={value} {said}" in done.stderr and "set NSPY_RECORD_WORK to a new or empty" in done.stderr
+    ), f"the refusal must name the setting, what it is and what to do, before the GPU check:\n{done.stderr[-1500:]}"
 
 
 def test_the_scratch_folder_is_never_the_root_folder(tmp_path):
