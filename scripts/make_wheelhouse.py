@@ -90,6 +90,20 @@ def main(argv: list[str] | None = None) -> int:
             f"--skip-installed {args.skip_installed}: no such file. Give the `pip freeze` of the GPU machine's Python "
             "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out."
         )
+    version = re.fullmatch(r"3\.(\d+)(\.\d+)?", args.python_version)
+    if not version or int(version.group(1)) < 11:
+        parser.error(
+            f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 or newer "
+            "(the project's runner has 3.12, the default)"
+        )
+    if args.dest.exists() and not args.dest.is_dir():
+        parser.error(f"--dest {args.dest} is a file, not a folder: give a folder for the wheelhouse (made if missing)")
+    try:  # before pip runs: a --dest that cannot be made is named, not a traceback
+        args.dest.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
+    # Only what this run downloads may be dropped: a wheel that was in --dest before stays, whatever it is.
+    before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}
     platforms = args.platform or DEFAULT_PLATFORMS
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
     requirements = list(main_pins)
@@ -104,13 +118,16 @@ def main(argv: list[str] | None = None) -> int:
               f"available for Python {args.python_version} on {platforms[0]}?", file=sys.stderr)  # fmt: skip
         return 1
     pinned = {normalize(re.split(r"[=<>!~ ]", pin)[0]) for pin in main_pins}
-    for wheel in sorted(args.dest.glob("*.whl")):
+    for wheel in sorted(set(args.dest.glob("*.whl")) - before):
         # What the target already has is dropped, except what the notebook pins itself.
         if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
             wheel.unlink()
     if not needs_own_cuda_bindings(installed.get("cuda-bindings")):  # the notebook's own rule
-        for wheel in (args.dest / "cupti").glob("cuda_bindings-*.whl"):
+        for wheel in set((args.dest / "cupti").glob("cuda_bindings-*.whl")) - before:
             wheel.unlink()
+    if before and installed:
+        print(f"kept the {len(before)} wheels that were in {args.dest} before this run (only wheels it downloaded "
+              "are dropped for --skip-installed)")  # fmt: skip
     for folder in (args.dest, args.dest / "cupti"):
         names = sorted(path.name for path in folder.glob("*.whl"))
         print(f"{folder}: {len(names)} wheels, {size_mb(folder):.1f} MiB")

@@ -434,3 +434,9 @@ class NcuGuard:
 
     def __exit__(self, *exc):
         subprocess.Popen = self.saved
+
+
+if __name__ == "__main__":  # a library, not a script: say which script to run
+    import library_module
+
+    sys.exit(library_module.not_a_script("ncu_launch.py", ("record_ncu.py",)))

@@ -199,7 +199,34 @@ def load_notebook(path: Path) -> dict:
         raise NotANotebook(f"cannot read it as JSON ({error}); {restore}") from None
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise NotANotebook(f"it is JSON but not a notebook (no list of cells at its top); {restore}")
+    broken = unreadable_cells(notebook["cells"])
+    if broken:
+        raise NotANotebook(
+            f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw and a source (a string or a "
+            f"list of strings; [] for an empty cell), or {restore.removeprefix('--fix cannot repair that: ')}"
+        )
     return notebook
+
+
+CELL_TYPES = ("code", "markdown", "raw")  # nbformat 4's cell types
+
+
+def unreadable_cells(cells: list) -> list[str]:
+    """What makes cells unusable (named by index and id): --fix would empty or guess them, so it refuses."""
+    found = []
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            found.append(f"cell {index} is {type(cell).__name__}, not a cell")
+            continue
+        name = f"cell {index} (id {cell.get('id')!r})"
+        if cell.get("cell_type") not in CELL_TYPES:
+            found.append(f"{name} has cell_type {cell.get('cell_type')!r}")
+        source = cell.get("source")
+        if "source" not in cell:
+            found.append(f"{name} has no source")
+        elif not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            found.append(f"{name} has source {json.dumps(source)[:40]}, not text")
+    return found
 
 
 def problems(path: Path) -> list[str]:

@@ -28,6 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
+import recorder_input
 import recordings
 from recordings import ROOT, RecorderError, encode, load_cells, log_line
 
@@ -106,7 +107,7 @@ def recording_of(namespace, runs, seconds, failed, sections, commit, created, wa
 def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
     recordings.require_cell_modules()
     os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
-    work = recordings.work_folder("record_cupti_work")
+    work = recorder_input.emptied_scratch_folder("record_cupti_work")  # checked in main too
     os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
     cells = load_cells()
     read = recordings.dependency_recording(sections, dest_root, "cupti")  # before anything runs: a missing one stops
@@ -131,11 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", action="store_true", help="print the cells it would run; no GPU")
     args = parser.parse_args(argv)
     try:
-        sections = recordings.parse_sections(args.sections, SECTIONS)
+        sections = recorder_input.parse_sections(args.sections, SECTIONS)
         if args.plan:
             for number, cell_id, role in plan(load_cells(), sections):
                 print(f"section {number or '-'}: {cell_id} ({role})")
             return 0
+        recorder_input.check_scratch_folder("record_cupti_work")  # refused before anything runs
         dest, failed = record(args.dest, sections)
     except RecorderError as error:
         print(f"record_cupti: {error}", file=sys.stderr)

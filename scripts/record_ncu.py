@@ -57,6 +57,7 @@ import time
 import traceback
 from pathlib import Path
 
+import recorder_input
 import recordings
 from ncu_launch import InnerDone, NcuGuard, ProfiledCalls, check_nsight_internals, child_env
 from recordings import ROOT, RecorderError, encode, load_cells, log_line
@@ -332,7 +333,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     ncu = ncu_executable()
     version, ncu_says = launch_mode_ncu_version(ncu)
     put_first_on_path(Path(ncu).parent)  # as section 1 does: the environment names this ncu, the inner finds it
-    work = recordings.work_folder("record_ncu_work")
+    work = recorder_input.emptied_scratch_folder("record_ncu_work")  # checked in main too
     (work / "calls").mkdir(parents=True)
     os.environ.update(child_env(work))
     recorded = needed_reports(sections, dest_root, work)
@@ -439,10 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.inner:
         return inner(args.work, args.call)
     try:
-        sections = recordings.parse_sections(args.sections, SECTIONS)
+        sections = recorder_input.parse_sections(args.sections, SECTIONS)
         if args.plan:
             print_plan(sections)
             return 0
+        recorder_input.check_scratch_folder("record_ncu_work")  # refused before the GPU checks
         dest, failed = outer(args.dest, sections, args.keep_work)
     except RecorderError as error:
         print(f"record_ncu: {error}", file=sys.stderr)

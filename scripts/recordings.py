@@ -214,23 +214,6 @@ def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str
     return names
 
 
-def parse_sections(text: str | None, allowed) -> list[int]:
-    """`--sections 2,3,9` (or 2-5) as numbers; every one must be in `allowed`. None: all of them."""
-    if not text:
-        return sorted(allowed)
-    numbers: set[int] = set()
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            numbers |= set(range(int(low), int(high or low) + 1))
-    except ValueError:
-        raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or 2-5") from None
-    wrong = sorted(numbers - set(allowed))
-    if wrong:
-        raise RecorderError(f"--sections {text!r}: this recorder records sections {sorted(allowed)}, not {wrong}")
-    return sorted(numbers)
-
-
 # ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
 def encode(value):
     """JSON for frames (with dtypes and a named index), series, dicts with any keys, tuples, numpy scalars."""
@@ -413,13 +396,6 @@ def gpu_slug(gpu: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
 
 
-def work_folder(default_name: str) -> Path:
-    """A recorder's scratch folder (NSPY_RECORD_WORK, else ./<default_name>), emptied; git ignores both defaults."""
-    work = Path(os.environ.get("NSPY_RECORD_WORK") or (Path.cwd() / default_name)).resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    return work
-
-
 # ---------------------------------------------------------------- the recording file
 def cell_entry(number, role: str, run: dict, commit: str, created: str, failed: bool = False) -> dict:
     return {
@@ -597,3 +573,9 @@ def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
                 written.append(target / path.name)
                 shutil.copy2(path, written[-1])
     return written
+
+
+if __name__ == "__main__":  # a library, not a script: say which scripts to run
+    import library_module
+
+    sys.exit(library_module.not_a_script("recordings.py", ("record_ncu.py", "record_cupti.py", "render_recorded.py")))

@@ -478,6 +478,27 @@ def write_if_changed(folder: Path, page: dict, files: dict[str, str]) -> bool:
     return True
 
 
+def recording_problem(folder: Path) -> str | None:
+    """Why a folder given to render cannot be read as a recording (naming the file and how to make it again)."""
+    if not folder.is_dir():
+        return (
+            f"{folder} is not a folder: give a recording folder that scripts/record_ncu.py wrote "
+            "(docs/verified/<gpu>-ncu-<version>/), or none to render every docs/verified/*/recording.json"
+        )
+    try:
+        path = recordings.recording_file(folder)
+        json.loads(path.read_text())
+    except recordings.RecorderError as error:
+        return f"{error}: give a folder that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<version>/)"
+    except (OSError, ValueError) as error:
+        return (
+            f"{path} cannot be read as a recording ({type(error).__name__}: {error}); it is cut short or not JSON. "
+            f"Restore it (git checkout -- {path}) or record it again on the GPU machine (python3 scripts/record_ncu.py;"
+            " README: Re-recording the Nsight Compute data)"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path, help="recording folders (default: all under docs/verified)")
@@ -491,6 +512,10 @@ def main(argv: list[str] | None = None) -> int:
     folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders("ncu")
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
+    unreadable = [problem for problem in map(recording_problem, folders) if problem]
+    if unreadable:  # before any page is rendered or written
+        print("\n".join(f"render_recorded.py: {problem}" for problem in unreadable), file=sys.stderr)
+        return 2
     for folder in folders:
         page, changed = render(folder)
         print(f"{'rendered' if changed else 'unchanged (same data, same page)'}: {os.path.relpath(page, ROOT)}")

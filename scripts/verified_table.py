@@ -36,6 +36,44 @@ HEADER = (
 )
 
 
+# Who writes each file the tables read: what to run when one cannot be read.
+WRITTEN_BY = {
+    "summary.json": "scripts/run_headless on the GPU machine",
+    "run_info.json": "scripts/run_headless on the GPU machine",
+    "recording.json": "scripts/record_ncu.py on the GPU machine",
+    "figures.json": "scripts/render_recorded.py",
+}
+
+
+class UnreadableFile(Exception):
+    """A file under docs/verified the tables cannot read; the message names it and how to write it again."""
+
+
+def unreadable(path: Path, error: Exception) -> UnreadableFile:
+    return UnreadableFile(
+        f"{path} cannot be read ({type(error).__name__}: {error}); restore it (git checkout -- {path}) or write it "
+        f"again with {WRITTEN_BY.get(path.name, 'the script that wrote it')}, then run scripts/verified_table.py"
+    )
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise unreadable(path, error) from None
+
+
+def each(paths, make) -> list:
+    """make(path) for each path; a file whose content lacks what the table needs is named (UnreadableFile)."""
+    made = []
+    for path in paths:
+        try:
+            made.append(make(path))
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise unreadable(path, error) from None
+    return made
+
+
 def figure_text(figure: dict) -> str:
     pct = "n/a" if figure["pct_of_peak"] is None else f"{figure['pct_of_peak']:.1f}%"
     flag = " SUSPECT" if figure["check"] == "SUSPECT" else ""
@@ -43,7 +81,7 @@ def figure_text(figure: dict) -> str:
 
 
 def row(summary_path: Path) -> str:
-    summary = json.loads(summary_path.read_text())
+    summary = read_json(summary_path)
     env, counts = summary["environment"], summary["counts"]
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
@@ -51,7 +89,7 @@ def row(summary_path: Path) -> str:
     wall = f"{summary['total_seconds']:.0f} s in sections"
     run_info_path = summary_path.parent / "run_info.json"
     if run_info_path.exists():  # written by scripts/run_headless: the whole run, installs and kernel start included
-        run_info = json.loads(run_info_path.read_text())
+        run_info = read_json(run_info_path)
         wall += f", {run_info['wall_seconds']} s whole run (commit {run_info['commit'][:7]})"
     cells = [
         env.get("gpu", "?"), env.get("driver", "?"), env.get("profiler", "?"), env.get("nsight_python", "?"),
@@ -63,10 +101,10 @@ def row(summary_path: Path) -> str:
 
 def recorded_row(recording_path: Path) -> str:
     """A row for a Nsight Compute recording and the page rendered from it on a CPU."""
-    recording = json.loads(recording_path.read_text())
+    recording = read_json(recording_path)
     folder = recording_path.parent
     provenance, sections = recording["provenance"], recording["sections"]
-    page = json.loads((folder / "figures.json").read_text())
+    page = read_json(folder / "figures.json")
     statuses = [info["status"] for info in page["sections"].values()]
     ok, skipped = statuses.count("ok"), statuses.count("SKIPPED")
     costs = [info["cost"] for info in sections.values()]
@@ -103,7 +141,7 @@ def seconds(value) -> str:
 
 def cost_rows(recording_path: Path) -> list[str]:
     """What recording each section cost, as the recording measured it (a figure it did not measure says so)."""
-    recording = json.loads(recording_path.read_text())
+    recording = read_json(recording_path)
     name = recording_path.parent.name
     rows = []
     for number, info in sorted(recording["sections"].items(), key=lambda item: int(item[0])):
@@ -120,13 +158,14 @@ def cost_rows(recording_path: Path) -> list[str]:
 
 
 def cost_table(root: Path = ROOT) -> str:
-    rows = [row for path in sorted((root / "docs" / "verified").glob("*/recording.json")) for row in cost_rows(path)]
+    paths = sorted((root / "docs" / "verified").glob("*/recording.json"))
+    rows = [row for rows in each(paths, cost_rows) for row in rows]
     return COST_HEADER + "\n" + "\n".join(rows) if rows else "No Nsight Compute recording is committed yet."
 
 
 def table(root: Path = ROOT) -> str:
-    rows = [row(path) for path in sorted((root / "docs" / "verified").glob("*/summary.json"))]
-    rows += [recorded_row(path) for path in sorted((root / "docs" / "verified").glob("*/recording.json"))]
+    rows = each(sorted((root / "docs" / "verified").glob("*/summary.json")), row)
+    rows += each(sorted((root / "docs" / "verified").glob("*/recording.json")), recorded_row)
     if not rows:
         return "No verified run is committed yet."
     return HEADER + "\n" + "\n".join(rows)
@@ -159,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     readme_path = ROOT / "README.md"
     readme = readme_path.read_text()
-    updated = replace_table(replace_table(readme, table()), cost_table(), COST_BEGIN, COST_END)
+    try:
+        updated = replace_table(replace_table(readme, table()), cost_table(), COST_BEGIN, COST_END)
+    except UnreadableFile as error:  # before README.md is written
+        print(f"verified_table.py: {error}", file=sys.stderr)
+        return 2
     updated = replace_table(updated, backends_text(), BACKENDS_BEGIN, BACKENDS_END, inline=True)
     if args.check:
         if updated != readme:

@@ -157,3 +157,28 @@ def test_committed_notebook_has_no_outputs_or_execution_counts(notebook):
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     dirty = [c.get("id") for c in code if c.outputs or c.execution_count is not None]
     assert not dirty, f"cells with outputs or counts: {dirty}; run scripts/notebook_format.py --fix"
+
+
+BROKEN_CELLS = {  # what a hand edit can leave; --fix used to empty or keep them and call the file canonical
+    "no source": ({"cell_type": "markdown", "id": "intro", "metadata": {}}, "cell 1 (id 'intro') has no source"),
+    "a null source": ({"cell_type": "code", "id": "s2-run", "metadata": {}, "source": None, "outputs": [],
+                       "execution_count": None}, "cell 1 (id 's2-run') has source null, not text"),
+    "a bogus cell_type": ({"cell_type": "bogus", "id": "notes", "metadata": {}, "source": "x"},
+                          "cell 1 (id 'notes') has cell_type 'bogus'"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["--check", "--fix"])
+@pytest.mark.parametrize("kind", BROKEN_CELLS)
+def test_a_cell_without_usable_source_or_type_is_named_by_index_and_id_and_the_file_left_as_it_was(
+    tmp_path, capsys, kind, mode
+):
+    cell, said = BROKEN_CELLS[kind]
+    good = {"cell_type": "markdown", "id": "title", "metadata": {}, "source": ["# Title\n"]}
+    path = tmp_path / "edited.ipynb"
+    path.write_text(json.dumps({"cells": [good, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    before = path.read_bytes()
+    assert notebook_format.main([mode, str(path)]) == 2, f"{mode} on a notebook with {kind} must refuse it (exit 2)"
+    err = capsys.readouterr().err
+    assert said in err and "git checkout" in err, f"{mode} must name the cell by index and id: {err}"
+    assert path.read_bytes() == before, f"{mode} rewrote a notebook with {kind}"

@@ -20,6 +20,7 @@ import ncu_launch
 import nsight
 import pytest
 import record_ncu
+import recorder_input
 import recordings
 from nsight.collection import ncu as nsight_ncu
 from support import ROOT, WITHOUT_MODULES, ncu_namespace
@@ -528,7 +529,7 @@ def test_a_failing_cell_keeps_what_it_printed_before_it_failed():
 
 @pytest.mark.parametrize(("text", "sections"), [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(SECTION_PLAN))])
 def test_sections_are_read_as_the_numbers_given_and_all_by_default(text, sections):
-    assert recordings.parse_sections(text, SECTION_PLAN) == sections
+    assert recorder_input.parse_sections(text, SECTION_PLAN) == sections
 
 
 def _recording(sections: dict, commit: str) -> dict:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import make_wheelhouse
+import pytest
 from support import ROOT
 
 RECORDING_PIP = textwrap.dedent(
@@ -72,3 +73,51 @@ def test_runner_package_list_names_what_the_runner_lacks_correctly():
     assert installed["torch"] == "2.11.0" and installed["cuda-bindings"] == "13.3.1"
     for absent in ("nsight-python", "nbmake", "ipykernel", "cupti-python", "ncu-report"):
         assert absent not in installed, f"{absent} is not on the runner; listing it would drop its wheel"
+
+
+def test_skip_installed_drops_only_wheels_this_run_downloaded_and_keeps_the_users_own(tmp_path):
+    """Issue 25: --skip-installed deleted 16 wheels it had not downloaded from --dest, without a word."""
+    shim = tmp_path / "shim" / "pip"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("")
+    (shim / "__main__.py").write_text(RECORDING_PIP.format(log=str(tmp_path / "pip.log")))
+    dest = tmp_path / "wheelhouse"
+    own = [dest / "numpy-2.0.0-cp312-none-any.whl", dest / "pandas-2.2.0-cp312-none-any.whl",
+           dest / "cupti" / "cuda_bindings-12.9.0-cp312-none-any.whl"]  # fmt: skip
+    for wheel in own:
+        wheel.parent.mkdir(parents=True, exist_ok=True)
+        wheel.write_bytes(b"the user's own wheel")
+    installed = tmp_path / "freeze.txt"  # the runner has numpy, pandas and cuda-bindings 13
+    installed.write_text("numpy==2.5.2\npandas==3.0.6\ncuda-bindings==13.3.1\n")
+    command = [sys.executable, str(ROOT / "scripts/make_wheelhouse.py"), "--dest", str(dest), "--skip-installed",
+               str(installed), "--no-harness"]  # fmt: skip
+    done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(shim.parent)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = [wheel for wheel in own if wheel.exists() and wheel.read_bytes() == b"the user's own wheel"]
+    assert kept == own, (
+        f"make_wheelhouse --skip-installed deleted {sorted(set(map(str, own)) - set(map(str, kept)))}, which it did "
+        "not download: drop only the wheels this run downloaded (the set in --dest before pip ran stays)"
+    )
+    assert not list((dest / "cupti").glob("cuda_bindings-13*.whl")), "a wheel it downloaded that the runner has must go"
+    assert f"kept the 3 wheels that were in {dest} before this run" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [(["--python-version", ""], "--python-version '': give the GPU machine's Python as 3.X or 3.X.Y, 3.11 or newer"),
+     (["--python-version", "3.10"], "--python-version '3.10': give"),
+     (["--dest", "README.md"], "--dest README.md is a file, not a folder"),
+     (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels: cannot make the wheelhouse folder")],
+)  # fmt: skip
+def test_make_wheelhouse_refuses_a_python_version_or_dest_it_cannot_use_before_pip_runs(
+    arguments, said, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("mine")
+    monkeypatch.setattr(make_wheelhouse, "download", lambda *a, **k: pytest.fail("pip ran despite a bad argument"))
+    with pytest.raises(SystemExit) as stopped:
+        make_wheelhouse.main(arguments if "--dest" in arguments else [*arguments, "--dest", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and said in err, f"name the argument and what it must be: {err}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md"], "nothing may be made"
+    assert (tmp_path / "README.md").read_text() == "mine"

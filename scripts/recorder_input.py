@@ -1,0 +1,87 @@
+"""What scripts/record_ncu.py and scripts/record_cupti.py check of their input before anything runs: --sections,
+and their scratch folder (NSPY_RECORD_WORK, else ./record_ncu_work or ./record_cupti_work), emptied only when a
+recorder made it.
+
+A recorder that makes its scratch folder leaves MARKER in it; the next run empties only a folder holding that marker
+(or an empty one, which it adopts). It never empties the clone, a folder above it, HOME or /, nor a folder of other
+files: check_scratch_folder() refuses those, naming the setting, before anything runs (the recorders call it at
+startup, before their GPU checks), and emptied_scratch_folder() checks again at the point where it deletes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from recordings import ROOT, RecorderError
+
+SETTING = "NSPY_RECORD_WORK"
+MARKER = ".nspy-recorder-scratch"  # written by emptied(): this folder is a recorder's, its files may go
+
+
+def chosen(default_name: str, environ=os.environ) -> Path:
+    """NSPY_RECORD_WORK (~ expanded, relative to the current folder), else ./<default_name>."""
+    given = environ.get(SETTING)
+    return Path(given).expanduser().resolve() if given else (Path.cwd() / default_name).resolve()
+
+
+def check_scratch_folder(default_name: str, environ=os.environ) -> Path:
+    """The scratch folder, or a RecorderError that names the setting and what to do. Deletes and writes nothing."""
+    work = chosen(default_name, environ)
+    given = environ.get(SETTING)
+    what = f"{SETTING}={given}" if given else f"the default scratch folder {work} ({SETTING} is not set)"
+    fix = f"set {SETTING} to a new or empty folder (the recorder makes it and empties only what it made)"
+    home = Path(environ.get("HOME") or Path.home()).expanduser().resolve()
+    never = {Path("/"), ROOT, *ROOT.parents, home, *home.parents}
+    if work in never:
+        named = {ROOT: f"the clone ({ROOT})", home: f"HOME ({home})", Path("/"): "/"}
+        named = named.get(work, f"a folder that holds the clone or HOME ({work})")
+        raise RecorderError(f"{what} is {named}: the recorder empties its scratch folder, so it refuses this; {fix}")
+    if work.exists() and not work.is_dir():
+        raise RecorderError(f"{what} is a file, not a folder; {fix}")
+    if work.is_dir() and not (work / MARKER).is_file() and any(work.iterdir()):
+        raise RecorderError(
+            f"{what} holds files no recorder made (it has no {MARKER}), and the recorder would empty it; {fix}. "
+            f"If an older recorder made it (before the marker), delete it yourself: rm -r {work}"
+        )
+    return work
+
+
+def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
+    """The scratch folder, checked again, made (with MARKER) or emptied of what an earlier run left."""
+    work = check_scratch_folder(default_name, environ)
+    try:
+        if work.is_dir():
+            for path in work.iterdir():
+                if path.name != MARKER:
+                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        work.mkdir(parents=True, exist_ok=True)
+        (work / MARKER).write_text("made by scripts/record_ncu.py or record_cupti.py; the next run empties it\n")
+    except OSError as error:
+        raise RecorderError(f"{SETTING}: cannot make or empty the scratch folder {work} ({error}); set {SETTING} "
+                            "to a folder you can write") from None  # fmt: skip
+    return work
+
+
+def parse_sections(text: str | None, allowed) -> list[int]:
+    """`--sections 2,3,9` (or 2-5) as numbers; every one must be in `allowed`. None (not given): all of them."""
+    valid = f"this recorder records sections {sorted(allowed)}"
+    if text is None:
+        return sorted(allowed)
+    numbers: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError:
+            raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or 2-5; {valid}") from None
+        if first > last:
+            raise RecorderError(
+                f"--sections {text!r}: {part.strip()} is a reversed range (write {last}-{first}); {valid}"
+            )
+        numbers |= set(range(first, last + 1))
+    wrong = sorted(numbers - set(allowed))
+    if wrong:
+        raise RecorderError(f"--sections {text!r}: {valid}, not {wrong}")
+    return sorted(numbers)

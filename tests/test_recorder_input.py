@@ -1,0 +1,140 @@
+"""What the recorders check before anything runs (scripts/recorder_input.py): the scratch folder they empty
+(NSPY_RECORD_WORK) and --sections.
+
+Issue 25: `NSPY_RECORD_WORK=. python scripts/record_cupti.py --sections 2` deleted the whole clone, .git included. The
+recorders run here in a copy of what they need (scripts/, plumbing/, a notebook without cells, a .git of one file),
+never in this checkout, with no GPU on PATH; every file under the test's folder must be left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import recorder_input
+from recordings import RecorderError
+from support import ROOT
+
+NO_GPU = "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
+
+
+def recorder_clone(folder: Path) -> Path:
+    """What the recorders import, in folder/clone; its notebook has no cells, so nothing of the notebook runs even
+    where a guard is missing (then the test sees files gone, not pip installing)."""
+    clone = folder / "clone"
+    for part in ("scripts", "plumbing"):
+        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "requirements.txt", clone / "requirements.txt")  # plumbing/setup_helpers.py reads it
+    (clone / "nsight_python_t4_tutorial.ipynb").write_text(json.dumps({"cells": [], "nbformat": 4}))
+    (clone / ".git").mkdir()
+    (clone / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return clone
+
+
+def every_file(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+@pytest.fixture()
+def machine(tmp_path):
+    """A copy of the clone, a folder of the user's own files, a HOME, and no GPU on PATH."""
+    clone = recorder_clone(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.txt").write_text("my own work")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".bashrc").write_text("# mine\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvidia-smi").write_text(NO_GPU)
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("NSPY_")},
+        "HOME": str(tmp_path / "home"),
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+    return clone, env
+
+
+# What NSPY_RECORD_WORK names, as the user types it from the clone; what the refusal says it is.
+HARMFUL = {
+    "the clone": (".", "is the clone"),
+    "the folder above the clone": ("..", "is a folder that holds the clone or HOME"),
+    "HOME": ("~", "is HOME"),
+    "a folder of the user's files": ("../mine", "holds files no recorder made"),
+    "a file": ("scripts/record_cupti.py", "is a file, not a folder"),
+}
+CASES = [("record_cupti.py", kind) for kind in HARMFUL] + [("record_ncu.py", "the clone"), ("record_ncu.py", "HOME")]
+
+
+@pytest.mark.parametrize(("recorder", "kind"), CASES)
+def test_a_recorder_refuses_a_scratch_folder_it_did_not_make_before_anything_and_leaves_every_file(
+    machine, tmp_path, recorder, kind
+):
+    clone, env = machine
+    value, said = HARMFUL[kind]
+    before = every_file(tmp_path)
+    done = subprocess.run(
+        [sys.executable, f"scripts/{recorder}", "--sections", "2", "--dest", str(tmp_path / "dest")],
+        cwd=clone, env={**env, "NSPY_RECORD_WORK": value}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lost = sorted(set(before) - set(every_file(tmp_path)))
+    assert not lost, (
+        f"NSPY_RECORD_WORK={value} ({kind}) made {recorder} delete {lost[:5]}...: the scratch folder must be checked "
+        "before anything is emptied (scripts/recorder_input.py check_scratch_folder, called from main)"
+    )
+    assert every_file(tmp_path) == before, f"{recorder} changed or wrote files though it refused to run"
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert (
+        f"NSPY_RECORD_WORK={value} {said}" in done.stderr and "set NSPY_RECORD_WORK to a new or empty" in done.stderr
+    ), f"the refusal must name the setting, what it is and what to do, before the GPU check:\n{done.stderr[-1500:]}"
+
+
+def test_the_scratch_folder_is_never_the_root_folder(tmp_path):
+    # check only: it deletes nothing, whatever it answers
+    with pytest.raises(RecorderError, match=r"NSPY_RECORD_WORK=/ is /: .* refuses this; set NSPY_RECORD_WORK"):
+        recorder_input.check_scratch_folder("w", {"NSPY_RECORD_WORK": "/", "HOME": str(tmp_path)})
+
+
+def test_a_scratch_folder_is_made_with_its_marker_and_only_a_marked_or_empty_one_is_emptied(tmp_path):
+    env = {"NSPY_RECORD_WORK": str(tmp_path / "work"), "HOME": str(tmp_path / "home")}
+    work = recorder_input.emptied_scratch_folder("w", env)
+    assert work == tmp_path / "work" and (work / recorder_input.MARKER).is_file(), "a made folder needs the marker"
+    (work / "calls").mkdir()
+    (work / "calls" / "2-0.pickle").write_text("left by the last run")
+    assert sorted(p.name for p in recorder_input.emptied_scratch_folder("w", env).iterdir()) == [recorder_input.MARKER]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    adopted = recorder_input.emptied_scratch_folder("w", {**env, "NSPY_RECORD_WORK": str(empty)})
+    assert (adopted / recorder_input.MARKER).is_file(), "an existing empty folder is adopted (marked)"
+
+
+def test_a_scratch_folder_that_cannot_be_made_is_named_without_a_traceback(tmp_path):
+    env = {"NSPY_RECORD_WORK": "/proc/nspy_no_such/work", "HOME": str(tmp_path)}
+    with pytest.raises(RecorderError, match=r"NSPY_RECORD_WORK: cannot make or empty the scratch folder /proc/nspy"):
+        recorder_input.emptied_scratch_folder("w", env)
+
+
+# ---------------------------------------------------------------- --sections
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("5-2", "5-2 is a reversed range (write 2-5)"), ("", "give section numbers like 2,3,9 or 2-5"),
+     ("2,", "give section numbers like 2,3,9 or 2-5"), ("0-3", "not [0, 1]"), ("12", "not [12]")],
+)  # fmt: skip
+def test_sections_that_name_no_section_the_recorder_records_are_refused_naming_the_valid_ones(text, said):
+    with pytest.raises(RecorderError) as refused:
+        recorder_input.parse_sections(text, range(2, 11))
+    message = str(refused.value)
+    assert message.startswith(f"--sections {text!r}: ") and said in message, message
+    assert "this recorder records sections [2, 3, 4, 5, 6, 7, 8, 9, 10]" in message, message
+
+
+@pytest.mark.parametrize("recorder", ["record_cupti", "record_ncu"])
+def test_a_recorder_refuses_a_reversed_section_range_instead_of_recording_nothing(recorder, capsys):
+    module = __import__(recorder)
+    assert module.main(["--plan", "--sections", "5-2"]) == 2, f"{recorder} --sections 5-2 must be refused (exit 2)"
+    said = capsys.readouterr()
+    assert "--sections '5-2': 5-2 is a reversed range" in said.err and "section" not in said.out, said
