@@ -281,7 +281,7 @@ case "$1" in
 sys.version_info = tuple(map(int, '${FAKE_PYTHON_VERSION:-3.12.3}'.split('.'))) + ('final', 0)
 $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
-        *) exec "$FAKE_REAL_PYTHON" -c "$2" ;;
+        *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
   *scripts/make_wheelhouse.py) exit 0 ;;  # it downloads from PyPI: only recorded
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;

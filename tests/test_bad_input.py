@@ -46,6 +46,7 @@ def fresh_clone(folder: Path) -> Path:
     """The files run_headless needs, as a fresh clone has them (and nothing a user made, like wheelhouse/)."""
     for name in (
         "scripts/run_headless",
+        "scripts/settings.bash",  # the checks run_headless shares with run_tests
         "scripts/render_recorded.py",  # and what it imports: the page of the executed notebook
         "scripts/recordings.py",
         "scripts/record_ncu.py",
