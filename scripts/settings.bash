@@ -34,8 +34,8 @@ check_python() {
     *) path="$(type -P -- "$given")" || path="" ;;  # a command name: looked up on PATH only, as the shell does
   esac
   if [ -z "$path" ] && [ -e "$given" ]; then
-    refuse "PYTHON=$given is not an executable Python: there is a file $given here, but a name without a /" \
-           "is a command on PATH, and there is none of that name. $fix (a file by its path, e.g. PYTHON=./$given)."
+    refuse "PYTHON=$given is not an executable Python: $given here is a file, and a name without a / is looked" \
+           "up as a command on PATH, where there is none of that name. $fix."
   elif [ -z "$path" ] || [ ! -e "$path" ]; then
     refuse "PYTHON=$given: not found (no such command or file). $fix."
   elif [ -d "$path" ] || [ ! -x "$path" ]; then
