@@ -161,11 +161,11 @@ def test_scripts_say_a_file_that_is_no_executable_python_is_not_one(clone, scrip
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests"])
 def test_scripts_take_a_relative_python_from_the_current_folder_through_the_whole_run(clone, script, tmp_path):
-    work = tmp_path / "work"  # the user's folder: PYTHON=../bin/python3 is the fake machine's, from here only
-    work.mkdir()
+    work = tmp_path / "user" / "work"  # ../../bin/python3 is the fake machine's from here, nothing from the clone
+    work.mkdir(parents=True)
     args = [str(tmp_path / "out")] if "headless" in script else ["-q"]
     status, output, _ = run_in(
-        clone, script, *args, cwd=work, PYTHON="../bin/python3", FAKE_EXECUTED="none", NSPY_TUTORIAL_TEST_VENV="venv"
+        clone, script, *args, cwd=work, PYTHON="../../bin/python3", FAKE_EXECUTED="none", NSPY_TUTORIAL_TEST_VENV="venv"
     )
     assert status == 0, f"a relative PYTHON must still name the same Python after the script cds:\n{output}"
 
