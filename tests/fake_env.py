@@ -281,13 +281,13 @@ case "$1" in
 sys.version_info = tuple(map(int, '${FAKE_PYTHON_VERSION:-3.12.3}'.split('.'))) + ('final', 0)
 $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
-        *) exec "$FAKE_REAL_PYTHON" -c "$2" ;;
+        *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
   *scripts/make_wheelhouse.py) exit 0 ;;  # it downloads from PyPI: only recorded
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;
 esac
 case "$2" in
-  venv) mkdir -p "$3/bin"; cp "$0" "$3/bin/python" ;;
+  venv) mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit ;;  # failing where python -m venv would
   pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
   pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb" \
             && cp "$(dirname "$FAKE_EXECUTED")/summary.json" "$NSPY_TUTORIAL_OUT/summary.json"
@@ -389,6 +389,39 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
     )
     return env
+
+
+def invoked(asked: list[str], what: str) -> list[str]:
+    """The calls of the fake python (run_script's third result) that start with what, e.g. "-m pip install"."""
+    return [line for line in asked if line.startswith(what)]
+
+
+def fresh_clone(folder: Path) -> Path:
+    """The files the shell scripts need, as a fresh clone has them (and nothing a user made, like wheelhouse/).
+
+    A copy, so that a script that writes where it must not harms the copy, never the developer's tree."""
+    from support import ROOT
+
+    for name in (
+        "scripts/run_headless",
+        "scripts/run_tests",
+        "scripts/setup_gpu_runner",
+        "scripts/settings.bash",  # the checks the three share
+        "scripts/render_recorded.py",  # and what it imports: the page of the executed notebook
+        "scripts/recordings.py",
+        "scripts/record_ncu.py",
+        "scripts/ncu_launch.py",
+        "scripts/notebook_format.py",
+        "requirements-harness.txt",
+        "requirements-dev.txt",
+        "requirements.txt",
+        "constraints-ci.txt",
+        "nsight_python_t4_tutorial.ipynb",
+    ):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, folder / name)
+    shutil.copytree(ROOT / "plumbing", folder / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
 
 
 def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):

@@ -17,7 +17,16 @@ from pathlib import Path
 
 import make_wheelhouse as wheelhouse_script  # noqa: E402
 import pytest
-from fake_env import FakeMachine, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
+from fake_env import (
+    FakeMachine,
+    fresh_clone,
+    invoked,
+    make_wheelhouse,
+    pip_installs,
+    requirement_pins,
+    run_script,
+    script_machine,
+)
 from support import ROOT, WITHOUT_MODULES
 
 from plumbing.harness import OUTPUT_FOLDER, choose_output_dir
@@ -36,29 +45,6 @@ def readme_commands(heading: str) -> list[str]:
         text = re.sub(r"\\\n\s*", " ", block)
         commands += [line.strip() for line in text.splitlines() if line.strip()]
     return commands
-
-
-def invoked(asked: list[str], what: str) -> list[str]:
-    return [line for line in asked if line.startswith(what)]
-
-
-def fresh_clone(folder: Path) -> Path:
-    """The files run_headless needs, as a fresh clone has them (and nothing a user made, like wheelhouse/)."""
-    for name in (
-        "scripts/run_headless",
-        "scripts/render_recorded.py",  # and what it imports: the page of the executed notebook
-        "scripts/recordings.py",
-        "scripts/record_ncu.py",
-        "scripts/ncu_launch.py",
-        "scripts/notebook_format.py",
-        "requirements-harness.txt",
-        "requirements.txt",
-        "nsight_python_t4_tutorial.ipynb",
-    ):
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, folder / name)
-    shutil.copytree(ROOT / "plumbing", folder / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
-    return folder
 
 
 # ---------------------------------------------------------------- scripts/run_headless

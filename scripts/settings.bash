@@ -1,0 +1,59 @@
+# Checks of the settings that scripts/run_headless and scripts/run_tests share, sourced by both (not a script).
+# Each function either sets REPLY (not a nameref: macOS's bash 3.2 runs run_tests too) or calls the caller's
+# refuse MESSAGE..., which prints the message and exits 2: a bad setting stops the script before it changes anything.
+
+# A folder setting as the user meant it: a leading ~ or ~user expanded (quoted in the setting, the shell did not
+# do it), a relative path resolved against the current folder (not the clone: the scripts cd there later).
+# usage: absolute_folder SETTING VALUE   (SETTING names it in the message, e.g. NSPY_TUTORIAL_OUT=...)
+absolute_folder() {
+  local setting="$1" value="$2" user rest home
+  case "$value" in
+    "~" | "~/"*) value="$HOME${value#"~"}" ;;
+    "~"*)
+      user="${value#"~"}"; user="${user%%/*}"; rest="${value#"~$user"}"
+      # getent, not eval: the value is the user's text and must never run as code.
+      if ! home="$(getent passwd "$user" 2>/dev/null | cut -d: -f6)" || [ -z "$home" ]; then
+        refuse "$setting: there is no user '$user' here, so ~$user names no home folder. Give the folder's" \
+               "full path (or ./~$user for a folder of that name)."
+      fi
+      value="$home$rest" ;;
+  esac
+  case "$value" in /*) ;; *) value="$PWD/$value" ;; esac
+  REPLY="$value"
+}
+
+# PYTHON, checked and made absolute (the scripts cd to the clone and register it as a kernel, where a relative
+# path means something else). The version probe must print a version: a program that is not Python, or /bin/true,
+# would otherwise pass a mere exit-status check.
+# usage: check_python GIVEN WHO   (WHO names what needs 3.11+, e.g. "run_headless")
+check_python() {
+  local given="$1" who="$2" path version status=0
+  local fix="Set PYTHON to a Python 3.11 or newer, e.g. PYTHON=/usr/bin/python3.12"
+  case "$given" in
+    */*) path="$given" ;;
+    *) path="$(type -P -- "$given")" || path="" ;;  # a command name: looked up on PATH only, as the shell does
+  esac
+  if [ -z "$path" ] && [ -e "$given" ]; then
+    refuse "PYTHON=$given is not an executable Python: $given here is a file, and a name without a / is looked" \
+           "up as a command on PATH, where there is none of that name. $fix."
+  elif [ -z "$path" ] || [ ! -e "$path" ]; then
+    refuse "PYTHON=$given: not found (no such command or file). $fix."
+  elif [ -d "$path" ] || [ ! -x "$path" ]; then
+    refuse "PYTHON=$given is not an executable Python ($([ -d "$path" ] && echo "a folder" || echo "a file without" \
+           "execute permission")). $fix."
+  fi
+  case "$path" in /*) ;; *) path="$PWD/$path" ;; esac  # not resolving symlinks: a venv's python is one
+  version="$("$path" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1)" || status=$?
+  if [ "$status" -ne 0 ]; then
+    refuse "PYTHON=$given does not run: ${version%%$'\n'*}. Set PYTHON to a Python 3.11 or newer that runs" \
+           "here, e.g. PYTHON=/usr/bin/python3.12 (for a pyenv shim, select that version first)."
+  fi
+  if ! [[ "$version" =~ ^3\.([0-9]+)\.[0-9]+$ ]]; then
+    refuse "PYTHON=$given is not an executable Python: it ran but did not report a Python version" \
+           "(it printed: ${version:0:80}). $fix."
+  fi
+  if [ "${BASH_REMATCH[1]}" -lt 11 ]; then
+    refuse "$who needs Python 3.11 or newer (ipykernel 7.4 does); PYTHON=$given is older ($version). $fix."
+  fi
+  REPLY="$path"
+}
