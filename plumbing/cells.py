@@ -31,7 +31,7 @@ SECTION_PLAN = {
     8: {"define": ("s8-define", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-more-collectors"),
         "run": ("s8-run",)},
     9: {"define": ("s9-child",), "run": ("s9-cupti",)},
-    10: {"define": ("s10-tools",), "run": ("s10-profile", "s10-details")},
+    10: {"define": ("s10-tools", "s10-define"), "run": ("s10-profile", "s10-details")},
 }  # fmt: skip
 # Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
 # any section it records (they only define; a profiled call there is refused).

@@ -25,24 +25,24 @@ STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.r
 NOT_A_STALL = ("selected",)  # the cycles a warp spent issuing: listed with the reasons, but not a wait
 
 
-def profile_with_sections(folder, workload):
-    """Run `workload` (Python that defines `work`) under ncu; its second call is profiled. Returns the report."""
-    folder = Path(folder)
+def profile_with_sections(report, workload):
+    """Run `workload` (Python that defines `work`) under ncu, which profiles its second call into `report`."""
+    report = Path(report)
+    folder = report.parent
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "workload.py"
     script.write_text(f"import torch\n{workload}\nwork()\nwork()\ntorch.cuda.synchronize()\n")
     command = [shutil.which("ncu"), "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1"]
     command += [word for section in NCU_SECTIONS for word in ("--section", section)]
-    command += ["-f", "-o", str(folder / "report"), sys.executable, str(script)]
+    command += ["-f", "-o", str(report.with_suffix("")), sys.executable, str(script)]
     # A new ncu sets up its own injection: leave out what this process's Nsight Compute put in the environment.
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NV_COMPUTE_PROFILER", "NVTX_INJECTION"))}
     started = time.perf_counter()
     done = subprocess.run(command, env=clean, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not (folder / "report.ncu-rep").exists():
+    if done.returncode != 0 or not report.exists():
         last_lines = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
         raise RuntimeError(f"ncu exited with {done.returncode} and wrote no report: {last_lines}")
     print(f"ncu with sections {', '.join(NCU_SECTIONS)}: {time.perf_counter() - started:.1f} s, Python start included")
-    return folder / "report.ncu-rep"
 
 
 def headline(message):

@@ -51,8 +51,8 @@ import notebook_format
 import recordings
 from recordings import ROOT
 
-from plumbing.cells import SECTION_DEPENDENCY
-from plumbing.figures import FIGURE_HELPERS as HELPERS
+import plumbing.figures  # noqa: E402
+from plumbing.cells import SECTION_DEPENDENCY, report_folders_of
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -187,7 +187,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
         notebook.cells.append(folded(by_id[cell_id]["source"], hide="remove-cell"))
     for number in numbers:
-        if number in SECTION_DEPENDENCY:
+        if number in SECTION_DEPENDENCY or report_folders_of(number):  # files its own or earlier cells left
             notebook.cells.append(
                 folded(
                     f"# @title The reports this section reads, from the recording\n"
@@ -260,7 +260,7 @@ def _text(node: ast.AST) -> str:
 def _helper_bodies(tree: ast.AST) -> list[ast.AST]:
     """The plumbing/figures.py functions a cell calls: its plot's titles and labels are written there."""
     calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
-    helpers = {call.id for call in calls} & set(HELPERS)
+    helpers = {call.id for call in calls} & {name for name in vars(plumbing.figures) if name.startswith("plot_")}
     module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
     return [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in helpers]
 
