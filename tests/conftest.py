@@ -46,3 +46,30 @@ def patched(tmp_path, monkeypatch):
     calls.where = (4, "s4-run")
     yield calls, log, work
     calls.uninstall()
+
+
+def _recordings(*kinds):
+    import recordings
+
+    return [folder for kind in kinds for folder in recordings.recording_folders(kind)]
+
+
+def _recorded_notebook(request, notebook, tmp_path_factory):
+    from support import RecordedNotebook
+
+    runner = RecordedNotebook(notebook, request.param, tmp_path_factory.mktemp(request.param.name))
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="module", params=_recordings("ncu"), ids=lambda folder: folder.name)
+def ncu_recorded(request, notebook, tmp_path_factory):
+    """The notebook's harness and define cells in a real kernel, on each committed Nsight Compute recording; a test
+    runs a section there with .section(N) and reads its names with .value(expression)."""
+    yield from _recorded_notebook(request, notebook, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=_recordings("ncu", "cupti"), ids=lambda folder: folder.name)
+def recorded(request, notebook, tmp_path_factory):
+    """The same on every committed recording of either backend, for a section that runs on both."""
+    yield from _recorded_notebook(request, notebook, tmp_path_factory)
