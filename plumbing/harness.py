@@ -117,7 +117,7 @@ SECTIONS = {}  # number -> {"title", "status", "reason", "environment_limit", "h
 FIGURES = []  # headline figures with a datasheet counterpart, checked against the GPU's peaks
 ENVIRONMENT = {}  # filled by section 1, written to summary.json
 SUSPECT_FLOOR_PCT = 5.0  # see record_figure
-NOT_RUN_REASON = "its last cell did not run"
+NOT_RUN_REASON = "its verdict cell did not run"
 
 
 def _new_section(title):

@@ -129,10 +129,11 @@ def test_a_suspect_figure_is_flagged_where_the_reader_sees_it(harness):
 def test_summary_json_records_environment_sections_figures_and_times(harness, tmp_path):
     harness.ENVIRONMENT.update(gpu="NVIDIA H200", profiler="cupti")
     harness.begin_section(1, "Set up")
-    harness.section_figures(1)(lambda: harness.set_headline(1, "ready"))
+    harness.verdict(1, "ready")
     harness.begin_section(4, "Cache", use_ncu=False)
     harness.begin_section(5, "Sweep")
-    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul 4096", 791.2, "TFLOP/s", "fp16_tflops"))
+    harness.check_figure(5, "fp16 matmul 4096", 791.2, "TFLOP/s", "fp16_tflops")
+    harness.verdict(5, "swept")
     harness.write_summary(strict=True)
     written = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert written["environment"]["gpu"] == "NVIDIA H200" and written["strict"] is True
@@ -160,13 +161,13 @@ def _all_sections(harness, skipped=None, not_finished=None):
     for number in range(1, SECTION_COUNT + 1):
         harness.begin_section(number, f"s{number}", use_ncu=number != skipped)
         if number != not_finished:
-            harness.section_figures(number)(lambda: None)
+            harness.verdict(number, "done")
     return harness.build_summary(strict=True)
 
 
 def test_strict_mode_raises_when_a_section_did_not_reach_its_last_cell(harness):
     summary = _all_sections(harness, not_finished=6)
-    with pytest.raises(RuntimeError, match="section 6 NOT RUN: its last cell did not run"):
+    with pytest.raises(RuntimeError, match="section 6 NOT RUN: its verdict cell did not run"):
         harness.enforce_strict_mode(summary, strict=True)
     assert len(harness.enforce_strict_mode(summary, strict=False)) == 1, "non-strict runs only report"
 
@@ -207,13 +208,15 @@ def _figures_of(harness, number):
 def test_a_section_run_again_records_its_figures_once_and_an_old_suspect_is_gone(harness):
     harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
     harness.begin_section(3, "Runs")
-    harness.section_figures(3)(lambda: harness.record_figure(3, "copy", 4000.0, "GB/s", "dram_gbs"))
+    harness.check_figure(3, "copy", 4000.0, "GB/s", "dram_gbs")
+    harness.verdict(3, "copied")
     harness.begin_section(5, "Sweep")
-    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul", 0.8, "TFLOP/s", "fp16_tflops"))
-    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul 4096", 0.8, "TFLOP/s", "fp16_tflops"))
-    assert _figures_of(harness, 5) == [("fp16 matmul 4096", "SUSPECT")], "the last cell run again replaces its figures"
+    harness.check_figure(5, "fp16 matmul 4096", 0.8, "TFLOP/s", "fp16_tflops")
+    harness.check_figure(5, "fp16 matmul 4096", 0.8, "TFLOP/s", "fp16_tflops")
+    assert _figures_of(harness, 5) == [("fp16 matmul 4096", "SUSPECT")], "a figure checked again replaces itself"
     harness.begin_section(5, "Sweep")  # the learner fixes the unit and runs the section again
-    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul 4096", 795.0, "TFLOP/s", "fp16_tflops"))
+    harness.check_figure(5, "fp16 matmul 4096", 795.0, "TFLOP/s", "fp16_tflops")
+    harness.verdict(5, "swept")
     assert _figures_of(harness, 5) == [("fp16 matmul 4096", "ok")], harness.FIGURES
     assert _figures_of(harness, 3) == [("copy", "ok")], "running section 5 again must leave section 3's figures"
     summary = harness.build_summary(strict=True)
@@ -223,10 +226,31 @@ def test_a_section_run_again_records_its_figures_once_and_an_old_suspect_is_gone
 def test_a_section_started_again_and_stopped_keeps_none_of_its_old_figures(harness):
     harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
     harness.begin_section(5, "Sweep")
-    harness.section_figures(5)(lambda: harness.record_figure(5, "fp16 matmul", 795.0, "TFLOP/s", "fp16_tflops"))
-    harness.begin_section(5, "Sweep")  # its run cell raises this time: the last cell never runs
+    harness.check_figure(5, "fp16 matmul", 795.0, "TFLOP/s", "fp16_tflops")
+    harness.verdict(5, "swept")
+    harness.begin_section(5, "Sweep")  # its run cell raises this time: the verdict cell never runs
     assert _figures_of(harness, 5) == [], "figures of an earlier run must not stand for a run that stopped"
     assert harness.build_summary()["sections"][4]["status"] == "NOT RUN"
+
+
+def test_a_verdict_prints_what_the_run_showed_on_the_gpu_and_a_second_one_joins_the_headline(harness, capsys):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
+    harness.begin_section(3, "Runs")
+    harness.verdict(3, "the short add scattered most")
+    harness.verdict(3, "the host clock added the launch")
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "On this NVIDIA H200: the short add scattered most",
+        "On this NVIDIA H200: the host clock added the launch",
+    ], "a verdict prints 'On this <GPU>: <finding>'"
+    assert harness.SECTIONS[3]["headline"] == "the short add scattered most; the host clock added the launch"
+    assert harness.SECTIONS[3]["status"] == "ok"
+
+
+def test_a_verdict_leaves_a_skipped_section_skipped_and_prints_nothing(harness, capsys):
+    harness.begin_section(6, "Roofline", use_ncu=False)
+    capsys.readouterr()
+    harness.verdict(6, "memory-bound")
+    assert harness.SECTIONS[6]["status"] == "SKIPPED" and capsys.readouterr().out == ""
 
 
 def test_a_figure_recorded_twice_in_one_run_is_kept_once_with_its_last_value(harness):

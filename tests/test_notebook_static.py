@@ -206,18 +206,18 @@ def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, nu
 
 
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
-def test_each_section_ends_with_the_folded_cell_that_marks_it_ok(notebook, number):
+def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook, number):
     last = section_code_cells(notebook, number)[-1]
     calls = [node for node in ast.walk(ast.parse(cell_python(last))) if isinstance(node, ast.Call)]
-    marks = [call for call in calls if dotted(call.func) == "section_figures"]
-    assert _folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (
-        f"section {number}'s last code cell ({last.get('id')}) must be the folded cell decorated with "
-        f"@section_figures({number}): the section is ok only once its last cell has run"
+    marks = [call for call in calls if dotted(call.func) == "verdict"]
+    assert not _folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (
+        f"section {number}'s last code cell ({last.get('id')}) must be a visible cell that calls verdict({number}, "
+        "...): the learner reads what the run showed, and the section is ok only once that cell has run"
     )
 
 
 def test_learner_cells_do_not_call_the_harness(notebook):
-    harness = ("begin_section", "record_figure", "set_headline", "section_figures", "write_summary")
+    harness = ("begin_section", "record_figure", "write_summary", "report_summary")
     offenders = []
     for section, cell in cells_with_section(notebook):
         if cell.cell_type != "code" or _folded(cell) or section is None:
