@@ -47,7 +47,7 @@ def test_the_embedded_modules_are_the_ones_in_the_repository():
     }  # fmt: skip
     assert embedded == {"plumbing/cells.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
                         "plumbing/ncu_probe.py", "plumbing/cupti_child.py", "plumbing/figures.py",
-                        "requirements.txt"}  # fmt: skip
+                        "plumbing/report_tools.py", "requirements.txt"}  # fmt: skip
     assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
 
 

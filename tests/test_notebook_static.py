@@ -226,3 +226,20 @@ def test_learner_cells_do_not_call_the_harness(notebook):
         if names & set(harness):
             offenders.append((cell.get("id"), sorted(names & set(harness))))
     assert not offenders, f"visible section code calls harness bookkeeping; move it to a folded cell: {offenders}"
+
+
+def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
+    """IPython stops updating `_` (and `__`, `___`) for the rest of the session once a cell binds it at top level,
+    so no cell, folded or visible, embedded module included, may bind one."""
+    from support import module_level_names
+
+    offenders = {
+        cell.get("id"): sorted(module_level_names(cell_python(cell)) & {"_", "__", "___"})
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+    }
+    offenders = {cell_id: names for cell_id, names in offenders.items() if names}
+    assert not offenders, (
+        f"these cells bind IPython's output names at top level, which breaks `_` for the rest of the session: "
+        f"{offenders}; use another name (a loop variable inside a function, or `for unused in ...`)"
+    )
