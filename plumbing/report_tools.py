@@ -7,11 +7,12 @@ the report holds with ncu_report, the reader nsight-python uses.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from plumbing.harness import ENVIRONMENT
 
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats")
 SUMMARY = {  # the report's name for each line of the summary
@@ -26,13 +27,14 @@ NOT_A_STALL = ("selected",)  # the cycles a warp spent issuing: listed with the 
 
 
 def profile_with_sections(report, workload):
-    """Run `workload` (Python that defines `work`) under ncu, which profiles its second call into `report`."""
+    """Run `workload` (Python that defines `work`) under section 1's ncu, which profiles its second call into
+    `report`."""
     report = Path(report)
     folder = report.parent
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "workload.py"
     script.write_text(f"import torch\n{workload}\nwork()\nwork()\ntorch.cuda.synchronize()\n")
-    command = [shutil.which("ncu"), "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1"]
+    command = [ENVIRONMENT["ncu_path"], "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1"]
     command += [word for section in NCU_SECTIONS for word in ("--section", section)]
     command += ["-f", "-o", str(report.with_suffix("")), sys.executable, str(script)]
     # A new ncu sets up its own injection: leave out what this process's Nsight Compute put in the environment.

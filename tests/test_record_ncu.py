@@ -142,11 +142,11 @@ COMMITTED = recordings.recording_folders("ncu")
 
 
 def _doubling_benchmark(clock_control):
-    """Section 4's own benchmark for cold caches and the given clocks, built by the notebook's s4-define cell with
-    the L2 size of the committed recording (so its configs are the ones that recording profiled)."""
+    """Section 4's own benchmark for cold caches and the given clocks, built by the notebook's define cells with the
+    L2 size of the committed recording (so its configs are the ones that recording profiled)."""
     environment = recordings.load_recording(COMMITTED[0])["environment"]
-    namespace = ncu_namespace("s4-define", L2_BYTES=environment["l2_bytes"])
-    return namespace["doubling_benchmarks"][("all", clock_control)]
+    namespace = ncu_namespace(*SECTION_PLAN[4]["define"], L2_BYTES=environment["l2_bytes"])
+    return namespace["cold" if clock_control == "none" else "base_clock"]
 
 
 def test_every_ncu_the_recorder_starts_gets_clock_control_none(patched):
@@ -190,7 +190,7 @@ def test_a_base_clock_call_is_served_from_the_committed_recording_that_ran_it(pa
     recording = recordings.load_recording(COMMITTED[0])
     served = _doubling_benchmark("base")().to_dataframe()
     assert not log.exists(), "ncu was started for a clock_control='base' call"
-    pd.testing.assert_frame_equal(served, recording["variables"]["doubling_frames"][("all", "base")])
+    pd.testing.assert_frame_equal(served, recording["variables"]["condition_frames"]["base clock"])
     committed = next(c for c in recording["calls"] if c.get("clock_control") == "base" and c["cache_control"] == "all")
     assert calls.calls[-1]["served_from"] == committed["served_from"], "the call must name the recording that ran it"
     source = calls.calls[-1]["served_from"]
@@ -235,7 +235,7 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu():
     assert sections == set(SECTION_PLAN), f"the plan records sections {sorted(sections)}, not {sorted(SECTION_PLAN)}"
     assert "section 2: s2-run (run, each profiled call under its own ncu)" in lines
     assert "section 9: s9-cupti (run)" in lines, "the CUPTI child must never run under ncu"
-    for cell_id in ("s10-profile", "s10-stalls-profile", "s10-details"):
+    for cell_id in SECTION_PLAN[10]["run"]:
         assert f"section 10: {cell_id} (run)" in lines, f"{cell_id} starts its own ncu: run in the outer, kept"
     assert "gpu__time_duration.sum" in lines[-2]
 
@@ -243,17 +243,17 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu():
 def test_the_tu104_listing_covers_every_metric_family_the_notebook_names():
     """Whole names, names built in f-strings (launch__occupancy_limit_{kind}) and patterns (smsp__..._stalled_)."""
     families = record_ncu.metric_families(recordings.load_cells())
-    for family in ("lts__", "launch__", "smsp__", "sm__", "dram__", "gpu__", "gpc__"):
+    for family in ("lts__", "smsp__", "sm__", "dram__", "gpu__", "gpc__"):
         assert family in families, f"the tu104 listing would leave out {family}: check metric_families"
 
 
-def test_plan_of_section_10_alone_says_where_sections_6_and_7_come_from():
+def test_plan_of_section_10_alone_says_where_the_sections_it_reads_come_from():
     done = _record_ncu("--plan", "--sections", "10")
     assert done.returncode == 0, done.stderr
-    for number in (6, 7):
+    for number in SECTION_DEPENDENCY[10]:
         assert f"section {number}: read by [10], taken from the recording in docs/verified" in done.stdout
     others = re.findall(r"^section [2-9]: \S+ \((?!recorded )", done.stdout, re.M)
-    assert not others, f"only section 10's cells are recorded; 6 and 7 are read from the recording: {others}"
+    assert not others, f"only section 10's cells are recorded; the ones it reads come from the recording: {others}"
 
 
 def test_the_staleness_check_sees_what_every_visible_define_cell_binds_if_use_ncu_blocks_included():
@@ -268,7 +268,7 @@ def test_the_staleness_check_sees_what_every_visible_define_cell_binds_if_use_nc
             bound = recordings.top_level_names(source)
             assert bound, f"{cell_id} binds no name the recording is compared on: check top_level_names"
             assert bound <= recordings.benchmark_setting_names(cells, [number]), cell_id
-    assert {"CLOCK_METRICS", "LIMIT_METRICS", "FUSION_ELEMENTS", "SUMMARY_METRICS"} <= (
+    assert {"CONDITION_METRICS", "BOUND_METRICS", "FUSION_N", "FUSION_METRICS"} <= (
         recordings.benchmark_setting_names(cells)
     ), "the Nsight Compute sections' settings (inside if USE_NCU:) must be compared"
 
@@ -293,31 +293,33 @@ def test_an_inner_process_replays_only_the_shared_cells_and_its_own_sections_def
         assert ids == expected, f"section {number}: the inner replays {ids}, expected {expected}"
 
 
-def test_section_10_without_sections_6_and_7_reads_them_from_a_recording_or_says_to_record_them_together(tmp_path):
+def test_section_10_without_the_sections_it_reads_reads_them_from_a_recording_or_says_to_record_them_together(
+    tmp_path,
+):
     work = tmp_path / "work"
-    with pytest.raises(recordings.RecorderError, match=r"--sections 6,7,10"):
+    with pytest.raises(recordings.RecorderError, match=r"--sections 6,8,10"):
         record_ncu.needed_reports([10], tmp_path / "empty", work)
     recorded = record_ncu.needed_reports([10], COMMITTED[0].parent, work)
-    assert {"6", "7"} <= set(recorded["sections"]), "the recording that stands in must hold sections 6 and 7"
-    restored = sorted(path.name for path in (work / "out" / "s7_fusion").iterdir())
+    assert {"6", "8"} <= set(recorded["sections"]), "the recording that stands in must hold sections 6 and 8"
+    restored = sorted(path.name for path in (work / "out" / "s8_off").iterdir())
     assert any(name.endswith(".ncu-rep") for name in restored), restored
     for own in report_folders_of(10):
         assert not (work / "out" / own).exists(), f"section 10's own {own}/ must be made again, not kept"
-    assert record_ncu.needed_reports([6, 7, 10], tmp_path / "empty", tmp_path / "other") is None  # recorded together
+    assert record_ncu.needed_reports([6, 8, 10], tmp_path / "empty", tmp_path / "other") is None  # recorded together
 
 
 def test_a_section_recorded_without_the_sections_it_reads_replays_them_from_the_recording_first():
     cells = recordings.load_cells()
     steps = recordings.plan(cells, [10])
     sections = [number for number, _, _ in steps if number is not None]
-    assert sections == sorted(sections) and set(sections) == {6, 7, 10}, f"6 and 7 must run before 10: {sections}"
+    assert sections == sorted(sections) and set(sections) == {6, 8, 10}, f"6 and 8 must run before 10: {sections}"
     for number, cell_id, role in steps:
-        if number in (6, 7):
-            assert role.startswith("recorded "), f"{cell_id} ({role}): sections 6 and 7 are read, not recorded again"
+        if number in (6, 8):
+            assert role.startswith("recorded "), f"{cell_id} ({role}): sections 6 and 8 are read, not recorded again"
     assert [step for step in steps if step[0] == 10] == [
         (10, cell_id, role) for cell_id, role in recordings.section_steps(cells, 10)
     ]
-    assert not any(role.startswith("recorded ") for _, _, role in recordings.plan(cells, [6, 7, 10]))
+    assert not any(role.startswith("recorded ") for _, _, role in recordings.plan(cells, [6, 8, 10]))
 
 
 # ---------------------------------------------------------------- every ncu a cell starts leaves the clocks alone
@@ -357,7 +359,7 @@ shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
 """
 
 
-def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recording_every_ncu_with_clock_control_none(
+def test_section_10_alone_runs_in_the_outer_on_the_sections_it_reads_from_the_recording_every_ncu_with_clock_none(
     tmp_path, monkeypatch
 ):
     """record_ncu.py --sections 10, simulated up to s10-details with a fake ncu: sections 6 and 7 come from the
@@ -368,7 +370,7 @@ def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recordi
     work, dest_root = tmp_path / "work", COMMITTED[0].parent
     (work / "calls").mkdir(parents=True)
     report = tmp_path / "sections.ncu-rep"
-    report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_sections").glob("*.ncu-rep.xz")).read_bytes()))
+    report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_softmax").glob("*.ncu-rep.xz")).read_bytes()))
     fake = tmp_path / "ncu"
     fake.write_text(FAKE_SECTION_10_NCU.format(python=sys.executable, report=str(report)))
     fake.chmod(0o755)
@@ -384,9 +386,7 @@ def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recordi
         ),
     )
     environment_here = environment
-    steps = [
-        step for step in recordings.plan(recordings.load_cells(), [10]) if step[1] not in ("s10-stalls", "s10-record")
-    ]
+    steps = [step for step in recordings.plan(recordings.load_cells(), [10])]
     calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
     try:
         with ncu_launch.NcuGuard(str(fake)) as guard:
@@ -395,14 +395,12 @@ def test_section_10_alone_runs_in_the_outer_on_sections_6_and_7_from_the_recordi
         calls.uninstall()
     failures = {cell: run["output"][-1500:] for cell, run in done["runs"].items() if run.get("failed")}
     assert not failures, f"cells failed under the recorder's outer process: {failures}"
-    assert calls.calls == [], "section 10 starts no nsight-python call, and sections 6 and 7 are read, not run"
-    assert len(guard.runs) == 2 and all("--clock-control none" in run for run in guard.runs), guard.runs
+    assert calls.calls == [], "section 10 starts no nsight-python call, and the sections it reads are read, not run"
+    assert len(guard.runs) == 1 and all("--clock-control none" in run for run in guard.runs), guard.runs
     namespace = done["namespace"]
-    furthest = namespace["limits_table"]["% of roof"].idxmin()
-    assert namespace["furthest"] == furthest, (
-        "s10-stalls-profile must profile section 6's kernel furthest below its roof"
-    )
-    assert "Speed Of Light" in done["runs"]["s10-details"]["output"], "s10-details' page must be kept as its output"
+    assert "torch.softmax" in namespace["softmax_body"], "section 10 must profile section 6's softmax"
+    details = [run["output"] for run in done["runs"].values() if "Speed Of Light" in run.get("output", "")]
+    assert details, "the Details page ncu --import printed must be kept as its cell's output"
 
 
 FAKE_INNER_NCU = """#!{python}
@@ -492,21 +490,21 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
     import pandas as pd
 
     recording = recordings.load_recording(COMMITTED[0])
-    call = next(call for call in recording["calls"] if call["cell"] == "s6-run")
+    call = next(call for call in recording["calls"] if call["section"] == 6)
     work = tmp_path / "work"
     (work / "calls").mkdir(parents=True)
     (work / "calls" / "6-0.pkl").write_bytes(pickle.dumps(("frame", recordings.decode(call["raw_frame"]))))
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # as imported with NSPY_NCU_INIT_AT_IMPORT=0
-    namespace = ncu_namespace("s6-define")
+    namespace = ncu_namespace(*SECTION_PLAN[6]["define"])
     calls = ncu_launch.ProfiledCalls(work, "inner", target="6-1", log=lambda *_: None)
     calls.install()
     calls.where = (6, "s6-run")
     try:
-        rebuilt = namespace["limits_benchmark"]().to_dataframe()
+        rebuilt = namespace["three_kernels"]().to_dataframe()
     finally:
         calls.uninstall()
-    pd.testing.assert_frame_equal(rebuilt, recording["variables"]["limits_frame"])
+    pd.testing.assert_frame_equal(rebuilt, recording["variables"]["bound_frame"])
 
 
 # ---------------------------------------------------------------- the recording library's own decisions
