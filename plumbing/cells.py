@@ -27,7 +27,7 @@ SECTION_PLAN = {
     4: {"define": ("s4-define", "s4-sizes"), "run": ("s4-run",)},
     5: {"define": ("s5-define", "s5-benchmarks"), "run": ("s5-run",)},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
-    7: {"define": ("s7-define",), "run": ("s7-error", "s7-run")},
+    7: {"define": ("s7-define", "s7-calls"), "run": ("s7-error", "s7-run")},
     8: {"define": ("s8-define", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-more-collectors"),
         "run": ("s8-run",)},
     9: {"define": ("s9-child",), "run": ("s9-cupti",)},

@@ -27,6 +27,8 @@ FOLDERS = recordings.recording_folders("ncu")
 RERECORD = "re-run scripts/record_ncu.py on a GPU machine, then scripts/render_recorded.py, and commit the folder"
 EXPECTED_UNITS = {
     "gpu__time_duration.sum": "ns",
+    "dram__cycles_elapsed.avg.per_second": "hz",
+    "lts__t_sector_hit_rate.pct": "%",
     "gpc__cycles_elapsed.avg.per_second": "hz",
     "dram__bytes_read.sum": "byte",
     "dram__bytes_write.sum": "byte",
@@ -104,8 +106,8 @@ def test_every_metric_the_notebook_requests_exists_for_a_t4():
 
 def test_recorded_units_are_the_ones_nsight_reports(recorded):
     variables = recorded.recording["variables"]
-    frames = [*variables["doubling_frames"].values(), variables["limits_frame"], variables["fusion_frame"]]
-    frames.append(variables["ncu_matmul_frame"])
+    frames = [*variables["condition_frames"].values(), variables["bound_frame"], variables["fusion_frame"]]
+    frames.append(variables["sweep_frame"])
     units = {(metric, unit) for frame in frames for metric, unit in zip(frame.Metric, frame.Unit, strict=True)}
     wrong = {(metric, unit) for metric, unit in units if EXPECTED_UNITS.get(metric, unit) != unit}
     assert not wrong, f"units in the recorded frames differ from Nsight Compute's base units: {wrong}"
@@ -113,206 +115,6 @@ def test_recorded_units_are_the_ones_nsight_reports(recorded):
     assert len(clocks) == 1, f"ComputeClock is a rated device attribute and must not vary: {clocks}"
 
 
-# ---------------------------------------------------------------- section 4: cache and clock control
-def _clock_rows(recorded):
-    recorded.section(4)
-    rows = recorded.value("clock_table.to_dict('records')")
-    small, large = sorted({row["input (MiB)"] for row in rows})
-    table = {(row["cache"], row["clock"], row["input (MiB)"]): row for row in rows}
-    return table, small, large
-
-
-def test_s4_inputs_are_a_quarter_and_sixteen_times_the_l2(recorded):
-    _, small, large = _clock_rows(recorded)
-    l2_mib = recorded.recording["environment"]["l2_bytes"] / 2**20
-    assert small == pytest.approx(l2_mib / 4, rel=1e-6) and large == pytest.approx(16 * l2_mib, rel=1e-6), (
-        f"s4-table's 'input (MiB)' ({small}, {large}) is not L2/4 and 16 x L2 ({l2_mib} MiB): check its bytes per "
-        "float32 element (4) and the MiB conversion"
-    )
-
-
-def test_s4_l2_hit_rate_is_each_reports_own_and_the_cache_setting_barely_moves_the_large_input(recorded):
-    table, small, large = _clock_rows(recorded)
-    for (cache, clock), frame in recorded.recording["variables"]["doubling_frames"].items():
-        rates = frame[frame.Metric == "lts__t_sector_hit_rate.pct"]
-        for n, rate, unit in zip(rates.n, rates.AvgValue, rates.Unit, strict=True):
-            shown = table[(cache, clock, 4 * n / 2**20)]["L2 hit %"]
-            assert unit == "%" and 0 <= rate <= 100 and shown == pytest.approx(rate), (
-                f"{cache}/{clock}, n={n}: s4-table shows L2 hit % {shown}, the report {rate} {unit}: check the "
-                "column's metric and that pivot_in_base_units leaves percentages alone"
-            )
-    measured = [key for key, row in table.items() if row["L2 hit %"] == row["L2 hit %"]]  # NaN: not requested
-    assert {(cache, size) for cache, _, size in measured} == {(c, s) for c in ("all", "none") for s in (small, large)}
-    cold, warm = table[("all", "none", large)]["time (us)"], table[("none", "none", large)]["time (us)"]
-    assert abs(warm / cold - 1) < 0.05, f"large input (16 x L2): cache setting should not matter: {cold} vs {warm} us"
-
-
-def test_s4_base_clock_lowers_the_measured_clock_and_never_the_computeclock_column(recorded):
-    table, _, _ = _clock_rows(recorded)
-    rated = {row["ComputeClock (MHz)"] for row in table.values()}
-    assert len(rated) == 1, f"ComputeClock (MHz) must be one rated value in every row: {rated}"
-    rated_mhz = rated.pop()
-    assert 300 < rated_mhz < 3000, f"ComputeClock (MHz) = {rated_mhz}: the column is kHz, so divide by 1e3"
-    for (cache, clock, size), row in table.items():
-        measured = row["SM clock (MHz)"]
-        assert 0.2 * rated_mhz < measured <= 1.02 * rated_mhz, (
-            f"SM clock (MHz) {measured} for {cache}/{clock}/{size} MB is outside (0.2, 1.02] x the rated "
-            f"{rated_mhz} MHz: check the hz -> MHz conversion in s4-table"
-        )
-        if clock == "base":
-            boost = table[(cache, "none", size)]["SM clock (MHz)"]
-            assert measured < 0.9 * boost, f"clock='base' ({measured} MHz) should be below boost ({boost} MHz)"
-
-
-def test_s4_base_clock_moves_the_dram_bound_large_inputs_time_far_less_than_its_sm_clock(recorded):
-    table, _, large = _clock_rows(recorded)
-    for cache in ("all", "none"):
-        base, boost = table[(cache, "base", large)], table[(cache, "none", large)]
-        clock_moved = base["SM clock (MHz)"] / boost["SM clock (MHz)"] - 1
-        time_moved = base["time (us)"] / boost["time (us)"] - 1
-        assert clock_moved < -0.1 and abs(time_moved) < 0.02, (
-            f"cache={cache}: at base clock the large input's SM clock moved {clock_moved:+.1%} and its time "
-            f"{time_moved:+.1%}; s4-read says a time that moves much less than its clock is not limited by it: "
-            "check s4-table's time and clock columns and the (cache, clock) keys of doubling_frames"
-        )
-
-
-def test_s4_large_input_streams_at_a_physical_share_of_dram_bandwidth(recorded):
-    table, _, large = _clock_rows(recorded)
-    row = table[("all", "none", large)]
-    from_time = 2 * large * 2**20 / (row["time (us)"] * 1e3)  # read x, write 2x: bytes per ns = GB/s
-    peak = recorded.peaks()["dram_gbs"]
-    assert 0.5 * peak < from_time <= peak, (
-        f"x * 2.0 on {large:,.0f} MiB in {row['time (us)']:,.1f} us is {from_time:,.0f} GB/s, outside 50-100% of the "
-        f"{peak:,.0f} GB/s DRAM peak: a unit slip in s4-table's time column or in s4-units' TO_BASE_UNITS"
-    )
-    assert row["GB/s"] == pytest.approx(from_time, rel=1e-3), (
-        f"s4-table's GB/s {row['GB/s']:,.0f} differs from bytes over time {from_time:,.0f}: check its bytes (2 x 4 n)"
-    )
-    assert recorded.figure(4)["check"] == "ok", f"s4-record judged its figure {recorded.figure(4)}"
-
-
-# ---------------------------------------------------------------- section 6: compute- or memory-bound
-def _limits(recorded):
-    recorded.section(6)
-    table = recorded.value("limits_table.join(counters).to_dict('index')")  # the verdicts, and what the counters saw
-    kernels = recorded.value("limits_frame.groupby('Annotation', sort=False).Kernel.first().to_dict()")
-    by_kind = {}
-    for annotation, kernel in kernels.items():  # which region is which, by the kernel that ran in it
-        kind = "matmul" if re.search("gemm|xmma|sm90|cutlass", kernel) else "softmax" if "softmax" in kernel else None
-        kind = kind or ("scale" if "elementwise" in kernel else annotation)
-        by_kind[kind] = table[annotation]
-    assert set(by_kind) == {"matmul", "scale", "softmax"}, f"unexpected kernels in section 6: {kernels}"
-    return by_kind
-
-
-def test_s6_matmul_is_compute_bound_scale_and_softmax_memory_bound(recorded):
-    rows = _limits(recorded)
-    matmul, scale, softmax = rows["matmul"], rows["scale"], rows["softmax"]
-    assert matmul["SM %"] > 70 and matmul["DRAM %"] < 30, f"fp16 matmul should be compute-bound: {matmul}"
-    assert scale["DRAM %"] > 70 and scale["SM %"] < 20, f"x * 2.0 should be memory-bound: {scale}"
-    verdicts = (matmul["bottleneck"], scale["bottleneck"], softmax["bottleneck"])
-    assert verdicts == ("compute", "memory", "memory"), (
-        f"s6-table's verdicts {verdicts} should be compute / memory / memory (the softmax judged by the bytes it must "
-        "move, not by the DRAM bytes a flushed window counted): check KERNEL_BYTES and limit()"
-    )
-
-
-def test_s6_bandwidth_from_bytes_and_time_agrees_with_the_dram_counter(recorded):
-    rows = _limits(recorded)
-    scale_gbs, peak = recorded.value("scale_gbs"), recorded.peaks()["dram_gbs"]
-    from_counter = rows["scale"]["DRAM %"] / 100 * peak
-    assert 0.85 < scale_gbs / from_counter < 1.2, (
-        f"s6-check's bandwidth {scale_gbs:,.0f} GB/s disagrees with Nsight Compute's DRAM % ({from_counter:,.0f} "
-        "GB/s): check the bytes it counts (read and write: 2 x 4 bytes per element) and the time unit"
-    )
-    assert 0.5 * peak < scale_gbs <= peak, f"{scale_gbs:,.0f} GB/s is not 50-100% of the {peak:,.0f} GB/s peak"
-    assert recorded.figure(6)["check"] == "ok", f"s6-record judged its figure {recorded.figure(6)}"
-
-
-# ---------------------------------------------------------------- section 7: fusion in bytes
-def test_s7_without_a_combiner_nsight_refuses_a_region_with_two_kernels(recorded):
-    text = recorded.recording["variables"]["several_kernels_error"]
-    assert "More than one (total=2) kernel" in text and "combine_kernel_metrics" in text, text
-    errors = [call["error"] for call in recorded.recording["calls"] if call.get("error")]
-    assert [error["type"] for error in errors] == ["RuntimeError"], f"only s7-error's call may fail: {errors}"
-
-
-def _fusion(recorded):
-    recorded.section(7)
-    two, one = recorded.value("fusion_table.to_dict('records')")
-    tensor_mb = 4 * recorded.value("FUSION_ELEMENTS") / 1e6
-    return two, one, tensor_mb
-
-
-def test_s7_dram_bytes_match_the_tensors_each_version_must_move(recorded):
-    two, one, tensor_mb = _fusion(recorded)
-    l2_mb = recorded.recording["environment"]["l2_bytes"] / 1e6
-    for name, row, reads, writes in (("multiply, then add", two, 4, 2), ("addcmul", one, 3, 1)):
-        assert row["read (MB)"] == pytest.approx(reads * tensor_mb, rel=0.1), (
-            f"{name}: {row['read (MB)']:.1f} MB read, but it must read {reads} tensors of {tensor_mb:.1f} MB: "
-            "check the MB conversion in s7-table (or a swapped read/written column)"
-        )
-        assert row["must read (MB)"] == pytest.approx(row["read (MB)"], rel=0.1), (
-            f"{name}: s7-table says it must read {row['must read (MB)']:.1f} MB but {row['read (MB)']:.1f} MB were "
-            "counted: is its tensor count right?"
-        )
-        # Writes still in L2 when the kernel ends are not counted: at most one L2's worth goes missing.
-        must = row["must write (MB)"]
-        assert must - 1.1 * l2_mb <= row["written (MB)"] <= 1.02 * must, (
-            f"{name}: {row['written (MB)']:.1f} MB written against {must:.1f} MB it must write (L2 {l2_mb:.0f} MB): "
-            f"it writes {writes} tensor(s); check s7-table's tensor count and its MB conversion"
-        )
-
-
-def test_s7_fused_kernel_is_faster_in_step_with_the_bytes_it_saves(recorded):
-    two, one, _ = _fusion(recorded)
-    speedup = two["time (us)"] / one["time (us)"]
-    traffic = (two["read (MB)"] + two["written (MB)"]) / (one["read (MB)"] + one["written (MB)"])
-    assert 1.2 < speedup < 2.0 and 1.2 < traffic < 1.7, f"fusion: {speedup:.2f}x faster, {traffic:.2f}x fewer bytes"
-    assert abs(speedup / traffic - 1) < 0.15, "both versions are memory-bound: time should follow the bytes"
-    gbs = (one["read (MB)"] + one["written (MB)"]) * 1e6 / (one["time (us)"] * 1e3)
-    peak = recorded.peaks()["dram_gbs"]
-    assert 0.5 * peak < gbs <= peak, f"addcmul: {gbs:,.0f} GB/s against a {peak:,.0f} GB/s peak: time unit?"
-    assert recorded.figure(7)["check"] == "ok", f"s7-record judged its figure {recorded.figure(7)}"
-
-
-# ---------------------------------------------------------------- section 9: CUPTI against Nsight Compute
-def test_s9_both_tools_agree_on_the_long_products_and_time_them_physically(recorded):
-    recorded.section(9)
-    rows = recorded.value("comparison.reset_index().to_dict('records')")
-    largest = max(rows, key=lambda row: row["n"])
-    assert 0.9 < largest["CUPTI / ncu"] < 1.1, f"n={largest['n']}: CUPTI and ncu should agree: {largest}"
-    assert all(0.5 < row["CUPTI / ncu"] < 1.2 for row in rows), f"CUPTI / ncu out of band: {rows}"
-    tflops = 2 * largest["n"] ** 3 / (largest["ncu (us)"] * 1e-6) / 1e12
-    peak = recorded.peaks()["fp32_tflops"]
-    assert 0.3 * peak < tflops <= peak, (
-        f"fp32 {largest['n']} product from the 'ncu (us)' column: {tflops:.1f} TFLOP/s against a {peak} peak: "
-        "check s9-compare's ns -> us conversion"
-    )
-    assert recorded.value("ncu_elapsed_s") > recorded.value("cupti_result['wall_s']"), "CUPTI should cost less time"
-    assert recorded.value("SECTIONS[9]['headline']"), "s9-record set no headline"
-
-
-# ---------------------------------------------------------------- section 10: keep the evidence
-def test_s10_opens_the_recorded_fusion_report_with_ncu_report(recorded):
-    recorded.section(10)
-    frame = recorded.recording["variables"]["fusion_frame"]
-    runs = int(frame.NumRuns.iloc[0])
-    kernels = sum(kernel.count("|") + 1 for kernel in frame.groupby("Annotation").Kernel.first())
-    launches = recorded.value("launches.to_dict('records')")
-    assert len(launches) == runs * kernels, f"the report should hold {runs} runs x {kernels} kernels: {launches}"
-    times = [launch["time (ns)"] for launch in launches]
-    assert recorded.value("report.range_by_idx(0).action_by_idx(0)['gpu__time_duration.sum'].unit()") == "ns"
-    assert sum(times) / runs == pytest.approx(frame[frame.Metric == "gpu__time_duration.sum"].AvgValue.sum()), (
-        "the report's kernel times should add up to section 7's frame (time per run)"
-    )
-    assert min(launch["metrics stored"] for launch in launches) > 3, "a report stores more metrics than requested"
-    files = recorded.value("sorted(path.name for path in evidence_dir.iterdir())")
-    assert any(name.endswith(".ncu-rep") for name in files) and any(name.endswith(".log") for name in files), files
-
-
-# ---------------------------------------------------------------- the rendered page
 @pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
 def test_rendered_page_says_how_the_data_was_recorded_and_every_section_was_ok(folder):
     recording = recordings.load_recording(folder)
