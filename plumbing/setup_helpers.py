@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # How long each outside step may take before the notebook gives up on it and says so.
@@ -112,11 +113,13 @@ def read_wheelhouse(environ=os.environ):
         "Make one on a machine with internet access with scripts/make_wheelhouse.py (README: Offline, from a "
         "wheelhouse), or unset NSPY_TUTORIAL_WHEELHOUSE to install from PyPI."
     )
-    if not Path(given).is_dir():
-        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={given} is not a folder. {make_one}")
-    if not any(Path(given).glob("*.whl")):
-        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={given} holds no wheels (*.whl). {make_one}")
-    return Path(given)
+    folder = Path(given).expanduser().resolve()  # ~ and relative folders, as for every folder setting
+    named = given if str(folder) == given else f"{given} ({folder})"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={named} is not a folder. {make_one}")
+    if not any(folder.glob("*.whl")):
+        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={named} holds no wheels (*.whl). {make_one}")
+    return folder
 
 
 def read_ncu_path(environ=os.environ):
@@ -258,6 +261,7 @@ def find_or_install_ncu(choice, wheelhouse, log_path, environ=os.environ):
     if setup_stopped("looking for Nsight Compute"):
         return None, SETUP_STOPPED["reason"]
     if choice == "cupti":
+        read_ncu_path(environ)  # a setting the user made is checked even where it is not used
         return None, "NSPY_TUTORIAL_PROFILER=cupti, so Nsight Compute is not looked for"
     found = [(path, ncu_version_of(path)) for path in ncu_candidates(environ)]
     for path, version in found:
@@ -331,12 +335,32 @@ INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
 PACKAGES_DIR = INSTALL_ROOT / "packages"
 
 
+def can_make_folder(path):
+    """Whether a folder can be made at `path`: tried with a scratch folder in its nearest existing parent, removed at
+    once (a pseudo-filesystem such as /proc refuses even root)."""
+    parent = next(folder for folder in Path(path).parents if folder.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=parent))
+    except OSError:
+        return False
+    return True
+
+
 def read_cupti_dir(environ=os.environ):
     """NSPY_TUTORIAL_CUPTI_DIR: the folder the CUPTI backend's packages go into (created if missing)."""
     given = environ.get("NSPY_TUTORIAL_CUPTI_DIR")
     if not given:
         return INSTALL_ROOT / "cupti13"
     path = Path(given).expanduser().resolve()
+    if not path.exists() and not can_make_folder(path):
+        raise ValueError(
+            stop_setup(
+                f"NSPY_TUTORIAL_CUPTI_DIR={given}: the folder {path} cannot be made there. The setting names the "
+                "folder the CUPTI backend's packages are installed into: set it to a folder you can write to, or "
+                f"unset it for {INSTALL_ROOT / 'cupti13'}"
+            )
+            + "."
+        )
     if path.exists() and not path.is_dir():
         raise ValueError(
             stop_setup(

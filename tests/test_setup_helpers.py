@@ -361,3 +361,30 @@ def test_probe_failures_name_cause_and_remedy(error, remedy):
     assert remedy in text and "profile one kernel" in text
     if "==ERROR==" in error:
         assert "ERR_NVGPUCTRPERM" in text, "the cause sits on a later line of nsight's message: it must be shown"
+
+
+# ---------------------------------------------------------------- the notebook's folder settings (issue: no input destroys work)
+def test_a_wheelhouse_setting_with_a_tilde_or_a_relative_folder_is_the_folder_it_names(tmp_path, monkeypatch):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for given in ("~/wheels", "wheels"):
+        assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", (
+            f"NSPY_TUTORIAL_WHEELHOUSE={given} must name {tmp_path / 'wheels'}: expand ~ and resolve it here"
+        )
+
+
+def test_a_cupti_folder_that_cannot_be_made_is_refused_naming_the_setting_before_anything_is_installed(tmp_path):
+    with pytest.raises(ValueError, match=r"NSPY_TUTORIAL_CUPTI_DIR=/proc/x: the folder /proc/x cannot be made"):
+        setup_helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": "/proc/x"})
+    setup_helpers.SETUP_STOPPED["reason"] = ""  # the refusal stopped section 1; other tests start afresh
+    made_later = tmp_path / "new" / "cupti"
+    assert setup_helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(made_later)}) == made_later
+    assert not (tmp_path / "new").exists(), "checking the setting must not leave a folder behind"
+
+
+def test_a_bad_ncu_path_is_refused_even_when_the_profiler_is_cupti(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"NCU_PATH={tmp_path / 'none'}: there is no file"):
+        setup_helpers.find_or_install_ncu("cupti", None, tmp_path / "log", {"NCU_PATH": str(tmp_path / "none")})
+    assert setup_helpers.find_or_install_ncu("cupti", None, tmp_path / "log", {})[0] is None
