@@ -363,7 +363,7 @@ def test_probe_failures_name_cause_and_remedy(error, remedy):
         assert "ERR_NVGPUCTRPERM" in text, "the cause sits on a later line of nsight's message: it must be shown"
 
 
-# ---------------------------------------------------------------- the notebook's folder settings (issue: no input destroys work)
+# ---------------------------------------------------------------- the notebook's folder settings
 def test_a_wheelhouse_setting_with_a_tilde_or_a_relative_folder_is_the_folder_it_names(tmp_path, monkeypatch):
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
