@@ -94,7 +94,8 @@ def plot_roofline(bound, peaks, gpu):
 
 
 def plot_thermal(thermal, pauses):
-    """Section 8: per run, the kernel time, the SM clock and the T.Limit margin, one line per thermal_mode."""
+    """Section 8: per run, the kernel time, the SM clock and the T.Limit margin, one line per thermal_mode; `pauses`
+    holds each mode's count of runs that started after a thermal pause."""
     import matplotlib.pyplot as plt
 
     figure, panels = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
@@ -112,7 +113,7 @@ def plot_thermal(thermal, pauses):
     per_mode = "; ".join(
         f"{mode}: {r['runs'].Value.min() / 1e3:.0f}-{r['runs'].Value.max() / 1e3:.0f} us, SM clock "
         f"{r['runs'].sm_mhz.min():.0f}-{r['runs'].sm_mhz.max():.0f} MHz, "
-        f"margin down to {r['runs'].margin_c.min():.0f} C, {pauses(r['runs'])} pauses"
+        f"margin down to {r['runs'].margin_c.min():.0f} C, {pauses[mode]} pauses"
         for mode, r in thermal.items()
     )
     return _show(figure, "s8_runs", f"Three panels against run number: time, SM clock, margin. {per_mode}")
