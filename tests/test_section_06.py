@@ -157,7 +157,7 @@ def test_section_6s_figure_is_x_times_2s_bandwidth_from_the_bytes_it_must_move(n
 
 def test_section_6s_kernels_sit_under_their_roofs_and_counters_are_percentages(ncu_recorded):
     mine, measured, peaks = recomputed(ncu_recorded), rows(ncu_recorded), peaks_of(ncu_recorded)
-    for region, (tflops, _, pct, _) in mine.items():
+    for region, (_, _, pct, _) in mine.items():
         assert 0 < pct <= 100, f"{region} at {pct:.1f}% of its roof: a roof is an upper bound; a count or unit slipped"
         assert 0 <= measured[region, SM] <= 100.5 and 0 <= measured[region, DRAM] <= 100.5, (
             f"{region}: SM % {measured[region, SM]} or DRAM % {measured[region, DRAM]} is not a percentage"
