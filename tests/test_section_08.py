@@ -3,6 +3,7 @@ backends."""
 
 import re
 
+import pandas as pd
 import pytest
 from nsight.thermovision import DEFAULT_THERMAL_WAIT  # the margin (C) at which "auto" pauses
 
@@ -85,6 +86,20 @@ def test_section_8s_table_is_each_modes_own_runs_in_us_percent_seconds_and_celsi
             )
         clocks = f"{runs.sm_mhz.min():.0f}-{runs.sm_mhz.max():.0f}"
         assert row["SM clock (MHz)"] == clocks, f"s8-table's SM clock for {mode} is {row['SM clock (MHz)']}"
+
+
+def test_section_8s_pause_is_a_start_more_than_0_4_s_later_than_the_median_gap(recorded):
+    """The recorded runs hardly test the line (their late starts are 0.5 s and more): starts 0.35, 0.43 and 0.38 s
+    late among 0.1 s gaps must count once, as for nsight's half-second polls."""
+    recorded.section(8)
+    gaps = [0.1] * 10 + [0.45] + [0.1] * 5 + [0.53] + [0.1] * 5 + [0.48] + [0.1] * 6
+    starts = [round(sum(gaps[:k]), 6) for k in range(len(gaps) + 1)]
+    counted = recorded.value(f"pauses(pd.DataFrame({{'started_s': {starts}}}))")
+    expected = late_starts(pd.DataFrame({"started_s": starts}))
+    assert expected == 1 and counted == expected, (
+        f"s8-table's pauses counts {counted} of starts 0.35, 0.43 and 0.38 s later than the median gap; only the one "
+        f"more than {LATE_S} s late is a pause (nsight polls every 0.5 s while it waits)"
+    )
 
 
 def test_section_8s_manual_thresholds_sit_just_above_the_lowest_margin_off_reached(recorded):
