@@ -7,6 +7,7 @@ from pathlib import Path
 import ncu_report
 import pandas as pd
 import pytest
+import recordings
 
 TIME = "gpu__time_duration.sum"
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
@@ -154,3 +155,32 @@ def test_section_10s_softmax_is_at_its_memory_roof_share_from_section_6s_time(nc
     assert profiled == pytest.approx(row.AvgValue, rel=0.3), (
         f"ncu's softmax ({profiled:.0f} ns) is not section 6's ({row.AvgValue:.0f} ns): not the same shape (s10-define)"
     )
+
+
+def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_below_nine_tenths_of_the_first(
+    ncu_recorded,
+):
+    """The recording's top two may lie on either side of the line: run the section's last cell, its stall verdict,
+    on the recorded stalls with the second set to 0.95 and to 0.85 of the first, then put everything back."""
+    run_sections(ncu_recorded)
+    last = recordings.cpu_section_sources(ncu_recorded.cells, 10)[-1][2]
+    assert "verdict(10" in last, "section 10's last cell should state its stall verdict"
+    kept = ncu_recorded.value("SECTIONS[10]['headline']")
+    ncu_recorded.session.run("_recorded_stalls = softmax['stalls'].copy()")
+    chosen = {}
+    try:
+        for share in (0.95, 0.85):
+            ncu_recorded.session.run(
+                "softmax['stalls'] = _recorded_stalls.copy()\n"
+                f"softmax['stalls'].iloc[1] = {share} * softmax['stalls'].iloc[0]"
+            )
+            ncu_recorded.session.run(last)
+            chosen[share] = ncu_recorded.value("SECTIONS[10]['headline']").rsplit("; ", 1)[-1]
+    finally:
+        ncu_recorded.session.run(f"softmax['stalls'] = _recorded_stalls\nSECTIONS[10]['headline'] = {kept!r}")
+    for share, wording in ((0.95, CLOSE), (0.85, APART)):
+        shown = STALLS.search(chosen[share])
+        assert shown and shown[6].startswith(wording), (
+            f"with the second stall reason at {share:.0%} of the first the verdict should say {wording!r} (more than "
+            f"0.9 x: their order can swap): {chosen[share]!r} (s10-stalls-verdict)"
+        )
