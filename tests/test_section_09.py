@@ -1,0 +1,92 @@
+"""Section 9, CUPTI in a child process against section 5's sweep: the `both` table and the verdict against the rows
+both recorded, on both backends."""
+
+import re
+
+import pytest
+
+TIME = "gpu__time_duration.sum"
+VERDICT = re.compile(
+    r"CUPTI's times were within (\d+)% of (?P<other>.+?) \(largest gap: (?P<where>\w+) n=(?P<n>\d+)\); the child "
+    r"took (?P<child>[\d.]+) s for the sweep, section 5's calls (?P<sweep>[\d.]+) s"
+)
+
+
+def recorded_times(recorded) -> dict:
+    """{(annotation, n): (CUPTI ns, section 5's ns)} from what the two run cells bound."""
+    variables = recorded.recording["variables"]
+    sweep = variables["sweep_frame"]
+    sweep = sweep[sweep.Metric == TIME]
+    assert set(sweep.Unit) == {"ns"}, f"section 5's {TIME} rows are in {set(sweep.Unit)}, not ns"
+    section_5 = {(row.Annotation, row.n): row.AvgValue for row in sweep.itertuples()}
+    cupti = {(row["Annotation"], row["n"]): row["AvgValue"] for row in variables["cupti_result"]["rows"]}
+    assert cupti.keys() == section_5.keys(), f"CUPTI timed {sorted(cupti)}, section 5 {sorted(section_5)}"
+    return {key: (cupti[key], section_5[key]) for key in cupti}
+
+
+def run_sections(recorded) -> str:
+    recorded.section(5)  # section 9 reads section 5's sweep_frame and sweep_wall_s
+    return recorded.section(9)
+
+
+def test_section_9_runs_on_each_recording_and_prints_its_verdict(recorded):
+    printed = run_sections(recorded)
+    gpu = recorded.recording["provenance"]["gpu"]
+    assert f"On this {gpu}: CUPTI's times were within" in printed, (
+        f"section 9 printed no verdict line on {recorded.folder.name}; its verdict cell must call verdict(9, ...):\n"
+        f"{printed[-1500:]}"
+    )
+
+
+def test_section_9s_table_puts_each_cupti_row_beside_section_5s_time_for_the_same_region_and_size(recorded):
+    run_sections(recorded)
+    rows = recorded.value("both.reset_index().to_dict('records')")
+    times = recorded_times(recorded)
+    assert {(row["Annotation"], row["n"]) for row in rows} == set(times), f"s9-compare's rows: {rows}"
+    for row in rows:
+        cupti, section_5 = times[row["Annotation"], row["n"]]
+        assert row["CUPTI AvgValue"] == pytest.approx(cupti, rel=1e-9), f"s9-compare's CUPTI column: {row}"
+        assert row["section 5"] == pytest.approx(section_5, rel=1e-9), (
+            f"{row['Annotation']} n={row['n']}: s9-compare's 'section 5' is {row['section 5']}, but section 5 "
+            f"timed {section_5} ns there: check s9-compare's metric filter and index"
+        )
+        assert row["CUPTI / section 5"] == pytest.approx(cupti / section_5, rel=1e-9), (
+            f"s9-compare's ratio should be CUPTI's time over section 5's: {row}"
+        )
+
+
+def test_section_9s_verdict_names_the_largest_gap_where_it_is_and_both_wall_times(recorded):
+    run_sections(recorded)
+    text = recorded.value("SECTIONS[9]['headline']")
+    shown = VERDICT.search(text)
+    assert shown, f"section 9's verdict does not read as the largest gap, where, and two wall times: {text!r}"
+    gaps = {key: abs(cupti / section_5 - 1) for key, (cupti, section_5) in recorded_times(recorded).items()}
+    (where, n), largest = max(gaps.items(), key=lambda item: item[1])
+    assert int(shown[1]) == round(100 * largest), f"the largest gap is {largest:.1%}: {text!r} (s9-verdict)"
+    assert (shown["where"], int(shown["n"])) == (where, n), (
+        f"the largest gap is at {where} n={n} ({largest:.1%}): {text!r} (s9-verdict)"
+    )
+    measured_by, not_by = ("Nsight Compute", "CUPTI") if recorded.recording["mode"] == "ncu" else ("CUPTI", "Nsight")
+    assert measured_by in shown["other"] and not_by not in shown["other"], (
+        f"section 5 measured with {measured_by} on {recorded.folder.name}, but the verdict compares with "
+        f"{shown['other']!r} (s9-verdict)"
+    )
+    variables = recorded.recording["variables"]
+    child, sweep = variables["cupti_result"]["wall_s"], variables["sweep_wall_s"]
+    assert float(shown["child"]) == pytest.approx(child, abs=0.051), f"the child took {child:.1f} s: {text!r}"
+    assert float(shown["sweep"]) == pytest.approx(sweep, abs=0.051), f"section 5 took {sweep:.1f} s: {text!r}"
+
+
+def test_section_9s_two_measurements_of_one_kernel_agree_within_physical_bounds(recorded):
+    times = recorded_times(recorded)
+    for (where, n), (cupti, section_5) in times.items():
+        assert 0.5 < cupti / section_5 < 1.5, f"{where} n={n}: CUPTI {cupti} ns against section 5's {section_5} ns"
+        if n >= 4096:  # the kernel dominates: cache flushes and replays add little to a multi-us product
+            assert cupti / section_5 == pytest.approx(1, abs=0.1), f"{where} n={n}: {cupti} against {section_5}"
+    for n in sorted({n for _, n in times}):
+        if n >= 1024:
+            assert times["float16", n][0] < times["float32", n][0], f"fp16 not faster than fp32 at n={n}: {times}"
+    variables = recorded.recording["variables"]
+    kernels_s = 5 * sum(cupti for cupti, _ in times.values()) / 1e9  # the child runs each size 5 times
+    assert variables["cupti_result"]["wall_s"] > kernels_s, "the child's wall time is shorter than its kernels"
+    assert variables["sweep_wall_s"] > 5 * sum(section_5 for _, section_5 in times.values()) / 1e9
