@@ -42,7 +42,7 @@ def measured(recorded) -> dict:
 
 def sizes(recorded) -> tuple[int, int, int]:
     """An eighth and a quarter of L2, in float32 elements, from section 1's L2 size; and the large input the cold call
-    measured (the lesson's "four times L2": see the xfail test below)."""
+    measured (sixteen times L2, as the lesson says)."""
     l2_bytes = recorded.value("L2_BYTES")
     assert l2_bytes == recorded.recording["environment"]["l2_bytes"], "L2_BYTES is not the recorded L2 size"
     large = max(n for _, n in measured(recorded)["cold"])
@@ -75,18 +75,12 @@ def test_section_4s_conditions_were_measured_at_the_sizes_the_lesson_names(ncu_r
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="s4-sizes sets FOUR_TIMES = 4 * L2_BYTES float32 elements, which is 16 times the L2 size in bytes "
-    "(the large input of the table and the verdict), while s4's text and the comment say four times L2: "
-    "it should be L2_BYTES elements (the eighth and quarter, L2_BYTES // 32 and // 16, are right)",
-)
-def test_section_4s_large_input_is_large_the_l2_size_in_bytes(ncu_recorded):
+def test_section_4s_large_input_is_sixteen_times_the_l2_size_in_bytes_as_the_lesson_says(ncu_recorded):
     ncu_recorded.section(4)
     large, l2_bytes = sizes(ncu_recorded)[2], ncu_recorded.value("L2_BYTES")
-    assert 4 * large == 4 * l2_bytes, (
+    assert 4 * large == 16 * l2_bytes, (
         f"the large input is {4 * large / 1e6:.1f} MB = {4 * large / l2_bytes:g} times the {l2_bytes / 1e6:.1f} MB "
-        "L2, not four times it: FOUR_TIMES in s4-sizes counts float32 elements (4 bytes each)"
+        "L2, not sixteen times it as section 4's text says: SIXTEEN_TIMES in s4-sizes counts float32 elements"
     )
 
 
@@ -152,11 +146,6 @@ def test_section_4s_conditions_are_physically_plausible(ncu_recorded):
     assert peaks and 5 < 100 * gbs / peaks["dram_gbs"] <= 100, f"x * 2 at the large input moved {gbs:.0f} GB/s"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="s4-verdict rebinds `warm` (the warm-L2 benchmark s4-sizes made and s4-run calls) to its sentence, so "
-    "running s4-run again after the verdict fails with TypeError: 'str' object is not callable",
-)
 def test_section_4s_verdict_leaves_the_benchmarks_that_s4_run_calls_callable(ncu_recorded):
     ncu_recorded.section(4)
     kinds = ncu_recorded.value("{name: callable(globals()[name]) for name in ('cold', 'warm', 'base_clock')}")
