@@ -458,8 +458,10 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
         if key in new:
             others = [item for item in old.get(key, []) if str(decode(item).get("section")) not in keep]
             merged[key] = sorted(others + new[key], key=lambda item: decode(item).get("section") or 0)
-    if "define_values" in new:
-        merged["define_values"] = {**old.get("define_values", {}), **new["define_values"]}
+    if "define_values" in new:  # the recorded sections' settings are the new recording's alone, even those now gone
+        settings = benchmark_setting_names(load_cells(), sections)
+        kept = {name: value for name, value in old.get("define_values", {}).items() if name not in settings}
+        merged["define_values"] = {**kept, **new["define_values"]}
     merged["sections_recorded_last"] = sections
     return merged
 

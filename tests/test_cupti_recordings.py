@@ -192,3 +192,15 @@ def test_the_recorder_exits_non_zero_when_a_section_failed_though_it_wrote_the_o
     assert "cells failed: {8: 's8-run'}" in capsys.readouterr().err
     monkeypatch.setattr(record_cupti, "record", lambda dest, sections: (tmp_path, {}))
     assert record_cupti.main(["--dest", str(tmp_path)]) == 0
+
+
+def test_recording_a_section_again_drops_its_old_settings_that_the_new_recording_no_longer_holds():
+    """A setting a section's define cells now bind as a function (not a recordable value) must not keep the value an
+    older recording held under that name, or the staleness check compares against a value no cell makes."""
+    setting = next(iter(recordings.benchmark_setting_names(recordings.load_cells(), [4])))
+    old = {"format": recordings.FORMAT, "mode": "ncu", "sections": {"4": {}}, "cells": {}, "calls": []}
+    old["define_values"] = {setting: "an old value", "OTHER_SECTIONS_SETTING": 1}
+    new = {**old, "define_values": {}}
+    merged = recordings.merge(old, new, [4])["define_values"]
+    assert setting not in merged, f"recordings.merge kept the old {setting!r} after section 4 was recorded again"
+    assert merged == {"OTHER_SECTIONS_SETTING": 1}, f"a setting of a section not recorded again must stay: {merged}"
