@@ -31,7 +31,8 @@ from support import ROOT, WITHOUT_MODULES
 
 from plumbing.harness import OUTPUT_FOLDER, choose_output_dir
 
-README = (ROOT / "README.md").read_text()
+# The front page and the maintainers' page it links: their recipes, found by heading, run verbatim.
+README = (ROOT / "README.md").read_text() + "\n" + (ROOT / "docs" / "maintainers.md").read_text()
 # What the old run_headless wrote into / when its output folder could not be made.
 LEFT_IN_ROOT = ("pytest.log", "run_info.json", "nsight_python_t4_tutorial.ipynb", "nsight_python_t4_tutorial.html")
 
@@ -39,7 +40,7 @@ LEFT_IN_ROOT = ("pytest.log", "run_info.json", "nsight_python_t4_tutorial.ipynb"
 def readme_commands(heading: str) -> list[str]:
     """The commands of the ```bash blocks under a README heading (any level), continuation lines joined."""
     match = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ |\Z)", README, re.S | re.M)
-    assert match, f"README.md has no heading {heading!r}"
+    assert match, f"neither README.md nor docs/maintainers.md has the heading {heading!r}"
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", match.group(1), re.S):
         text = re.sub(r"\\\n\s*", " ", block)
