@@ -1,13 +1,10 @@
-"""The notebook's cells: which section each belongs to, and which sections need Nsight Compute.
-
-The one place for these facts. The harness (embedded in the notebook), the scripts and the tests read them here.
-"""
+"""The notebook's cells: which section each belongs to, and the recording plan (which cells define and which run each
+section). The one place for these facts: the scripts and the tests read them here. Which sections need Nsight
+Compute lives in plumbing/sections.py, the part the notebook itself embeds."""
 
 import re
 
-SECTION_COUNT = 10
-NCU_ONLY_SECTIONS = frozenset({4, 6, 7, 10})  # hardware counters or an .ncu-rep: SKIPPED under CUPTI
-CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # they run on either backend
+from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
 # What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
 # and the recorded page make them too).

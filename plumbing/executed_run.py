@@ -15,11 +15,6 @@ from plumbing.harness import STRICT_REFUSAL, summary_problems
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
 
 
-def _source(cell):
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
 def _section(cell_id):
     try:
         return section_of(cell_id)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
 
 ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
@@ -135,7 +135,7 @@ def _new_section(title):
 def begin_section(number, title, use_ncu=None):
     """A section's first (folded) cell: the section is NOT RUN until its verdict cell runs (verdict).
 
-    use_ncu: section 1's choice of backend (USE_NCU). A section that needs Nsight Compute (plumbing/cells.py) is
+    use_ncu: section 1's choice of backend (USE_NCU). A section that needs Nsight Compute (plumbing/sections.py) is
     SKIPPED when it is False; those sections must be given it. Running the cell again starts the section afresh:
     its figures are dropped until its last cell records them again.
     """

@@ -46,7 +46,6 @@ CANONICAL_METADATA = {
 }
 # The only cell metadata a cell may carry: that of a folded plumbing cell. Everything else is noise.
 FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
-HIDDEN_INPUT_TAG = "remove-input"
 
 
 def is_folded(cell: dict) -> bool:

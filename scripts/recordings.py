@@ -34,7 +34,6 @@ if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same
 from plumbing.cells import REPORT_FOLDERS, SECTION_DEPENDENCY, SECTION_PLAN, SHARED_NAMES, section_of  # noqa: E402
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
-VERIFIED = ROOT / "docs" / "verified"
 RECORDING_FILES = {"ncu": "recording.json", "cupti": "cupti_recording.json"}
 FORMAT = 2  # 2: per-cell sources, outputs and values, per-section status and cost
 

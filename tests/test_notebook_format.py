@@ -45,7 +45,7 @@ def test_the_embedded_modules_are_the_ones_in_the_repository():
     embedded = {
         path for source in _cells().values() for path, _ in notebook_format.embedded_modules(source)
     }  # fmt: skip
-    assert embedded == {"plumbing/cells.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
+    assert embedded == {"plumbing/sections.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
                         "plumbing/ncu_probe.py", "plumbing/cupti_child.py", "plumbing/figures.py",
                         "plumbing/report_tools.py", "requirements.txt"}  # fmt: skip
     assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
@@ -54,7 +54,7 @@ def test_the_embedded_modules_are_the_ones_in_the_repository():
 def test_check_names_the_cell_and_module_that_differ_and_fix_restores_the_module(tmp_path):
     edited = _write(tmp_path, lambda cell_id, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
     problems = notebook_format.problems(edited)
-    assert len(problems) == 1 and "(harness) differs from plumbing/cells.py, plumbing/harness.py" in problems[0]
+    assert len(problems) == 1 and "(harness) differs from plumbing/sections.py, plumbing/harness.py" in problems[0]
     assert notebook_format.main(["--check", str(edited)]) == 1
     assert notebook_format.main(["--fix", str(edited)]) == 0
     assert _cells(edited) == _cells(), "--fix must give back exactly the committed cells"

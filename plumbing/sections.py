@@ -1,0 +1,6 @@
+"""The notebook's sections: how many, and which need Nsight Compute (the harness embeds this; plumbing/cells.py
+re-exports it with the recording plan)."""
+
+SECTION_COUNT = 10
+NCU_ONLY_SECTIONS = frozenset({4, 6, 7, 10})  # hardware counters or an .ncu-rep: SKIPPED under CUPTI
+CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # they run on either backend
