@@ -26,15 +26,16 @@ STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.r
 NOT_A_STALL = ("selected",)  # the cycles a warp spent issuing: listed with the reasons, but not a wait
 
 
-def profile_with_sections(report, workload):
-    """Run `workload` (Python that defines `work`) under section 1's ncu, which profiles its second call into
-    `report`."""
+def profile_with_sections(report, workload, kernel):
+    """Run `workload` (Python that defines `work`) under section 1's ncu, which profiles the second launch of the
+    kernel whose name holds `kernel` (the first warms up) into `report`."""
     report = Path(report)
     folder = report.parent
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "workload.py"
     script.write_text(f"import torch\n{workload}\nwork()\nwork()\ntorch.cuda.synchronize()\n")
-    command = [ENVIRONMENT["ncu_path"], "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1"]
+    command = [ENVIRONMENT["ncu_path"], "--clock-control", "none", "--kernel-name", f"regex:{kernel}"]
+    command += ["--launch-skip", "1", "--launch-count", "1"]
     command += [word for section in NCU_SECTIONS for word in ("--section", section)]
     command += ["-f", "-o", str(report.with_suffix("")), sys.executable, str(script)]
     # A new ncu sets up its own injection: leave out what this process's Nsight Compute put in the environment.
@@ -49,7 +50,7 @@ def profile_with_sections(report, workload):
 
 def headline(message):
     """A rule's title, or where it has none the first sentence of its advice (links to sections as their names)."""
-    advice = re.sub(r"@section:[^:@]+:([^@]+)@", r"\1", message["message"])
+    advice = re.sub(r"@\w+:[^:@]+:([^@]+)@", r"\1", message["message"])  # @section:, @url:, ... links: their text
     return message["title"] or advice.split(". ")[0].strip()
 
 

@@ -12,7 +12,8 @@ SWEEP = re.compile(
     r"at n=(\d+) float16 got (\d+)% of that rate$"
 )
 RATIO = re.compile(
-    r"normalize_against made float16's AvgValue ([\d.]+) \(a ratio\), while its StdDev stayed ([\d,]+) (\S+)$"
+    r"normalize_against made float16's AvgValue ([\d.]+) \(float16 took that share of float32's time\), while its "
+    r"StdDev stayed ([\d,]+) (\S+)$"
 )
 TIME = "gpu__time_duration.sum"
 PEAK_KEYS = {"float32": "fp32_tflops", "float16": "fp16_tflops"}

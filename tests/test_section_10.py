@@ -12,9 +12,10 @@ import recordings
 TIME = "gpu__time_duration.sum"
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
 FILES = re.compile(
-    r"the call left (\d+) files; processed_data matches the frame: (True|False); the report holds (\d+) launches, "
-    r"and its first time equals the CSV's first run: (True|False)"
+    r"the call left (\d+) files; processed_data (equals|differs from) the frame; the report holds (\d+) launches, "
+    r"the first timed (as|unlike) the CSV's first run"
 )
+SAID = {"equals": True, "differs from": False, "as": True, "unlike": False}  # the verdict's words for True/False
 STALLS = re.compile(
     r"the softmax \((\d+)% of its memory roof in section 6\) waited most on (\w+) \(([\d.]+) cycles per issued "
     r"instruction\), then (\w+) \(([\d.]+)\), (.+)$"
@@ -76,7 +77,7 @@ def test_section_10s_file_verdict_counts_the_off_calls_files_and_its_csv_is_the_
     text = ncu_recorded.value("SECTIONS[10]['headline']")
     shown = FILES.search(text)
     assert shown, f"section 10's first verdict does not read as files, frame, launches and first time: {text!r}"
-    assert int(shown[1]) == len(files) and shown[2] == str(same), (
+    assert int(shown[1]) == len(files) and SAID[shown[2]] == same, (
         f"the off call left {len(files)} files and its CSV matches the frame: {same}; the verdict says {text!r} "
         "(s10-verdict)"
     )
@@ -92,7 +93,7 @@ def test_section_10s_report_holds_one_launch_per_run_timed_as_the_per_run_csv(nc
     assert ncu_recorded.value("len(launches)") == 30, "s10-report lists the report's launches incompletely"
     text = ncu_recorded.value("SECTIONS[10]['headline']")
     shown = FILES.search(text)
-    assert shown and int(shown[3]) == 30 and shown[4] == "True", (
+    assert shown and int(shown[3]) == 30 and SAID[shown[4]] is True, (
         f"the report holds 30 launches and its first time {times[0]:.0f} ns is the CSV's first run's "
         f"{runs.Value.iloc[0]:.0f} ns; the verdict says {text!r} (s10-report, s10-verdict)"
     )
