@@ -35,6 +35,23 @@ RERECORD = (
 )
 
 
+# The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
+# harness's, so that a wrong factor there is caught by a test rather than shared with it.
+TO_BASE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
+           "second": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "%": 1.0}  # fmt: skip
+
+
+def frame_rows(recorded, frame: str, regions: int, metrics: int) -> dict:
+    """{(annotation, metric): AvgValue in seconds, bytes or %} of a frame a run cell bound, one row each."""
+    records = recorded.value(f"{frame}[['Annotation', 'Metric', 'AvgValue', 'Unit']].to_dict(orient='records')")
+    keys = [(r["Annotation"], r["Metric"]) for r in records]
+    assert len(keys) == len(set(keys)) == regions * metrics, (
+        f"{frame} should hold {regions} regions x {metrics} metrics, one row each: {keys}"
+    )
+    assert all(r["Unit"] in TO_BASE for r in records), f"a unit this test cannot scale: {records}"
+    return {(r["Annotation"], r["Metric"]): r["AvgValue"] * TO_BASE[r["Unit"]] for r in records}
+
+
 def gpu_listing() -> str:
     """What `nvidia-smi -L` lists, or '' when there is no NVIDIA GPU (or no driver)."""
     smi = shutil.which("nvidia-smi")

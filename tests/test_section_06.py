@@ -6,6 +6,7 @@ import re
 
 import pytest
 import recordings
+from support import TO_BASE, frame_rows
 
 from plumbing.harness import lookup_peaks
 
@@ -14,9 +15,6 @@ TIME, SM, DRAM = (
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 )
-# The Unit column's scales, to seconds and bytes (percentages stay percentages); kept here, not the harness's table.
-TO_BASE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
-           "second": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "%": 1.0}  # fmt: skip
 MATMUL, SCALE, SOFTMAX = "fp16 matmul", "x * 2, 256 MiB", "softmax"
 # From the lesson text: an fp16 4096 x 4096 product (two operands, one product, 2 bytes each, 2 n^3 FLOPs);
 # x * 2.0 over 256 MiB of float32 (one multiply per element; it reads 4 bytes and writes 4); a softmax over the rows
@@ -33,12 +31,7 @@ WHERE_TO_FIX = "the table cell of section 6 (bound: TFLOP/s, FLOP/byte, % of roo
 
 
 def rows(recorded) -> dict:
-    """{(annotation, metric): value in seconds or % or bytes} from the frame s6-run bound, one row each."""
-    records = recorded.value("bound_frame[['Annotation', 'Metric', 'AvgValue', 'Unit']].to_dict(orient='records')")
-    keys = [(r["Annotation"], r["Metric"]) for r in records]
-    assert len(keys) == len(set(keys)) == 9, f"bound_frame should hold 3 regions x 3 metrics, one row each: {keys}"
-    assert all(r["Unit"] in TO_BASE for r in records), f"a unit this test cannot scale: {records}"
-    return {(r["Annotation"], r["Metric"]): r["AvgValue"] * TO_BASE[r["Unit"]] for r in records}
+    return frame_rows(recorded, "bound_frame", 3, 3)
 
 
 def roofline(seconds: dict, peaks: dict) -> dict:

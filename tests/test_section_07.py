@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import recordings
+from support import TO_BASE, frame_rows
 
 from plumbing.cells import SECTION_PLAN
 from plumbing.harness import lookup_peaks
 
 TIME, READ, WRITTEN = "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"
-TO_BASE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
-           "second": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}  # fmt: skip
 PAIR, FUSED = "a + b * c", "addcmul"
 TENSOR = 4 * 2**25  # bytes: 2^25 float32 values
 # What each version must read and write, in tensors: the pair's product reads b and c and writes t, the add reads a
@@ -46,12 +45,7 @@ def fusion(ncu_recorded):
 
 
 def rows(recorded) -> dict:
-    """{(annotation, metric): value in seconds or bytes} from the frame s7-run bound, one row each."""
-    records = recorded.value("fusion_frame[['Annotation', 'Metric', 'AvgValue', 'Unit']].to_dict(orient='records')")
-    keys = [(r["Annotation"], r["Metric"]) for r in records]
-    assert len(keys) == len(set(keys)) == 6, f"fusion_frame should hold 2 regions x 3 metrics, one row each: {keys}"
-    assert all(r["Unit"] in TO_BASE for r in records), f"a unit this test cannot scale: {records}"
-    return {(r["Annotation"], r["Metric"]): r["AvgValue"] * TO_BASE[r["Unit"]] for r in records}
+    return frame_rows(recorded, "fusion_frame", 2, 3)
 
 
 def moved(measured: dict, region: str) -> float:
