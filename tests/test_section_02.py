@@ -22,7 +22,7 @@ def test_section_2s_verdict_and_figure_are_the_rows_time_as_2_n_cubed_flops(reco
     assert row["Unit"] == "ns" and row["n"] == 2048 and row["NumRuns"] == 1, f"the recorded row changed: {row}"
     tflops = 2 * 2048**3 / (row["AvgValue"] * 1e-9) / 1e12
     figure = recorded.figure(2)
-    assert figure["name"] == "fp32 matmul 2048" and figure["value"] == pytest.approx(tflops, rel=1e-3), (
+    assert figure["name"] == "fp32 product, n=2048" and figure["value"] == pytest.approx(tflops, rel=1e-3), (
         f"section 2's figure is {figure}, but the recorded row's {row['AvgValue']} ns for 2 * 2048^3 FLOPs is "
         f"{tflops:.2f} TFLOP/s: check the FLOP count and the ns -> s factor in s2-verdict"
     )

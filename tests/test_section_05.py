@@ -109,8 +109,8 @@ def test_section_5s_sweep_verdict_and_figures_are_the_largest_products_rates(rec
     )
     figures = {figure["name"]: figure for figure in recorded.value("FIGURES") if figure["section"] == 5}
     for precision, want in (("float32", fp32), ("float16", fp16)):
-        figure = figures.get(f"{precision} matmul {largest}")
-        assert figure, f"s5-verdict recorded no figure '{precision} matmul {largest}': {sorted(figures)}"
+        figure = figures.get(f"{precision} product, n={largest}")
+        assert figure, f"s5-verdict recorded no figure '{precision} product, n={largest}': {sorted(figures)}"
         assert figure["unit"] == "TFLOP/s" and figure["peak_kind"] == PEAK_KEYS[precision], (
             f"the {precision} figure is checked against {figure['peak_kind']} in {figure['unit']}, not "
             f"{PEAK_KEYS[precision]} in TFLOP/s (s5-verdict)"

@@ -15,7 +15,7 @@ TIME, SM, DRAM = (
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 )
-MATMUL, SCALE, SOFTMAX = "fp16 matmul", "x * 2, 256 MiB", "softmax"
+MATMUL, SCALE, SOFTMAX = "tensor-core product", "scaling 256 MiB", "row softmax"
 # From the lesson text: an fp16 4096 x 4096 product (two operands, one product, 2 bytes each, 2 n^3 FLOPs);
 # x * 2.0 over 256 MiB of float32 (one multiply per element; it reads 4 bytes and writes 4); a softmax over the rows
 # of an 8192 x 1024 float32 matrix (max, subtract, exp, sum, divide: 5 FLOPs an element; read once, written once).
