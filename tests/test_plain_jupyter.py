@@ -155,7 +155,7 @@ def test_a_section_is_not_run_until_its_last_cell_runs_then_ok_with_its_figures_
         learner.run(cell_by_id(notebook, "s2-verdict").source)
     assert learner.value("SECTIONS[2]['status']") == "ok"
     names = learner.value("[f['name'] for f in FIGURES if f['section'] == 2]")
-    assert names == ["fp32 matmul 2048"], f"a second run of the verdict cell must replace its figure: {names}"
+    assert names == ["fp32 product, n=2048"], f"a second run of the verdict cell must replace its figure: {names}"
     learner.run(cell_by_id(notebook, "s2-open").source)
     assert learner.value("SECTIONS[2]['status']") == "NOT RUN", "running the opener again starts the section afresh"
     assert learner.value("[f for f in FIGURES if f['section'] == 2]") == []

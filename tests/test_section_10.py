@@ -137,7 +137,7 @@ def test_section_10s_softmax_is_at_its_memory_roof_share_from_section_6s_time(nc
     run_sections(ncu_recorded)
     variables = ncu_recorded.recording["variables"]
     frame = variables["bound_frame"]
-    row = frame[(frame.Annotation == "row softmax") & (frame.Metric == TIME)].iloc[0]
+    row = frame[(frame.Annotation == "softmax") & (frame.Metric == TIME)].iloc[0]
     assert row.Unit == "ns", f"section 6's softmax time is in {row.Unit}"
     peaks = ncu_recorded.peaks()
     rows, columns = variables["ROWS"], variables["COLUMNS"]
