@@ -397,6 +397,9 @@ def test_section_10_alone_runs_in_the_outer_on_the_sections_it_reads_from_the_re
     assert not failures, f"cells failed under the recorder's outer process: {failures}"
     assert calls.calls == [], "section 10 starts no nsight-python call, and the sections it reads are read, not run"
     assert len(guard.runs) == 1 and all("--clock-control none" in run for run in guard.runs), guard.runs
+    assert "--kernel-name regex:softmax --launch-skip 1 --launch-count 1" in guard.runs[0], (
+        f"section 10 must profile the softmax's second launch (the first warms up), by name: {guard.runs[0]}"
+    )
     namespace = done["namespace"]
     assert "torch.softmax" in namespace["softmax_body"], "section 10 must profile section 6's softmax"
     details = [run["output"] for run in done["runs"].values() if "Speed Of Light" in run.get("output", "")]

@@ -217,8 +217,11 @@ def test_section_7s_bar_plot_is_nsights_png_in_the_s7_fusion_folder_and_is_displ
     )
 
 
-def test_section_7s_verdict_says_the_pair_took_less_time_when_the_fused_kernel_is_slower(fusion):
-    """The same cells on the recording with addcmul's time made 1.5 x the pair's: the numbers show no cut in time."""
+def test_section_7s_verdict_says_the_pair_took_less_time_and_no_cut_when_the_fused_kernel_is_slower_and_moves_more(
+    fusion,
+):
+    """The same cells on the recording with addcmul's time made 1.5 x the pair's and its DRAM bytes twice the
+    pair's: the numbers show neither a cut in time nor in traffic."""
     fusion.section(7)
     fusion.session.run(
         "import copy as _copy\n"
@@ -228,6 +231,10 @@ def test_section_7s_verdict_says_the_pair_took_less_time_when_the_fused_kernel_i
         "    _slow = fusion_frame.copy()\n"
         f"    _slow.loc[_time & (_slow.Annotation == {FUSED!r}), 'AvgValue'] = "
         f"1.5 * float(_slow.loc[_time & (_slow.Annotation == {PAIR!r}), 'AvgValue'].iloc[0])\n"
+        "    for _bytes in ('dram__bytes_read.sum', 'dram__bytes_write.sum'):\n"
+        "        _rows = _slow.Metric == _bytes\n"
+        f"        _slow.loc[_rows & (_slow.Annotation == {FUSED!r}), 'AvgValue'] = "
+        f"2 * float(_slow.loc[_rows & (_slow.Annotation == {PAIR!r}), 'AvgValue'].iloc[0])\n"
         "    _scratch = dict(globals(), fusion_frame=_slow)\n"
         f"    for _source in {analysis_sources(fusion)!r}:\n"
         "        exec(_source, _scratch)\n"
@@ -242,3 +249,4 @@ def test_section_7s_verdict_says_the_pair_took_less_time_when_the_fused_kernel_i
     assert shown and float(shown[5]) == pytest.approx(1 / 1.5, abs=0.01), (
         f"with addcmul 1.5x slower than the pair, the verdict must say the pair took 0.67x its time: {headline!r}"
     )
+    assert shown[1] == "did not cut", f"with addcmul moving twice the pair's bytes, fusing cut nothing: {headline!r}"
