@@ -170,6 +170,11 @@ class RecordedNotebook:
     def value(self, expression: str):
         return self.session.value(expression)
 
+    def verdicts(self, number: int) -> list[str]:
+        """The findings section `number` printed as "On this <gpu>: <finding>" lines, in order."""
+        mark = f"On this {self.recording['provenance']['gpu']}: "
+        return [line[len(mark) :] for line in self.section(number).splitlines() if line.startswith(mark)]
+
     def figure(self, number: int) -> dict:
         figures = [figure for figure in self.value("FIGURES") if figure["section"] == number]
         assert figures, f"section {number}'s record cell recorded no figure"

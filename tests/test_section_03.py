@@ -18,22 +18,16 @@ CLOCKS = re.compile(
 COLUMNS = ["Annotation", "Metric", "n", "AvgValue", "StdDev", "Unit", "NumRuns", "StableMeasurement"]
 
 
-def verdicts(recorded) -> list[str]:
-    """The findings section 3 printed as "On this <gpu>: <finding>" lines, in order."""
-    mark = f"On this {recorded.recording['provenance']['gpu']}: "
-    return [line[len(mark) :] for line in recorded.section(3).splitlines() if line.startswith(mark)]
-
-
 def spread_verdict(recorded) -> re.Match:
-    found = [SPREAD.match(finding) for finding in verdicts(recorded)]
-    assert any(found), f"section 3 printed no verdict on the spread of its runs (s3-verdict): {verdicts(recorded)}"
+    found = [SPREAD.match(finding) for finding in recorded.verdicts(3)]
+    assert any(found), f"section 3 printed no verdict on the spread of its runs (s3-verdict): {recorded.verdicts(3)}"
     return next(match for match in found if match)
 
 
 def clocks_verdict(recorded) -> re.Match:
-    found = [CLOCKS.match(finding) for finding in verdicts(recorded)]
+    found = [CLOCKS.match(finding) for finding in recorded.verdicts(3)]
     assert any(found), (
-        f"section 3 printed no verdict on the host clock and events (s3-why-verdict): {verdicts(recorded)}"
+        f"section 3 printed no verdict on the host clock and events (s3-why-verdict): {recorded.verdicts(3)}"
     )
     return next(match for match in found if match)
 
@@ -60,7 +54,7 @@ def test_section_3_runs_on_each_recording_and_prints_both_verdicts(recorded):
     )
     spread_verdict(recorded)
     clocks_verdict(recorded)
-    assert recorded.value("SECTIONS[3]['headline']") == "; ".join(verdicts(recorded)), (
+    assert recorded.value("SECTIONS[3]['headline']") == "; ".join(recorded.verdicts(3)), (
         "section 3's headline is not its two printed findings joined by '; ': both verdict cells must call "
         "verdict(3, ...)"
     )

@@ -16,8 +16,7 @@ TIME, SM_CLOCK, DRAM_READ = "gpu__time_duration.sum", "gpc__cycles_elapsed.avg.p
 
 
 def shown(recorded) -> re.Match:
-    mark = f"On this {recorded.recording['provenance']['gpu']}: "
-    findings = [line[len(mark) :] for line in recorded.section(4).splitlines() if line.startswith(mark)]
+    findings = recorded.verdicts(4)
     match = VERDICT.match(findings[0]) if len(findings) == 1 else None
     assert match, f"section 4 must print one verdict of the form {VERDICT.pattern!r} (s4-verdict): {findings}"
     return match

@@ -19,15 +19,10 @@ TIME = "gpu__time_duration.sum"
 PEAK_KEYS = {"float32": "fp32_tflops", "float16": "fp16_tflops"}
 
 
-def verdicts(recorded) -> list[str]:
-    mark = f"On this {recorded.recording['provenance']['gpu']}: "
-    return [line[len(mark) :] for line in recorded.section(5).splitlines() if line.startswith(mark)]
-
-
 def shown(recorded, pattern: re.Pattern, cell: str) -> re.Match:
-    found = [match for match in map(pattern.match, verdicts(recorded)) if match]
+    found = [match for match in map(pattern.match, recorded.verdicts(5)) if match]
     assert len(found) == 1, (
-        f"section 5 printed no verdict of the form {pattern.pattern!r} ({cell}): {verdicts(recorded)}"
+        f"section 5 printed no verdict of the form {pattern.pattern!r} ({cell}): {recorded.verdicts(5)}"
     )
     return found[0]
 
@@ -58,7 +53,7 @@ def test_section_5_runs_on_each_recording_and_prints_both_verdicts(recorded):
     )
     shown(recorded, SWEEP, "s5-verdict")
     shown(recorded, RATIO, "s5-ratio-verdict")
-    assert recorded.value("SECTIONS[5]['headline']") == "; ".join(verdicts(recorded)), (
+    assert recorded.value("SECTIONS[5]['headline']") == "; ".join(recorded.verdicts(5)), (
         "section 5's headline is not its two printed findings joined by '; ': both cells must call verdict(5, ...)"
     )
 

@@ -8,6 +8,7 @@ import ncu_report
 import pandas as pd
 import pytest
 import recordings
+from support import TO_BASE
 
 TIME = "gpu__time_duration.sum"
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
@@ -21,7 +22,7 @@ STALLS = re.compile(
     r"instruction\), then (\w+) \(([\d.]+)\), (.+)$"
 )
 EVIDENCE = (r".*\.ncu-rep", r".*\.log", r"profiled_data-.*\.csv", r"processed_data-.*\.csv", "collected_info.pkl")
-IN_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}
+IN_NS = {unit: TO_BASE[unit] / 1e-9 for unit in ("ns", "nsecond", "us", "usecond", "ms", "msecond", "s", "second")}
 CLOSE, APART = "so close that their order can swap", "clearly apart"
 
 
