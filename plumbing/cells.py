@@ -50,6 +50,12 @@ def report_folders_of(number):
     return [name for name, section in REPORT_FOLDERS.items() if section == number]
 
 
+def reads_report_folders(number):
+    """Whether section `number`'s cells read files from report folders (an earlier section's, or its own): where
+    its cells run on a recording, those folders are restored first."""
+    return number in SECTION_DEPENDENCY or bool(report_folders_of(number))
+
+
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
 UNNUMBERED_CELLS = {

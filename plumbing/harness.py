@@ -137,7 +137,7 @@ def begin_section(number, title, use_ncu=None):
 
     use_ncu: section 1's choice of backend (USE_NCU). A section that needs Nsight Compute (plumbing/sections.py) is
     SKIPPED when it is False; those sections must be given it. Running the cell again starts the section afresh:
-    its figures are dropped until its last cell records them again.
+    its figures are dropped until its cells check them again.
     """
     if number in NCU_ONLY_SECTIONS and use_ncu is None:
         raise ValueError(f"section {number} needs Nsight Compute: open it with begin_section(..., use_ncu=USE_NCU)")

@@ -52,7 +52,7 @@ import recordings
 from recordings import ROOT
 
 import plumbing.figures  # noqa: E402
-from plumbing.cells import SECTION_DEPENDENCY, report_folders_of
+from plumbing.cells import reads_report_folders
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -187,7 +187,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
         notebook.cells.append(folded(by_id[cell_id]["source"], hide="remove-cell"))
     for number in numbers:
-        if number in SECTION_DEPENDENCY or report_folders_of(number):  # files its own or earlier cells left
+        if reads_report_folders(number):
             notebook.cells.append(
                 folded(
                     f"# @title The reports this section reads, from the recording\n"

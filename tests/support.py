@@ -13,7 +13,7 @@ import nbformat
 import recordings
 from kernel_session import KernelSession
 
-from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_DEPENDENCY, report_folders_of, section_of
+from plumbing.cells import NCU_ONLY_SECTIONS, reads_report_folders, section_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
@@ -154,7 +154,7 @@ class RecordedNotebook:
         """Run section `number` on the recording; fail, naming the section's cells, unless it ends ok."""
         if number in self.outputs:
             return self.outputs[number]
-        if number in SECTION_DEPENDENCY or report_folders_of(number):  # the files it reads, as recorded
+        if reads_report_folders(number):  # the files it reads, as recorded
             recordings.restore_report_folders(self.folder, self.out)
         steps = recordings.cpu_section_sources(self.cells, number)
         printed = [self.session.run(source, timeout=300) for _, _, source in steps]
