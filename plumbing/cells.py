@@ -27,7 +27,7 @@ SECTION_PLAN = {
     7: {"define": ("s7-define", "s7-calls"), "run": ("s7-error", "s7-run")},
     8: {"define": ("s8-define", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-more-collectors"),
         "run": ("s8-run",)},
-    9: {"define": ("s9-child",), "run": ("s9-cupti",)},
+    9: {"run": ("s9-cupti",)},
     10: {"define": ("s10-tools", "s10-define"), "run": ("s10-profile", "s10-details")},
 }  # fmt: skip
 # Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before

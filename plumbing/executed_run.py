@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 from plumbing.cells import SECTION_COUNT, section_of
-from plumbing.harness import STRICT_REFUSAL, summary_problems
 
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
 
@@ -26,15 +25,14 @@ def first_errors(notebook):
     """{section number or None: the first error in it} from the cells' error outputs, in notebook order.
 
     Each error is {"cell": cell id, "error": "ename: first line of evalue"}; None holds cells outside the sections
-    (the summary cell, a cell the table does not know). The summary cell's strict-mode raise is left out: it repeats
-    the FAILED or NOT RUN sections and SUSPECT figures the summary already holds, which fail the run themselves.
+    (the summary cell, a cell the table does not know).
     """
     found = {}
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
         for output in cell.get("outputs", []):
-            if output.get("output_type") == "error" and not _strict_refusal(output):
+            if output.get("output_type") == "error":
                 first_line = (str(output.get("evalue", "")).strip().splitlines() or [""])[0]
                 error = {"cell": cell.get("id"), "error": f"{output.get('ename', '?')}: {first_line}"[:300]}
                 found.setdefault(_section(cell.get("id")), error)
@@ -42,13 +40,9 @@ def first_errors(notebook):
     return found
 
 
-def _strict_refusal(output):
-    return output.get("ename") == "RuntimeError" and str(output.get("evalue", "")).startswith(STRICT_REFUSAL)
-
-
 def _unwritten_summary():
     """What the run tells when the notebook wrote no summary.json (it never reached its summary cell)."""
-    not_run = {"title": "", "status": "NOT RUN", "reason": "no summary.json: the notebook stopped before its end",
+    not_run = {"status": "NOT RUN", "reason": "no summary.json: the notebook stopped before its end",
                "environment_limit": False, "headline": "", "seconds": None}  # fmt: skip
     sections = [{"number": number, **not_run} for number in range(1, SECTION_COUNT + 1)]
     return {"environment": {}, "sections": sections, "figures": [], "summary_written": False}
@@ -73,6 +67,16 @@ def merge_failures(summary, notebook):
     merged["counts"] = {status: statuses.count(status) for status in STATUSES}
     merged["suspect_figures"] = sum(figure.get("check") == "SUSPECT" for figure in merged.get("figures", []))
     return merged
+
+
+def summary_problems(summary):
+    """What makes a run fail in strict mode: FAILED or NOT RUN sections and SUSPECT figures."""
+    problems = [f"section {s['number']} {s['status']}: {s['reason']}" for s in summary["sections"]
+                if s["status"] in ("FAILED", "NOT RUN")]  # fmt: skip
+    suspect = [f for f in summary["figures"] if f["check"] == "SUSPECT"]
+    problems += [f"SUSPECT figure in section {f['section']}: {f['name']} = {f['value']} {f['unit']} "
+                 f"({f['pct_of_peak']}% of peak {f['peak']})" for f in suspect]  # fmt: skip
+    return problems
 
 
 def run_problems(summary):

@@ -1,9 +1,8 @@
 """Bookkeeping for the sections, the figures and summary.json. Nothing here imports torch or nsight, or touches CUDA.
 
-Nothing here wraps or changes a learner's cell: sections record their status through ordinary calls in their own
-folded cells. A section's first cell calls `begin_section` (NOT RUN, or SKIPPED when it needs Nsight Compute and
-this run uses CUPTI); `check_figure` holds a headline figure against the datasheet, and the section's verdict cell
-calls `verdict`, which prints what the run showed and marks the section ok. A cell that
+Nothing here wraps or changes a learner's cell: a section's verdict cell calls `verdict`, which prints what the run
+showed and marks the section ok, and `check_figure` holds a headline figure against the datasheet. A section with
+no verdict is NOT RUN, or SKIPPED when it needs Nsight Compute and section 1 chose CUPTI. A cell that
 raises is an ordinary error and stops Run all. The headless run reads which cells raised from the executed
 notebook and marks their sections FAILED (plumbing/executed_run.py).
 
@@ -17,37 +16,23 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.sections import NCU_ONLY_SECTIONS, SECTION_COUNT
 
 ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
-def read_strict(environ=os.environ):
-    """NSPY_TUTORIAL_STRICT: 1 makes the summary raise on a FAILED section or a SUSPECT figure (headless runs)."""
-    value = environ.get("NSPY_TUTORIAL_STRICT", "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(
-            f"NSPY_TUTORIAL_STRICT={value!r} is neither 1 nor 0. Set NSPY_TUTORIAL_STRICT=1 to make the last cell "
-            "fail on a FAILED section or a SUSPECT figure, or 0 (or unset it) for a normal run."
-        )
-    return value == "1"
-
-
-STRICT = read_strict()
-
-
-# The default output folder's name, for the notebook and scripts/run_headless alike: under /content on Colab, else
-# in the current folder (the clone, for run_headless).
-OUTPUT_FOLDER = "nspy_tutorial_out"
+OUTPUT_FOLDER = "nspy_tutorial_out"  # the default output folder, for the notebook and scripts/run_headless alike
 
 
 def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
-    """Where every file this notebook writes goes: NSPY_TUTORIAL_OUT, else the default folder OUTPUT_FOLDER."""
+    """Where every file this notebook writes goes: NSPY_TUTORIAL_OUT, else OUTPUT_FOLDER under /content on Colab,
+    else in the current folder (the clone, for run_headless)."""
     if environ.get("NSPY_TUTORIAL_OUT"):
         return Path(environ["NSPY_TUTORIAL_OUT"]).expanduser().resolve()
     return Path("/content", OUTPUT_FOLDER) if on_colab else Path(OUTPUT_FOLDER).resolve()
@@ -55,30 +40,20 @@ def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
 
 def prepare_output_dir(folder, environ=os.environ):
     """Create the output folder and check that files can be written there; say which setting to fix if not."""
-    given = environ.get("NSPY_TUTORIAL_OUT")
-    setting = f"NSPY_TUTORIAL_OUT={given}" if given else f"The default output folder {folder}"
-    fix = "Set NSPY_TUTORIAL_OUT to a folder you can write to (it is created if missing)" + (
-        ", or unset it to use the default." if given else "."
-    )
-    if folder.exists() and not folder.is_dir():
-        raise RuntimeError(f"{setting}: that is a file, not a folder. {fix}")
+    setting = f"NSPY_TUTORIAL_OUT={environ['NSPY_TUTORIAL_OUT']}" if environ.get("NSPY_TUTORIAL_OUT") else str(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".nspy_write_test"
-        probe.write_text("")
-        probe.unlink()
+        tempfile.TemporaryFile(dir=folder).close()  # a file can be written there (and is gone again)
     except OSError as error:
-        raise RuntimeError(f"{setting}: cannot write there ({error.strerror or error}). {fix}") from None
+        why = "a file, not a folder" if folder.is_file() else f"cannot write there ({error.strerror or error})"
+        raise RuntimeError(f"{setting}: {why}. Set NSPY_TUTORIAL_OUT to a folder you can write to.") from None
     return folder
 
 
 OUT_DIR = choose_output_dir()
 
 
-# ---------------------------------------------------------------- datasheet peaks
-# Vendor peaks, dense, no sparsity. L2 size and SM count are read from the device instead.
-# Each pattern matches the name nvidia-smi and torch report, and only the SXM/datasheet variant
-# listed: an H100 PCIe or an H200 NVL has other peaks, so it gets none rather than wrong ones.
+# Vendor peaks, dense. Each pattern matches only the variant listed: an H200 NVL gets no peaks rather than wrong ones.
 GPU_PEAKS = [
     (r"\bT4\b", "T4", {"fp32_tflops": 8.1, "fp16_tflops": 65.0, "dram_gbs": 320.0}),
     (r"\bL4\b", "L4", {"fp32_tflops": 30.3, "fp16_tflops": 121.0, "dram_gbs": 300.0}),
@@ -98,130 +73,75 @@ def lookup_peaks(gpu_name):
     return None, None
 
 
-NCU_ONLY_REASON = "needs Nsight Compute (see the CUPTI banner at the end of section 1)"
-
-
 def section_one_values(environment):
-    """(L2_BYTES, PEAKS_LABEL, PEAKS) for the later sections, from the environment section 1 recorded.
-
-    The notebook, scripts/record_ncu.py and the recorded page all make these names here. It also notes in the
-    environment which datasheet the peaks come from.
-    """
+    """(L2_BYTES, PEAKS_LABEL, PEAKS) for the later sections, from the environment section 1 recorded (the notebook,
+    scripts/record_ncu.py and the recorded page all make these names here); notes which datasheet the peaks are."""
     label, peaks = lookup_peaks(environment.get("gpu"))
     environment["peaks_from"] = label or "n/a (GPU not in the datasheet table)"
     return environment["l2_bytes"], label, peaks
 
 
-# ---------------------------------------------------------------- sections
-SECTIONS = {}  # number -> {"title", "status", "reason", "environment_limit", "headline", "started", "seconds"}
+SECTIONS = {}  # number -> {"status", "reason", "environment_limit", "headline", "findings", "started", "seconds"}
 FIGURES = []  # headline figures with a datasheet counterpart, checked against the GPU's peaks
 ENVIRONMENT = {}  # filled by section 1, written to summary.json
 SUSPECT_FLOOR_PCT = 5.0  # see record_figure
-NOT_RUN_REASON = "its verdict cell did not run"
-
-
-def _new_section(title):
-    return {
-        "title": title,
-        "status": "NOT RUN",
-        "reason": NOT_RUN_REASON,
-        "environment_limit": False,
-        "headline": "",
-        "started": time.perf_counter(),
-        "seconds": None,
-    }
-
-
-def begin_section(number, title, use_ncu=None):
-    """A section's first (folded) cell: the section is NOT RUN until its verdict cell runs (verdict).
-
-    use_ncu: section 1's choice of backend (USE_NCU). A section that needs Nsight Compute (plumbing/sections.py) is
-    SKIPPED when it is False; those sections must be given it. Running the cell again starts the section afresh:
-    its figures are dropped until its cells check them again.
-    """
-    if number in NCU_ONLY_SECTIONS and use_ncu is None:
-        raise ValueError(f"section {number} needs Nsight Compute: open it with begin_section(..., use_ncu=USE_NCU)")
-    SECTIONS[number] = _new_section(title)
-    FIGURES[:] = [figure for figure in FIGURES if figure["section"] != number]
-    if number in NCU_ONLY_SECTIONS and not use_ncu:
-        SECTIONS[number].update(status="SKIPPED", reason=NCU_ONLY_REASON, environment_limit=True, seconds=0.0)
-        print(f"SKIPPED: section {number} needs Nsight Compute, and this run uses CUPTI (see the end of section 1).")
+CLOCK = {"section": None, "at": time.perf_counter()}  # the last verdict: a section's time runs from the one before
 
 
 def verdict(number, finding):
     """Print what section `number`'s run showed ("On this <GPU>: ..."), keep it as the section's headline and mark
-    the section ok. A section with two verdicts keeps both. Nothing happens for a SKIPPED section."""
-    info = SECTIONS.setdefault(number, _new_section(""))
-    if info["status"] == "SKIPPED":
-        return
-    info["headline"] = f"{info['headline']}; {finding}" if info["status"] == "ok" else finding
-    info.update(status="ok", reason="", seconds=round(time.perf_counter() - info["started"], 2))
+    the section ok. Verdicts of one section in a row join its headline; coming back to a section starts it afresh."""
+    if CLOCK["section"] != number or number not in SECTIONS:
+        SECTIONS[number] = {"status": "ok", "reason": "", "environment_limit": False, "findings": [],
+                            "started": CLOCK["at"]}  # fmt: skip
+    info = SECTIONS[number]
+    info["findings"] = [*(f for f in info["findings"] if f != finding), finding]
+    CLOCK.update(section=number, at=time.perf_counter())
+    info.update(headline="; ".join(info["findings"]), seconds=round(CLOCK["at"] - info["started"], 2))
     print(f"On this {ENVIRONMENT.get('gpu') or 'GPU'}: {finding}")
 
 
-def _mangled_names(symbol):
-    """The length-prefixed identifiers of an Itanium-mangled C++ symbol ('_ZN7cutlass...'), in order."""
-    names, position = [], 2
-    while position < len(symbol):
-        match = re.match(r"(\d+)([A-Za-z_]\w*)", symbol[position:])
-        if match and len(match.group(2)) >= int(match.group(1)):
-            length = int(match.group(1))
-            names.append(match.group(2)[:length])
-            position += len(match.group(1)) + length
-        else:
-            position += 1
-    return names
+def section_entry(number):
+    """What summary.json says of a section: ok after its verdict; without one, SKIPPED when it needs Nsight
+    Compute and section 1 chose CUPTI, else NOT RUN."""
+    if number in SECTIONS:
+        return {key: value for key, value in SECTIONS[number].items() if key not in ("started", "findings")}
+    if number in NCU_ONLY_SECTIONS and ENVIRONMENT.get("profiler") == "cupti":
+        reason = "needs Nsight Compute (see the CUPTI banner at the end of section 1)"
+        return {"status": "SKIPPED", "reason": reason, "environment_limit": True, "headline": "", "seconds": 0.0}
+    return {"status": "NOT RUN", "reason": "its verdict cell did not run", "environment_limit": False,
+            "headline": "", "seconds": None}  # fmt: skip
 
 
 def short_kernel_name(name, width=48):
     """A kernel name a reader can use: no return type, template arguments, parameters or mangling."""
-    text = str(name)
-    if text.startswith("_Z") and _mangled_names(text):
-        text = max(_mangled_names(text), key=len)  # the kernel's own name is the longest identifier in it
-    text = re.sub(r"^void\s+", "", text)
-    depth, kept = 0, []
-    for char in text:  # drop everything inside <...> and (...)
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            kept.append(char)
-    text = "".join(kept).strip() or str(name)
+    text, names = str(name), []
+    rest = text[2:] if text.startswith("_Z") else ""  # Itanium-mangled: identifiers come length-prefixed
+    while match := re.search(r"\d+", rest):
+        length = int(match.group())
+        names.append(rest[match.end() : match.end() + length])
+        rest = rest[match.end() + length :]
+    text = max(names, key=len) if names else text  # the kernel's own name is the longest identifier in it
+    text = re.sub(r"^void\s+", "", re.split(r"[<(]", text)[0]).strip() or str(name)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def record_figure(number, name, value, unit, peak_key):
     """Keep a headline figure with its % of the detected GPU's datasheet peak, and judge it.
 
-    Above 100% of peak is physically impossible for the timed kernel: the wrong kernel, or too
-    few bytes or FLOPs, was counted. Below SUSPECT_FLOOR_PCT on a workload sized to fill the GPU
-    points the other way: a unit slip (ns against us is a factor of 1000) or a timed region that
-    holds far more than the kernel. Either way the figure is SUSPECT. An unknown GPU has no peak:
-    its figures are 'unchecked', never compared against another GPU's datasheet.
+    Above 100% of peak is physically impossible for the timed kernel: the wrong kernel, or too few bytes or FLOPs,
+    was counted. Below SUSPECT_FLOOR_PCT on a workload sized to fill the GPU points the other way: a unit slip (ns
+    against us is a factor of 1000) or a timed region that holds far more than the kernel. Either way the figure is
+    SUSPECT. An unknown GPU has no peak: its figures are 'unchecked', never compared against another GPU's datasheet.
     """
     label, peaks = lookup_peaks(ENVIRONMENT.get("gpu"))
     peak = peaks[peak_key] if peaks else None
     pct = 100.0 * value / peak if peak else None
-    if pct is None:
-        check = "unchecked"
-    elif not math.isfinite(pct) or pct > 100.0:
-        check = "SUSPECT"
-    elif pct < SUSPECT_FLOOR_PCT:
-        check = "SUSPECT"
-    else:
-        check = "ok"
-    figure = {
-        "section": number,
-        "name": name,
-        "value": round(float(value), 3),
-        "unit": unit,
-        "peak": peak,
-        "peak_kind": peak_key,
-        "peak_gpu": label,
-        "pct_of_peak": None if pct is None else round(pct, 1),
-        "check": check,
-    }
+    plausible = pct is not None and math.isfinite(pct) and SUSPECT_FLOOR_PCT <= pct <= 100.0
+    check = "unchecked" if pct is None else "ok" if plausible else "SUSPECT"
+    figure = {"section": number, "name": name, "value": round(float(value), 3), "unit": unit, "peak": peak,
+              "peak_kind": peak_key, "peak_gpu": label, "pct_of_peak": None if pct is None else round(pct, 1),
+              "check": check}  # fmt: skip
     FIGURES[:] = [f for f in FIGURES if (f["section"], f["name"]) != (number, name)] + [figure]
     return figure
 
@@ -241,9 +161,7 @@ def describe_figure(figure):
     return text + ("  <- SUSPECT" if figure["check"] == "SUSPECT" else "")
 
 
-# ---------------------------------------------------------------- units
-# ncu may scale a metric's unit (ns or usecond, byte or Mbyte); each row says which in its Unit column. Convert to
-# seconds, bytes and Hz before any arithmetic; a unit missing here is an error, never a silent factor.
+# Each row's Unit (ns or usecond, byte or Mbyte) to seconds, bytes and Hz; a unit missing here is an error.
 TO_BASE_UNITS = {
     **{"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0},
     **{"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32.0},  # an L2 sector holds 32 bytes
@@ -261,106 +179,37 @@ def in_base_units(frame, index):
     return frame.assign(base=in_base).pivot(index=index, columns="Metric", values="base")
 
 
-# ---------------------------------------------------------------- summary
-def build_summary(strict=False):
-    sections = []
-    for number in range(1, SECTION_COUNT + 1):
-        info = SECTIONS.get(number) or {**_new_section(""), "reason": "its cells did not run"}
-        sections.append({"number": number, **{k: v for k, v in info.items() if k != "started"}})
+def build_summary():
+    """summary.json's content: the environment, every section's status and headline, and the figures."""
+    sections = [{"number": number, **section_entry(number)} for number in range(1, SECTION_COUNT + 1)]
     statuses = [s["status"] for s in sections]
     return {
         "notebook": "nsight_python_t4_tutorial.ipynb",
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "strict": strict,
         "environment": ENVIRONMENT,
         "sections": sections,
         "figures": list(FIGURES),
         "counts": {status: statuses.count(status) for status in ("ok", "SKIPPED", "FAILED", "NOT RUN")},
-        "suspect_figures": sum(f["check"] == "SUSPECT" for f in FIGURES),
         "total_seconds": round(sum(s["seconds"] or 0 for s in sections), 1),
     }
 
 
-def write_summary(strict=False):
-    summary = build_summary(strict)
+def report_summary():
+    """The notebook's last cell: write summary.json, show each section's status and headline and the figures
+    against the datasheet. A headless run judges the run from summary.json and the executed notebook
+    (plumbing/executed_run.py)."""
+    summary = build_summary()
     path = OUT_DIR / "summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    return summary, path
-
-
-def summary_problems(summary):
-    """What makes a run fail in strict mode: FAILED or NOT RUN sections and SUSPECT figures."""
-    problems = [
-        f"section {s['number']} {s['status']}: {s['reason']}"
-        for s in summary["sections"]
-        if s["status"] in ("FAILED", "NOT RUN")
-    ]
-    problems += [
-        f"SUSPECT figure in section {f['section']}: {f['name']} = {f['value']} {f['unit']} "
-        f"({f['pct_of_peak']}% of peak {f['peak']})"
-        for f in summary["figures"]
-        if f["check"] == "SUSPECT"
-    ]
-    return problems
-
-
-STRICT_REFUSAL = "NSPY_TUTORIAL_STRICT=1 and the run is not clean"  # how the summary cell's own raise begins
-
-
-def enforce_strict_mode(summary, strict):
-    problems = summary_problems(summary)
-    if strict and problems:
-        raise RuntimeError(f"{STRICT_REFUSAL}:\n- " + "\n- ".join(problems))
-    return problems
-
-
-def report_summary(strict):
-    """The notebook's last cell: close the sections, write summary.json, show the sections and the figures against
-    the datasheet. Strict mode (NSPY_TUTORIAL_STRICT=1) raises here on a FAILED or NOT RUN section or a SUSPECT figure.
-    """
-    summary, path = write_summary(strict=strict)
-    table = pd.DataFrame(summary["sections"])[["number", "title", "status", "seconds"]]
-    print(table.round(1).to_string(index=False))
-    print("\nheadline of each section (SKIPPED and NOT RUN ones give their reason):")
-    for section in summary["sections"]:  # whole, one a line: a table column would cut them off
-        print(f"{section['number']:>3}. {section.get('headline') or section.get('reason') or '-'}")
-    print(f"\nwall time of the sections: {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")
-    print("\nheadline figures against the datasheet:")
+    for section in summary["sections"]:  # one a line, whole: a table column would cut the headlines off
+        print(f"{section['number']:>2}. {section['status']:8s} {section['headline'] or section['reason'] or '-'}")
+    print(f"wall time of the sections: {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}; figures:")
     for figure in summary["figures"]:
         print(f"  [{figure['check']:>9s}] section {figure['section']}: {figure['name']}: {describe_figure(figure)}")
-    problems = enforce_strict_mode(summary, strict)
-    print(
-        "\nclean run: no FAILED section, no SUSPECT figure"
-        if not problems
-        else "\nnot clean:\n- " + "\n- ".join(problems)
-    )
-    print(f"written: {path}")
     return summary
-
-
-def _listed(numbers):
-    """'2, 3, 5, 8 and 9'."""
-    words = [str(n) for n in sorted(numbers)]
-    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
-
-
-def cupti_banner(reason):
-    """What section 1 shows when this run measures with CUPTI: why, and which sections run or are SKIPPED."""
-    return "\n".join(
-        [
-            "=" * 100,
-            "CUPTI MODE: nsight-python measures with its CUPTI backend, because",
-            f"  {reason}",
-            f"  Sections {_listed(CUPTI_SECTIONS)} run on CUPTI and record kernel durations only.",
-            f"  Sections {_listed(NCU_ONLY_SECTIONS)} need hardware counters or an .ncu-rep and are SKIPPED.",
-            "=" * 100,
-        ]
-    )
 
 
 if __name__ == "__main__":  # the notebook's cell: make the output folder
     prepare_output_dir(OUT_DIR)
-    pd.set_option("display.width", 120)  # tables fit a 120-character page
-    pd.set_option("display.max_columns", 12)
+    pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
     print(f"Output folder: {OUT_DIR}")

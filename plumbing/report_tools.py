@@ -30,14 +30,12 @@ def profile_with_sections(report, workload, kernel):
     """Run `workload` (Python that defines `work`) under section 1's ncu, which profiles the second launch of the
     kernel whose name holds `kernel` (the first warms up) into `report`."""
     report = Path(report)
-    folder = report.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "workload.py"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    script = report.parent / "workload.py"
     script.write_text(f"import torch\n{workload}\nwork()\nwork()\ntorch.cuda.synchronize()\n")
-    command = [ENVIRONMENT["ncu_path"], "--clock-control", "none", "--kernel-name", f"regex:{kernel}"]
-    command += ["--launch-skip", "1", "--launch-count", "1"]
-    command += [word for section in NCU_SECTIONS for word in ("--section", section)]
-    command += ["-f", "-o", str(report.with_suffix("")), sys.executable, str(script)]
+    command = [ENVIRONMENT["ncu_path"], "--clock-control", "none", "--kernel-name", f"regex:{kernel}", "--launch-skip",
+               "1", "--launch-count", "1", *(word for section in NCU_SECTIONS for word in ("--section", section)),
+               "-f", "-o", str(report.with_suffix("")), sys.executable, str(script)]  # fmt: skip
     # A new ncu sets up its own injection: leave out what this process's Nsight Compute put in the environment.
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NV_COMPUTE_PROFILER", "NVTX_INJECTION"))}
     started = time.perf_counter()
@@ -50,8 +48,7 @@ def profile_with_sections(report, workload, kernel):
 
 def headline(message):
     """A rule's title, or where it has none the first sentence of its advice (links to sections as their names)."""
-    advice = re.sub(r"@\w+:[^:@]+:([^@]+)@", r"\1", message["message"])  # @section:, @url:, ... links: their text
-    return message["title"] or advice.split(". ")[0].strip()
+    return message["title"] or re.sub(r"@\w+:[^:@]+:([^@]+)@", r"\1", message["message"]).split(". ")[0].strip()
 
 
 def read_sections(report_path):

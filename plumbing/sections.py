@@ -2,5 +2,7 @@
 re-exports it with the recording plan)."""
 
 SECTION_COUNT = 10
-NCU_ONLY_SECTIONS = frozenset({4, 6, 7, 10})  # hardware counters or an .ncu-rep: SKIPPED under CUPTI
+NCU_ONLY_SECTIONS = frozenset(
+    {4, 6, 7, 9, 10}
+)  # counters, an .ncu-rep, or Nsight Compute to compare: SKIPPED under CUPTI
 CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # they run on either backend

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
-from plumbing.setup_helpers import needs_own_cuda_bindings, pins_from_requirements  # noqa: E402
+from plumbing.setup_helpers import cupti_pins as cupti_set, pins_from_requirements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         # What the target already has is dropped, except what the notebook pins itself.
         if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
             wheel.unlink()
-    if not needs_own_cuda_bindings(installed.get("cuda-bindings")):  # the notebook's own rule
+    if "cuda-bindings" not in cupti_set({"cuda-bindings": installed.get("cuda-bindings")}):  # the notebook's rule
         for wheel in set((args.dest / "cupti").glob("cuda_bindings-*.whl")) - before:
             wheel.unlink()
     if before and installed:

@@ -70,7 +70,7 @@ from plumbing.cells import (
     SECTION_PLAN,
     report_folders_of,
 )
-from plumbing.setup_helpers import parse_ncu_version, put_first_on_path, version_text
+from plumbing.setup_helpers import parse_ncu_version, version_text
 
 MIN_NCU = (2025, 1)
 SECTIONS = tuple(number for number in SECTION_PLAN)  # 2 to 10: every section that profiles or reads a report
@@ -332,7 +332,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     check_nsight_internals()
     ncu = ncu_executable()
     version, ncu_says = launch_mode_ncu_version(ncu)
-    put_first_on_path(Path(ncu).parent)  # as section 1 does: the environment names this ncu, the inner finds it
+    os.environ["PATH"] = os.pathsep.join([str(Path(ncu).parent), os.environ["PATH"]])  # as section 1 does: the environment names this ncu, the inner finds it
     work = recorder_input.emptied_scratch_folder("record_ncu_work")  # checked in main too
     (work / "calls").mkdir(parents=True)
     os.environ.update(child_env(work))

@@ -68,24 +68,17 @@ def section_cells(cells: list[dict], number: int) -> list[dict]:
     return [cell for cell in cells if section_of(cell["id"]) == number]
 
 
-def opener_id(number: int) -> str:
-    """The folded cell that opens section `number` (begin_section)."""
-    return f"s{number}-open"
-
-
-ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is open or analysis
+ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is analysis
 REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
 
 
 def role_of(cell_id: str, number: int) -> str:
-    """open, define, gpu_define, run or analysis: what a code cell of section `number` does, by the plan."""
-    if cell_id == opener_id(number):
-        return "open"
+    """define, gpu_define, run or analysis: what a code cell of section `number` does, by the plan."""
     return next((role for role in ROLES if cell_id in SECTION_PLAN[number].get(role, ())), "analysis")
 
 
 def planned_cells(number: int) -> set[str]:
-    return {opener_id(number), *(cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ()))}
+    return {cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
 
 
 def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:

@@ -191,20 +191,6 @@ def test_visible_code_cells_fit_on_a_screen(notebook):
     )
 
 
-@pytest.mark.parametrize("number", range(2, SECTION_COUNT + 1))
-def test_each_later_section_opens_with_a_folded_cell_that_begins_it(notebook, number):
-    cells = section_code_cells(notebook, number)
-    assert cells, f"section {number} has no code"
-    opener = cells[0]
-    calls = [node for node in ast.walk(ast.parse(cell_python(opener))) if isinstance(node, ast.Call)]
-    begins = [call for call in calls if dotted(call.func) == "begin_section"]
-    assert _folded(opener) and begins, (
-        f"section {number}'s first code cell must be a folded '# @title' cell calling begin_section({number}, ...), "
-        "so that the section is NOT RUN (or SKIPPED) until its last cell runs"
-    )
-    assert ast.literal_eval(begins[0].args[0]) == number, f"section {number}'s opener begins another section"
-
-
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
 def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook, number):
     last = section_code_cells(notebook, number)[-1]
@@ -217,7 +203,7 @@ def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook
 
 
 def test_learner_cells_do_not_call_the_harness(notebook):
-    harness = ("begin_section", "record_figure", "write_summary", "report_summary")
+    harness = ("record_figure", "build_summary", "report_summary", "section_entry")
     offenders = []
     for section, cell in cells_with_section(notebook):
         if cell.cell_type != "code" or _folded(cell) or section is None:

@@ -171,7 +171,7 @@ def rerun_on_times(recorded, seconds: dict) -> dict:
              if r["Metric"] == TIME}  # fmt: skip
     times = {region: seconds[region] / TO_BASE[units[region]] for region in seconds}
     sources = [source for _, role, source in recordings.cpu_section_sources(recorded.cells, 6)
-               if role in ("open", "analysis")]  # fmt: skip
+               if role == "analysis"]  # fmt: skip
     recorded.session.run(f"""
 import copy as _copy, json as _json
 _saved = _copy.deepcopy(SECTIONS), _copy.deepcopy(FIGURES)

@@ -55,7 +55,7 @@ def moved(measured: dict, region: str) -> float:
 def analysis_sources(recorded) -> list[str]:
     """Section 7's own open and analysis cells, as the CPU run has them."""
     return [source for _, role, source in recordings.cpu_section_sources(recorded.cells, 7)
-            if role in ("open", "analysis")]  # fmt: skip
+            if role == "analysis"]  # fmt: skip
 
 
 def dram_peak(recorded) -> float:
