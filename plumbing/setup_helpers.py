@@ -233,7 +233,7 @@ def install_pins(pins, folder, wheelhouse, log_path):
     if status != 0:
         fix = "Check the network, or set NSPY_TUTORIAL_WHEELHOUSE to a wheelhouse (scripts/make_wheelhouse.py)."
         if wheelhouse:
-            fix = f"Make the wheelhouse {wheelhouse} again: scripts/make_wheelhouse.py --python-version {PYTHON}."
+            fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"
         ended = f"exit {status}" if status is not None else f"no answer within {TIME_LIMITS_S['pip']} s"
         raise RuntimeError(f"pip could not install {' '.join(missing)} ({ended}):\n{log_tail(log_path, 8)}\n{fix}")
     return missing

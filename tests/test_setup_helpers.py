@@ -1,38 +1,42 @@
-"""Section 1's helpers (plumbing/setup_helpers.py), imported: settings, ncu versions and candidates, pins, pip,
-libcupti, and section 9's CUPTI child command. Section 1's cells on simulated machines are in test_setup_behaviour.py.
+"""Section 1's helpers (plumbing/setup_helpers.py), imported: settings, ncu versions and the choice of ncu, apt,
+pins and pip, libcupti, the probe. Section 1's cells on simulated machines are in test_setup_behaviour.py; section
+9's CUPTI child in test_cupti_child.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
+import nbformat
 import pytest
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
+from support import NOTEBOOK, cell_by_id
 
 from plumbing import setup_helpers
 from plumbing.setup_helpers import (
-    apt_versions_to_try,
-    check_cupti_library,
-    child_environment,
+    check_backend,
+    choose_ncu,
     cupti_pins,
-    ncu_candidates,
+    install_pins,
     ncu_is_recent,
     ncu_version_of,
     parse_ncu_version,
-    pip_install,
     preload_libcupti,
+    read_ncu_path,
     read_profiler_choice,
     read_wheelhouse,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+COLAB_HAS = ("numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder")  # what the installs rely on
 
 
 def fake_ncu(folder: Path, version: str) -> Path:
@@ -47,7 +51,7 @@ def fake_ncu(folder: Path, version: str) -> Path:
 def test_profiler_choice_defaults_to_auto_and_rejects_typos():
     assert read_profiler_choice({}) == "auto"
     assert read_profiler_choice({"NSPY_TUTORIAL_PROFILER": " CUPTI "}) == "cupti"
-    with pytest.raises(ValueError, match="auto, ncu, cupti"):
+    with pytest.raises(ValueError, match="auto, ncu or cupti"):
         read_profiler_choice({"NSPY_TUTORIAL_PROFILER": "nsys"})
 
 
@@ -62,7 +66,8 @@ def test_an_empty_wheelhouse_is_named_with_how_to_make_one_not_blamed_on_the_net
     with pytest.raises(FileNotFoundError) as raised:
         read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": str(tmp_path)})
     message = str(raised.value)
-    assert f"NSPY_TUTORIAL_WHEELHOUSE={tmp_path} holds no wheels" in message and "make_wheelhouse.py" in message
+    assert f"NSPY_TUTORIAL_WHEELHOUSE={tmp_path} ({tmp_path}) holds no wheels" in message, message
+    assert "make_wheelhouse.py" in message and "network" not in message
 
 
 # ---------------------------------------------------------------- Nsight Compute versions
@@ -78,37 +83,52 @@ def test_ncu_floor_is_the_one_nsight_enforces(version):
     assert ncu_is_recent(None) is False
 
 
-def test_ncu_path_folder_is_searched_before_path(tmp_path):
+def test_ncu_path_names_the_ncu_or_its_folder_and_is_chosen_before_path(tmp_path):
     chosen, other = fake_ncu(tmp_path / "chosen", "2026.2.1.0"), fake_ncu(tmp_path / "other", "2026.3.1.0")
-    found = ncu_candidates({"NCU_PATH": str(chosen.parent), "PATH": str(other.parent)})
-    assert found == [chosen, other]
-    assert ncu_version_of(chosen) == (2026, 2, 1)
+    environ = {"NCU_PATH": str(chosen.parent), "PATH": str(other.parent)}
+    assert read_ncu_path(environ) == chosen and ncu_version_of(chosen) == (2026, 2, 1)
+    assert choose_ncu([], "auto", None, environ)[0] == chosen, "NCU_PATH must win over a newer ncu on PATH"
 
 
 def test_an_ncu_path_that_names_no_file_is_an_error_that_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"NCU_PATH={tmp_path / 'none'}: there is no file") as raised:
-        ncu_candidates({"NCU_PATH": str(tmp_path / "none"), "PATH": ""})
-    assert "set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or newer" in str(raised.value)
+        read_ncu_path({"NCU_PATH": str(tmp_path / "none")})
+    assert "Set NCU_PATH to the ncu of Nsight Compute 2026.2.1 or newer" in str(raised.value)
     with pytest.raises(FileNotFoundError, match="there is no file .*/ncu"):
-        ncu_candidates({"NCU_PATH": str(tmp_path), "PATH": ""})  # a folder without an ncu in it
+        read_ncu_path({"NCU_PATH": str(tmp_path)})  # a folder without an ncu in it
 
 
 def test_an_ncu_path_that_is_not_executable_is_an_error_that_says_so(tmp_path):
     ncu = fake_ncu(tmp_path / "given", "2026.3.1.0")
     ncu.chmod(0o644)
-    with pytest.raises(PermissionError, match=f"NCU_PATH={ncu}: {ncu} is not executable. Run chmod \\+x"):
-        ncu_candidates({"NCU_PATH": str(ncu), "PATH": ""})
+    with pytest.raises(FileNotFoundError, match=f"NCU_PATH={ncu}: {ncu} is not executable"):
+        read_ncu_path({"NCU_PATH": str(ncu)})
 
 
-def test_apt_versions_are_newest_first_and_never_below_the_floor():
-    tried = apt_versions_to_try(("2026.2.1", "2025.1.1", "2027.1.0", "2026.3.1", "2026.2.0"))
-    assert tried == ["2027.1.0", "2026.3.1", "2026.2.1"]
+@pytest.mark.parametrize(("version", "said"), [("2025.1.1.0", "2025.1.1"), (None, "none")])
+def test_an_ncu_path_that_is_no_current_nsight_compute_is_refused_not_passed_over(tmp_path, version, said):
+    given = fake_ncu(tmp_path / "given", version) if version else Path("/bin/true")
+    current = fake_ncu(tmp_path / "current", "2026.3.1.0")
+    with pytest.raises(ValueError, match=f"NCU_PATH={given}: {given} is Nsight Compute {said}"):
+        choose_ncu([], "auto", None, {"NCU_PATH": str(given), "PATH": str(current.parent)})
 
 
-def test_ncu_install_without_apt_explains_what_to_do(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
-    assert path is None and "NCU_PATH" in message
+def test_the_packages_own_ncu_is_the_top_launcher_dpkg_lists_and_wins_over_an_old_one_on_path(tmp_path):
+    top = fake_ncu(tmp_path / "opt" / "2026.3.1", "2026.3.1.0")
+    deeper = fake_ncu(tmp_path / "opt" / "2026.3.1" / "target" / "linux-x64", "2026.3.1.0")
+    old = fake_ncu(tmp_path / "cuda", "2025.1.1.0")
+    listed = [str(tmp_path / "opt"), str(deeper), str(top)]
+    chosen, what = choose_ncu(listed, "auto", None, {"PATH": str(old.parent)})
+    assert (chosen, what) == (top, "Nsight Compute 2026.3.1"), "the package's own ncu, fewest folders deep"
+
+
+def test_without_a_current_ncu_the_reason_names_what_was_found_and_why_apt_was_not_tried(tmp_path):
+    old = fake_ncu(tmp_path / "cuda", "2025.3.1.0")
+    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(old.parent)})
+    assert chosen is None and f"found: 2025.3.1 at {old}" in why and "apt-get was not tried" in why, why
+    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu, but there is no ncu 2026.2.1"):
+        choose_ncu([], "ncu", None, {"PATH": str(old.parent)})
+    assert choose_ncu([], "cupti", None, {"PATH": str(old.parent)}) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
 
 
 NCU_PACKAGE_BYTES = 1.0e9  # an nsight-compute-<version> apt package is about 1 GB
@@ -118,9 +138,8 @@ SLOW_DOWNLOAD_BYTES_PER_S = 2.0e6  # an assumed slow link, not a measurement: th
 def test_the_apt_install_has_time_to_download_nsight_compute_on_a_slow_link():
     """A limit that cuts a healthy download sends Colab to CUPTI for nothing (sections 4, 6, 7, 10 SKIPPED)."""
     needed = NCU_PACKAGE_BYTES / SLOW_DOWNLOAD_BYTES_PER_S
-    assert setup_helpers.TIME_LIMITS_S["apt_install"] >= needed, (
-        f"apt_install's limit {setup_helpers.TIME_LIMITS_S['apt_install']} s is under the {needed:.0f} s "
-        "a 1 GB package takes at 2 MB/s"
+    assert setup_helpers.TIME_LIMITS_S["apt"] >= needed, (
+        f"apt's limit {setup_helpers.TIME_LIMITS_S['apt']} s is under the {needed:.0f} s a 1 GB package takes at 2 MB/s"
     )
 
 
@@ -128,13 +147,15 @@ def test_the_apt_install_has_time_to_download_nsight_compute_on_a_slow_link():
 def test_ncu_report_pin_is_at_least_the_newest_ncu_apt_installs():
     """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
     report = tuple(int(p) for p in setup_helpers.PINS["ncu-report"].split(".")[:2])
-    newest_apt = tuple(int(p) for p in apt_versions_to_try()[0].split(".")[:2])
+    listed = nbformat.read(NOTEBOOK, as_version=4)  # the package section 1's apt cell installs
+    package = next(line for line in cell_by_id(listed, "s1-apt-code").source.splitlines() if "NCU_PACKAGE =" in line)
+    newest_apt = tuple(int(p) for p in re.search(r"nsight-compute-(\d+)\.(\d+)", package).groups())
     assert report >= newest_apt, f"ncu-report {report} is older than the ncu {newest_apt} apt installs"
 
 
 def test_installs_without_dependencies_still_bring_everything_nsight_needs():
     """pip runs with --no-deps, so every requirement of a pinned package must be pinned or expected present."""
-    covered = {setup_helpers.normalize(name) for name in [*setup_helpers.PINS, *setup_helpers.EXPECTED_PRESENT]}
+    covered = {setup_helpers.normalize(name) for name in [*setup_helpers.PINS, *COLAB_HAS]}
     checked = set()
     for name in setup_helpers.PINS:
         try:
@@ -161,19 +182,14 @@ def test_failed_pip_install_raises_with_pips_error_and_what_to_do(tmp_path):
     empty_wheelhouse = tmp_path / "wheels"
     empty_wheelhouse.mkdir()
     with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_WHEELHOUSE") as raised:
-        pip_install(["no-such-package-xyz==1.0"], tmp_path / "pip.log", wheelhouse=empty_wheelhouse)
+        install_pins({"no-such-package-xyz": "1.0"}, tmp_path / "target", empty_wheelhouse, tmp_path / "pip.log")
     assert "no-such-package-xyz" in str(raised.value)
     assert "lacks a wheel" in str(raised.value) and "network" not in str(raised.value), "offline, the network is moot"
 
 
-def test_imported_from_names_the_folder_a_package_comes_from():
-    assert setup_helpers.imported_from("pytest") == Path(pytest.__file__).resolve().parent.parent
-    assert setup_helpers.imported_from("no-such-distribution-xyz") is None
-
-
 # ---------------------------------------------------------------- libcupti
 def test_missing_libcupti_says_which_cell_to_rerun(tmp_path):
-    with pytest.raises(FileNotFoundError, match="Re-run the CUPTI install cell"):
+    with pytest.raises(FileNotFoundError, match="run section 1's pip cell again"):
         preload_libcupti(tmp_path)
 
 
@@ -181,66 +197,10 @@ def test_cupti_library_check_accepts_only_the_preloaded_file(tmp_path):
     preloaded, other = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12"
     preloaded.write_text("13")
     other.write_text("12")
-    assert check_cupti_library(preloaded, {"NVTX_INJECTION64_PATH": str(preloaded)}) == preloaded
+    check_backend(None, False, preloaded, {"NVTX_INJECTION64_PATH": str(preloaded)})
     for resolved in (str(other), ""):
         with pytest.raises(RuntimeError, match="not the preloaded"):
-            check_cupti_library(preloaded, {"NVTX_INJECTION64_PATH": resolved})
-
-
-# ---------------------------------------------------------------- section 9's CUPTI child
-def test_cupti_child_gets_no_nsight_compute_variables_and_the_cupti_folder_first():
-    env = child_environment("/x/libcupti.so.13", {"NVTX_INJECTION64_PATH": "/ncu/inj.so", "PYTHONPATH": "/mine"})
-    assert "NVTX_INJECTION64_PATH" not in env and env["NSPY_NCU_INIT_AT_IMPORT"] == "0"
-    assert env["PYTHONPATH"].split(":") == [str(setup_helpers.CUPTI_PACKAGES_DIR), "/mine"]
-    assert env["NSPY_TUTORIAL_LIBCUPTI"] == "/x/libcupti.so.13"
-
-
-def product_body(n: int) -> None:
-    """A stand-in benchmark: the child receives this function's source."""
-    del n
-
-
-RECORDING_PYTHON = """#!{python}
-import json, sys
-from pathlib import Path
-prefix = sys.argv[5]  # python CHILD BENCHMARK FUNCTION SIZES PREFIX
-Path(prefix, "argv.json").write_text(json.dumps(sys.argv[1:]))
-Path(prefix, "child_result.json").write_text(json.dumps({{"rows": [], "wall_s": 0.1, "tool": "cupti",
-                                                        "libcupti": {libcupti!r}}}))
-"""
-
-
-def recording_python(tmp_path, monkeypatch, bound_to=None):
-    """A CUPTI folder with a libcupti.so.13, and a python that records how the child was started; the child it
-    stands in for reports CUPTI bound to `bound_to` (default: that libcupti). Returns (python, libcupti)."""
-    monkeypatch.setattr(setup_helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
-    libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
-    libcupti.parent.mkdir(parents=True)
-    libcupti.write_text("")
-    python = tmp_path / "python"
-    python.write_text(RECORDING_PYTHON.format(python=sys.executable, libcupti=str(bound_to or libcupti)))
-    python.chmod(0o755)
-    return str(python), libcupti
-
-
-def test_cupti_child_is_run_with_the_benchmarks_own_source_and_the_sizes(tmp_path, monkeypatch):
-    """The notebook writes plumbing/cupti_child.py and the benchmark's source, then runs the child on them."""
-    python, _ = recording_python(tmp_path, monkeypatch)
-    child = (ROOT / "plumbing" / "cupti_child.py").read_text()
-    folder = tmp_path / "s9_cupti"
-    result = setup_helpers.run_cupti_child(product_body, [512, 1024], folder, child, python=python)
-    assert result["tool"] == "cupti"
-    argv = json.loads((folder / "argv.json").read_text())
-    assert argv == [str(folder / "cupti_child.py"), str(folder / "benchmark.py"), "product_body", "[512, 1024]",
-                    f"{folder}/"]  # fmt: skip
-    assert (folder / "cupti_child.py").read_text() == child
-    assert (folder / "benchmark.py").read_text().startswith("def product_body(n: int) -> None:")
-
-
-def test_cupti_child_bound_to_another_libcupti_is_an_error(tmp_path, monkeypatch):
-    python, _ = recording_python(tmp_path, monkeypatch, bound_to="/usr/lib/libcupti.so.12")
-    with pytest.raises(RuntimeError, match="instead of the preloaded"):
-        setup_helpers.run_cupti_child(product_body, [512], tmp_path / "out", "", python=python)
+            check_backend(None, False, preloaded, {"NVTX_INJECTION64_PATH": resolved})
 
 
 def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
@@ -265,7 +225,7 @@ def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path,
     torch = SimpleNamespace(cuda=cuda, __version__="2.11.0", version=SimpleNamespace(cuda="13.0"), backends=backends)
     ncu = fake_ncu(tmp_path / "ncu_bin", "2026.3.1.0")
     monkeypatch.setenv("PATH", f"{ncu.parent}{os.pathsep}{os.environ['PATH']}")
-    facts = setup_helpers.environment_facts(torch, nsight, "cupti", "no ncu here", tmp_path / "libcupti.so.13")
+    facts = setup_helpers.environment_facts(torch, nsight, False, "no ncu here", tmp_path / "libcupti.so.13")
     assert (facts["gpu"], facts["compute_capability"], facts["l2_bytes"]) == ("Tesla T4", "7.5", 4 << 20)
     assert (facts["ncu_path"], facts["ncu_version"]) == (str(ncu), "2026.3.1")
     assert (facts["profiler"], facts["cupti_reason"], facts["nsight_python"]) == ("cupti", "no ncu here", "1.1.0")
@@ -279,7 +239,7 @@ def test_the_probe_reports_where_nsight_compute_failed_and_what_to_do(tmp_path, 
     script = (ROOT / "plumbing" / "ncu_probe.py").read_text()
     usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", f"{tmp_path}/probe/", tmp_path / "probe.log", script)
     assert usable is False
-    assert reason.startswith("the Nsight Compute probe failed at 'import nsight'") and "What to do:" in reason, reason
+    assert reason.startswith("the probe failed at 'import nsight'") and "What to do:" in reason, reason
 
 
 # ---------------------------------------------------------------- finding or installing ncu, on a simulated machine
@@ -292,57 +252,60 @@ def machine_path(tmp_path, monkeypatch, **options):
     return machine
 
 
-def test_apt_unreachable_tries_each_current_version_newest_first_and_quotes_apts_error(tmp_path, monkeypatch):
+def test_apt_unreachable_is_said_with_its_log_and_leaves_cupti(tmp_path, monkeypatch, capsys):
     machine = machine_path(tmp_path, monkeypatch, apt="unreachable")
-    path, message = setup_helpers.install_ncu_with_apt(setup_helpers.NSIGHT_COMPUTE_APT_VERSIONS, tmp_path / "log")
-    assert path is None and "Could not resolve host" in message, message
-    assert machine.apt_installs() == ["nsight-compute-2026.3.1", "nsight-compute-2026.2.1"], (
-        "apt must try the current versions newest first, and nothing older than the floor"
-    )
+    setup_helpers.apt_get_install("nsight-compute-2026.3.1", tmp_path / "apt.log")
+    said = capsys.readouterr().out
+    assert "apt-get update failed (exit 100" in said and str(tmp_path / "apt.log") in said, said
+    assert "Could not resolve host" in (tmp_path / "apt.log").read_text()
+    assert machine.apt_installs() == [], "after a failed update, install must not be tried"
+    assert "apt-get update failed" in choose_ncu([], "auto", None, {"PATH": ""})[1], "the reason must name apt"
+    setup_helpers.APT_FAILURE["why"] = ""
 
 
-def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, monkeypatch):
+def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, monkeypatch, capsys):
     from kernel_session import ends_soon
 
     machine = machine_path(tmp_path, monkeypatch, apt="hangs")
-    monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "apt_update", 2)
-    path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
-    assert path is None and "apt-get update did not finish within 2 s" in message, message
+    monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "apt", 2)
+    setup_helpers.apt_get_install("nsight-compute-2026.3.1", tmp_path / "log")
+    assert "no end within 2 s" in capsys.readouterr().out
     for pid_file in ("apt.pid", "apt-helper.pid"):
         assert ends_soon(int((machine.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
+    setup_helpers.APT_FAILURE["why"] = ""
 
 
-def test_a_working_apt_gives_the_packages_own_launcher_not_a_per_platform_copy(tmp_path, monkeypatch):
-    machine_path(tmp_path, monkeypatch)
-    path, message = setup_helpers.install_ncu_with_apt(["2026.3.1"], tmp_path / "log")
-    assert message == "installed nsight-compute-2026.3.1 with apt-get"
-    listed = subprocess.run(["dpkg", "-L", "nsight-compute-2026.3.1"], capture_output=True, text=True).stdout
-    launchers = [Path(line) for line in listed.split() if line.endswith("/ncu")]
-    assert len(launchers) > 1 and path == min(launchers, key=lambda launcher: len(launcher.parts)), (path, launchers)
-
-
-def test_a_current_ncu_behind_an_old_one_on_path_is_chosen_without_apt(tmp_path, monkeypatch):
-    machine = machine_path(tmp_path, monkeypatch, path_ncus=["2025.1.1", "2026.2.1"])
-    path, message = setup_helpers.find_or_install_ncu("auto", None, tmp_path / "log")
-    assert path == machine.root / "path-ncu-2026.2.1" / "ncu" and "already there" in message, (path, message)
-    assert machine.calls("apt-get") == [], "a current ncu was on PATH: apt-get must not run"
+def test_a_working_apt_installs_the_package_noninteractively_and_dpkg_lists_its_ncu(tmp_path, monkeypatch):
+    machine = machine_path(tmp_path, monkeypatch)
     environ = {"PATH": os.environ["PATH"]}
-    setup_helpers.put_first_on_path(path.parent, environ)
-    entries = environ["PATH"].split(os.pathsep)
-    assert entries[0] == str(path.parent) and entries.count(str(path.parent)) == 1
+    assert setup_helpers.ncu_install_needed("nsight-compute-2026.3.1", "auto", None, environ)
+    setup_helpers.apt_get_install("nsight-compute-2026.3.1", tmp_path / "log")
+    assert machine.apt_installs() == ["nsight-compute-2026.3.1"] and setup_helpers.APT_FAILURE["why"] == ""
+    assert {call["DEBIAN_FRONTEND"] for call in machine.calls("apt-get")} == {"noninteractive"}
+    assert not setup_helpers.ncu_install_needed("nsight-compute-2026.3.1", "auto", None, environ), (
+        "once dpkg lists the package's ncu, a second Run all must not run apt-get again"
+    )
 
 
-def test_offline_an_old_ncu_is_named_and_apt_is_not_tried(tmp_path, monkeypatch):
-    machine = machine_path(tmp_path, monkeypatch, path_ncus=["2025.3.1"])
-    path, message = setup_helpers.find_or_install_ncu("auto", tmp_path / "wheelhouse", tmp_path / "log")
-    assert path is None and machine.calls("apt-get") == [], message
-    assert "found: 2025.3.1 at" in message and "apt-get was not tried" in message and "NCU_PATH" in message
+def test_a_current_ncu_behind_an_old_one_on_path_needs_no_apt_and_is_chosen(tmp_path, monkeypatch):
+    machine = machine_path(tmp_path, monkeypatch, path_ncus=["2025.1.1", "2026.2.1"])
+    environ = {"PATH": os.environ["PATH"]}
+    assert not setup_helpers.ncu_install_needed("nsight-compute-2026.3.1", "auto", None, environ)
+    assert choose_ncu([], "auto", None, environ)[0] == machine.root / "path-ncu-2026.2.1" / "ncu"
+
+
+def test_offline_or_on_cupti_apt_is_not_needed(tmp_path, monkeypatch):
+    machine_path(tmp_path, monkeypatch, path_ncus=["2025.3.1"])
+    environ = {"PATH": os.environ["PATH"]}
+    assert not setup_helpers.ncu_install_needed("nsight-compute-2026.3.1", "auto", tmp_path / "wheels", environ)
+    assert not setup_helpers.ncu_install_needed("nsight-compute-2026.3.1", "cupti", None, environ)
+    assert setup_helpers.ncu_install_needed("nsight-compute-2026.3.1", "auto", None, environ)
 
 
 def test_a_probe_that_hangs_is_stopped_and_named(tmp_path, monkeypatch):
     monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "probe", 2)
     hangs = "import time\ntime.sleep(60)"
-    usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", "prefix/", tmp_path / "probe.log", hangs)
+    usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", f"{tmp_path}/p/", tmp_path / "probe.log", hangs)
     assert not usable and "the Nsight Compute probe did not finish within 2 s" in reason, reason
 
 
@@ -353,12 +316,14 @@ def test_a_probe_that_hangs_is_stopped_and_named(tmp_path, monkeypatch):
          "permission", "NVreg_RestrictProfilingToAdminUsers=0"),
         ("ProfilerException: NVIDIA Nsight Compute 2026.2.1.0 or later is required, but found 2025.3.1.0",
          f"Nsight Compute {setup_helpers.NCU_FLOOR}+ first on PATH"),
-        ("ModuleNotFoundError: No module named 'torch'", "CUDA build of PyTorch"),
     ],
 )  # fmt: skip
-def test_probe_failures_name_cause_and_remedy(error, remedy):
-    text = setup_helpers.explain_probe_failure({"stage": "profile one kernel", "error": error})
-    assert remedy in text and "profile one kernel" in text
+def test_probe_failures_name_cause_and_remedy(tmp_path, error, remedy):
+    report = json.dumps({"ncu": None, "stage": "profile one kernel", "error": error})
+    writes = f"import sys, pathlib\npathlib.Path(sys.argv[1], 'probe.json').write_text({report!r})"
+    (tmp_path / "p").mkdir()
+    usable, text = setup_helpers.probe_ncu(tmp_path / "ncu", f"{tmp_path}/p/", tmp_path / "probe.log", writes)
+    assert not usable and remedy in text and "profile one kernel" in text, text
     if "==ERROR==" in error:
         assert "ERR_NVGPUCTRPERM" in text, "the cause sits on a later line of nsight's message: it must be shown"
 
@@ -376,9 +341,10 @@ def test_a_wheelhouse_setting_with_a_tilde_or_a_relative_folder_is_the_folder_it
 
 
 def test_a_cupti_folder_that_cannot_be_made_is_refused_naming_the_setting_before_anything_is_installed(tmp_path):
-    with pytest.raises(ValueError, match=r"NSPY_TUTORIAL_CUPTI_DIR=/proc/x: the folder /proc/x cannot be made"):
+    with pytest.raises(ValueError, match=r"NSPY_TUTORIAL_CUPTI_DIR=/proc/x: /proc/x cannot be made"):
         setup_helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": "/proc/x"})
-    setup_helpers.SETUP_STOPPED["reason"] = ""  # the refusal stopped section 1; other tests start afresh
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        setup_helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": __file__})
     made_later = tmp_path / "new" / "cupti"
     assert setup_helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(made_later)}) == made_later
     assert not (tmp_path / "new").exists(), "checking the setting must not leave a folder behind"
@@ -386,5 +352,4 @@ def test_a_cupti_folder_that_cannot_be_made_is_refused_naming_the_setting_before
 
 def test_a_bad_ncu_path_is_refused_even_when_the_profiler_is_cupti(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"NCU_PATH={tmp_path / 'none'}: there is no file"):
-        setup_helpers.find_or_install_ncu("cupti", None, tmp_path / "log", {"NCU_PATH": str(tmp_path / "none")})
-    assert setup_helpers.find_or_install_ncu("cupti", None, tmp_path / "log", {})[0] is None
+        choose_ncu([], "cupti", None, {"NCU_PATH": str(tmp_path / "none")})
