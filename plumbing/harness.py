@@ -122,7 +122,11 @@ def short_kernel_name(name, width=48):
         names.append(rest[match.end() : match.end() + length])
         rest = rest[match.end() + length :]
     text = max(names, key=len) if names else text  # the kernel's own name is the longest identifier in it
-    text = re.sub(r"^void\s+", "", re.split(r"[<(]", text)[0]).strip() or str(name)
+    kept, depth = [], 0
+    for char in re.sub(r"^void\s+", "", text):  # drop everything inside <...> and (...)
+        depth = max(depth + (char in "<(") - (char in ">)"), 0)
+        kept += [char] if depth == 0 and char not in ">)" else []
+    text = "".join(kept).strip() or str(name)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

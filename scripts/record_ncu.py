@@ -132,7 +132,7 @@ def section_one_names(namespace: dict, environment: dict | None = None):
     import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
     import torch
 
-    facts = namespace["environment_facts"](torch, nsight, "ncu", libcupti=namespace.get("LIBCUPTI"))
+    facts = namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
     name_section_one(namespace, {**facts, **(environment or {})}, torch)
 
 
