@@ -199,7 +199,7 @@ def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str
     """
     names = set()
     for number in sections:
-        for cell_id in (*SECTION_PLAN[number]["define"], *SECTION_PLAN[number].get("gpu_define", ())):
+        for cell_id in (*SECTION_PLAN[number].get("define", ()), *SECTION_PLAN[number].get("gpu_define", ())):
             source = cell_source(cells, cell_id)
             if not source.lstrip().startswith("# @title"):
                 names |= top_level_names(source)
