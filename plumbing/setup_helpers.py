@@ -268,8 +268,9 @@ def probe_ncu(ncu_path, prefix, log_path, script=None):
     Compute stays in a process, so the notebook's own process commits to it only after this worked. The child
     writes what it found to probe.json in `prefix`."""
     env = {key: value for key, value in os.environ.items() if key != "NSPY_NCU_INIT_AT_IMPORT"} | {"MPLBACKEND": "Agg"}
-    status = run_logged([sys.executable, "-c", script or PROBE_SCRIPT, prefix], log_path, TIME_LIMITS_S["probe"], env)
     answer = Path(prefix, "probe.json")
+    answer.unlink(missing_ok=True)  # an earlier Run all's answer must never stand in for this one
+    status = run_logged([sys.executable, "-c", script or PROBE_SCRIPT, prefix], log_path, TIME_LIMITS_S["probe"], env)
     report = json.loads(answer.read_text()) if answer.is_file() else {"stage": "start", "error": f"exit {status}"}
     if status is None:
         return False, f"the Nsight Compute probe did not finish within {TIME_LIMITS_S['probe']} s; see {log_path}"

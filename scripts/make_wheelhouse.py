@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
-from plumbing.setup_helpers import cupti_pins as cupti_set, pins_from_requirements  # noqa: E402
+from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402
+from plumbing.setup_helpers import pins_from_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [

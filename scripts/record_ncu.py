@@ -332,7 +332,8 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     check_nsight_internals()
     ncu = ncu_executable()
     version, ncu_says = launch_mode_ncu_version(ncu)
-    os.environ["PATH"] = os.pathsep.join([str(Path(ncu).parent), os.environ["PATH"]])  # as section 1 does: the environment names this ncu, the inner finds it
+    # As section 1 does: the environment names this ncu, and the inner process finds it first on PATH.
+    os.environ["PATH"] = os.pathsep.join([str(Path(ncu).parent), os.environ["PATH"]])
     work = recorder_input.emptied_scratch_folder("record_ncu_work")  # checked in main too
     (work / "calls").mkdir(parents=True)
     os.environ.update(child_env(work))

@@ -122,7 +122,7 @@ def section_problems(summary: dict) -> list[str]:
         expected = "SKIPPED" if section["number"] in skipped_by_design else "ok"
         if section["status"] != expected or (expected == "SKIPPED" and not section["environment_limit"]):
             problems.append(
-                f"section {section['number']} {section['title']}: {section['status']} {section['reason']} "
+                f"section {section['number']}: {section['status']} {section['reason']} "
                 f"(expected {expected} under {profiler})"
             )
     return problems

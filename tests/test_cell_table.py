@@ -41,7 +41,6 @@ def _summary(profiler, skipped=(), failed=()):
     sections = [
         {
             "number": n,
-            "title": f"s{n}",
             "status": "SKIPPED" if n in skipped else "FAILED" if n in failed else "ok",
             "reason": "",
             "environment_limit": n in skipped,

@@ -1,13 +1,20 @@
-"""Section 9's CUPTI child (plumbing/cupti_child.py) as a program under test.
+"""Section 9's CUPTI child: setup_helpers.run_cupti_child writes cupti_child's source as a program beside the
+benchmark's and runs it in a fresh Python.
 
-What it reports comes from the real nsight: its extraction and aggregation turn kernel times, as CUPTI hands them
-over, into the rows the child writes. How it fails: run for real on this CPU machine (no CUPTI, no GPU) it exits with
-its own error, and a child that hangs is stopped at its time limit.
+The parent's side runs against a stand-in Python that records what it was handed: the program, its command line,
+its environment, the libcupti check, a child stopped at its time limit. The real child, run on this CPU machine
+(no cupti-python, no GPU), fails with its own error. What it reports for a call that launches two kernels comes
+from the real nsight: its extraction and aggregation, given the options cupti_child gives nsight.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
+import inspect
+import json
 import os
+import symtable
 import sys
 
 import nsight
@@ -16,14 +23,25 @@ import pytest
 from fake_env import build_fake_injection_library
 from kernel_session import ends_soon
 from nsight import extraction, transformation, utils
-from support import ROOT
 
-from plumbing import cupti_child, setup_helpers
+from plumbing import setup_helpers
 
-SIZES = (512, 1024)
+SIZES = [512, 1024]
 # Per call of the benchmark, the two kernels cuBLAS may launch (a GEMM and its split-K reduction), in ns.
 GEMM_NS = {512: 100.0, 1024: 700.0}
 REDUCE_NS = 10.0
+
+FAKE_PYTHON = """#!{python}
+# Stands in for the child's Python: records its command line and environment, then writes a result naming the
+# libcupti FAKE_LIBCUPTI gives (else the one it was asked to load); FAKE_CHILD=hang never ends.
+import json, os, sys, time
+from pathlib import Path
+Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ), "pid": os.getpid()}}))
+if os.environ.get("FAKE_CHILD") == "hang":
+    time.sleep(120)
+libcupti = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
+Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "libcupti": libcupti}}))
+"""
 
 
 def product(n):
@@ -31,111 +49,105 @@ def product(n):
     del n
 
 
-def kernel_records(runs):
-    """What nsight's CUPTI collector hands to extraction: per size and run, the two kernels of one annotated call."""
-    records = []
-    for n in SIZES:
-        for run in range(runs):
-            for name, ns in (("gemm_kernel", GEMM_NS[n] + run), ("splitk_reduce", REDUCE_NS)):
-                records.append(
-                    utils.ActionData(name=name, values=np.array([ns]), compute_clock=1, memory_clock=1,
-                                     gpu="NVIDIA H200", units=["ns"])
-                )  # fmt: skip
-    return {"product": records}
-
-
-def measured_rows(options):
-    """The rows the child writes for kernel_records, through nsight's own extraction and aggregation."""
-    raw = extraction.extract_df_from_data(
-        kernel_records(options["runs"]), ["gpu__time_duration.sum"], [(n,) for n in SIZES], options["runs"], product,
-        None, options["verbosity"], options.get("combine_kernel_metrics"),
-    )  # fmt: skip
-    stacked = transformation.aggregate_data(raw, product, None, options["verbosity"])
-    return cupti_child.child_result(stacked, 1.5, "Tool.CUPTI", {"NVTX_INJECTION64_PATH": "/lib/libcupti.so.13"})
-
-
-def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
-    """Where cuBLAS launches two kernels in one call, section 9 compares their sum with Nsight Compute's."""
-    options = {**cupti_child.PROFILING_OPTIONS, "verbosity": nsight.VerbosityLevel.SILENT}
-    assert options.get("combine_kernel_metrics") is not None, (
-        "the child must give nsight combine_kernel_metrics: without it nsight refuses a call with two kernels"
-    )
-    result = measured_rows(options)
-    runs = options["runs"]
-    expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum
-    got = {row["n"]: row["AvgValue"] for row in result["rows"]}
-    assert got == pytest.approx(expected), f"each size's time must be the two kernels' sum, averaged: {got}"
-    assert all(row["Kernel"] == "gemm_kernel|splitk_reduce" for row in result["rows"]), result["rows"]
-    spreads = [row["RelativeStdDevPct"] for row in result["rows"]]
-    assert all(spread > 0 for spread in spreads), (
-        f"section 9 shows each size's spread over the child's runs; one run has none to show: {spreads}"
-    )
-    assert (result["wall_s"], result["tool"]) == (1.5, "Tool.CUPTI")
-
-
-def test_without_combining_nsight_refuses_two_kernels_in_one_call():
-    """Why the option matters: the same records without it stop section 9 on every GPU where cuBLAS splits."""
-    options = {
-        **{**cupti_child.PROFILING_OPTIONS, "verbosity": nsight.VerbosityLevel.SILENT},
-        "combine_kernel_metrics": None,
-    }
-    with pytest.raises(RuntimeError, match="More than one .*kernel is launched"):
-        measured_rows(options)
-
-
-def test_the_child_reports_the_libcupti_nsight_handed_to_nvtx_not_the_one_it_was_asked_to_load():
-    """The parent compares this path with the preloaded one: a wrong libcupti must not pass for the right one."""
-    stacked = transformation.aggregate_data(
-        extraction.extract_df_from_data(
-            kernel_records(1), ["gpu__time_duration.sum"], [(n,) for n in SIZES], 1, product, None,
-            nsight.VerbosityLevel.SILENT, cupti_child.add_kernel_times,
-        ), product, None, nsight.VerbosityLevel.SILENT,
-    )  # fmt: skip
-    environ = {"NVTX_INJECTION64_PATH": "/torch/lib/libcupti.so.12", "NSPY_TUTORIAL_LIBCUPTI": "/cupti/libcupti.so.13"}
-    assert cupti_child.child_result(stacked, 0.1, "cupti", environ)["libcupti"] == "/torch/lib/libcupti.so.12"
-    assert cupti_child.child_result(stacked, 0.1, "cupti", {})["libcupti"] == "", "no library handed over: say none"
-
-
-def cupti_folder(tmp_path, monkeypatch):
-    """A CUPTI install folder whose libcupti.so.13 really loads (a small shared library built here)."""
+@pytest.fixture
+def libcupti(tmp_path, monkeypatch):
+    """The CUPTI install folder's libcupti.so.13 (empty: only the real child loads it, and builds its own)."""
     monkeypatch.setattr(setup_helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
+    path = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
+    path.parent.mkdir(parents=True)
+    path.touch()
+    return path
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    """(the stand-in Python, the file it records its command line, environment and pid in)."""
+    python, record = tmp_path / "python", tmp_path / "child.json"
+    python.write_text(FAKE_PYTHON.format(python=sys.executable, record=str(record)))
+    python.chmod(0o755)
+    return str(python), record
+
+
+def test_the_child_runs_its_program_on_the_benchmarks_source_with_a_clean_environment(
+    tmp_path, monkeypatch, libcupti, fake_python
+):
+    python, record = fake_python
+    monkeypatch.setenv("PYTHONPATH", "/packages")
+    for left_by_ncu in ("NVTX_INJECTION64_PATH", "NV_COMPUTE_PROFILER_DISABLE_STOCK_FILE_DEPLOYMENT"):
+        monkeypatch.setenv(left_by_ncu, "/ncu/lib")
+    resolved, folder = tmp_path / "resolved.so", tmp_path / "s9_cupti"
+    resolved.symlink_to(libcupti)  # nsight may name the preloaded file by another path
+    monkeypatch.setenv("FAKE_LIBCUPTI", str(resolved))
+    parent_env = dict(os.environ)
+    assert setup_helpers.run_cupti_child(product, SIZES, folder, python=python)["libcupti"] == str(resolved)
+    child = json.loads(record.read_text())
+    program, benchmark = str(folder / "cupti_child.py"), str(folder / "benchmark.py")
+    assert child["argv"][1:] == [program, benchmark, "product", "[512, 1024]", f"{folder}/"], child["argv"]
+    env = child["env"]
+    assert not [k for k in env if k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))], "Nsight Compute's leftovers"
+    wanted = {"PYTHONPATH": f"{tmp_path / 'cupti'}{os.pathsep}/packages", "NSPY_NCU_INIT_AT_IMPORT": "0",
+              "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}  # fmt: skip
+    assert wanted.items() <= env.items(), f"CUPTI's packages first, no Nsight Compute: {[env.get(k) for k in wanted]}"
+    assert os.environ == parent_env, "the parent's own environment must stay as it was"
+    # The program: the helpers' imports, then cupti_child called with the command line's four arguments.
+    source = (folder / "cupti_child.py").read_text()
+    tree, namespace = ast.parse(source), {}
+    assert ast.unparse(tree.body[-1]) == "cupti_child(*sys.argv[1:])", "the program must call cupti_child"
+    exec(compile(ast.Module(tree.body[:-1], []), program, "exec"), namespace)
+    inspect.signature(namespace["cupti_child"]).bind(*child["argv"][2:])
+    table = symtable.symtable(source, program, "exec").lookup("cupti_child").get_namespace()
+    used = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()}
+    missing = used - set(namespace) - set(dir(builtins))
+    assert not missing, f"the child's program lacks {missing}: add them to CHILD_IMPORTS"
+    exec(compile((folder / "benchmark.py").read_text(), benchmark, "exec"), benchmark_namespace := {})
+    assert callable(benchmark_namespace["product"]), "benchmark.py must define the benchmark the child times"
+
+
+def test_a_child_whose_cupti_bound_another_libcupti_is_refused(tmp_path, monkeypatch, libcupti, fake_python):
+    monkeypatch.setenv("FAKE_LIBCUPTI", "/torch/lib/libcupti.so.12")
+    with pytest.raises(RuntimeError, match=r"CUPTI bound to '/torch/lib/libcupti.so.12', not the preloaded .*so\.13"):
+        setup_helpers.run_cupti_child(product, SIZES, tmp_path / "out", python=fake_python[0])
+
+
+def test_a_hung_child_is_stopped_at_its_time_limit_and_named(tmp_path, monkeypatch, libcupti, fake_python):
+    monkeypatch.setenv("FAKE_CHILD", "hang")
+    monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "cupti_child", 2)
+    with pytest.raises(RuntimeError, match=r"the CUPTI child failed \(no end within 2 s\)"):
+        setup_helpers.run_cupti_child(product, SIZES, tmp_path / "out", python=fake_python[0])
+    assert ends_soon(json.loads(fake_python[1].read_text())["pid"]), "the hung child lives on after its time limit"
+
+
+def test_the_child_run_on_a_machine_without_cupti_fails_with_its_own_error(tmp_path, libcupti):
+    """The real child in a fresh Python on this CPU machine: it loads libcupti, imports nsight and fails to
+    activate CUPTI (cupti-python is missing), so the notebook's error must quote the child's own last lines."""
     built = build_fake_injection_library(tmp_path / "built")
     if built is None:
         pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
-    libcupti = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
-    libcupti.parent.mkdir(parents=True)
     libcupti.write_bytes(built.read_bytes())
-    return libcupti
-
-
-def test_the_child_run_on_a_machine_without_cupti_fails_with_its_own_error(tmp_path, monkeypatch):
-    """The real child in a fresh Python on this CPU machine: cupti-python and a GPU are missing, so it must exit
-    non-zero, write no result, and the notebook's error must quote the child's own last lines."""
-    cupti_folder(tmp_path, monkeypatch)
-    child = (ROOT / "plumbing" / "cupti_child.py").read_text()
     folder = tmp_path / "s9_cupti"
-    with pytest.raises(RuntimeError, match=r"the CUPTI child exited with 1; its last lines: .*Error") as failure:
-        setup_helpers.run_cupti_child(product, [512], folder, child, python=sys.executable)
-    assert "cupti" in str(failure.value).lower(), f"the child's error must name what is missing: {failure.value}"
+    with pytest.raises(RuntimeError, match=r"(?s)the CUPTI child failed \(exit 1\): .*cupti-python is required"):
+        setup_helpers.run_cupti_child(product, [512], folder)
     assert not (folder / "child_result.json").exists(), "a child that failed must leave no result to be read"
 
 
-HANGING_PYTHON = """#!{python}
-import os, sys, time
-open({pid_file!r}, "w").write(str(os.getpid()))
-time.sleep(120)
-"""
-
-
-def test_a_hung_child_is_stopped_at_its_time_limit_and_named(tmp_path, monkeypatch):
-    cupti_folder(tmp_path, monkeypatch)
-    pid_file = tmp_path / "child.pid"
-    python = tmp_path / "python"
-    python.write_text(HANGING_PYTHON.format(python=sys.executable, pid_file=str(pid_file)))
-    python.chmod(0o755)
-    monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "cupti_child", 2)
-    with pytest.raises(RuntimeError, match="the CUPTI child did not finish within 2 s and was stopped"):
-        setup_helpers.run_cupti_child(product, [512], tmp_path / "out", "", python=str(python))
-    assert pid_file.exists(), "the stand-in child never started"
-    assert ends_soon(int(pid_file.read_text())), "the hung child lives on after its time limit"
-    assert os.environ.get("NSPY_TUTORIAL_LIBCUPTI") is None, "the parent's own environment must stay as it was"
+def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
+    """Where cuBLAS launches two kernels in one call, section 9 compares their sum with Nsight Compute's: nsight's
+    own extraction and aggregation, given the options cupti_child's source gives nsight.analyze.kernel."""
+    tree = ast.parse(inspect.getsource(setup_helpers.cupti_child))
+    given = next(node for node in ast.walk(tree) if isinstance(node, ast.Assign) and node.targets[0].id == "options")
+    options = eval(compile(ast.Expression(given.value), "cupti_child", "eval"))  # noqa: S307 - the child's own dict
+    runs, silent = options["runs"], nsight.VerbosityLevel.SILENT
+    records = {"product": [
+        utils.ActionData(name=name, values=np.array([ns]), compute_clock=1, memory_clock=1, gpu="H200", units=["ns"])
+        for n in SIZES for run in range(runs) for name, ns in (("gemm", GEMM_NS[n] + run), ("splitk", REDUCE_NS))
+    ]}  # fmt: skip
+    raw = extraction.extract_df_from_data(
+        records, ["gpu__time_duration.sum"], [(n,) for n in SIZES], runs, product, None, silent,
+        options["combine_kernel_metrics"],
+    )  # fmt: skip
+    rows = transformation.aggregate_data(raw, product, None, silent).to_dict("records")
+    expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum
+    assert {row["n"]: row["AvgValue"] for row in rows} == pytest.approx(expected), f"not the kernels' sum: {rows}"
+    assert all(row["Kernel"] == "gemm|splitk" and row["RelativeStdDevPct"] > 0 for row in rows), (
+        f"section 9 shows each size's spread over the child's runs (one run has none) of both kernels: {rows}"
+    )

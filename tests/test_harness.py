@@ -1,6 +1,6 @@
 """The harness module (plumbing/harness.py), imported: output folder, kernel names, datasheet peaks,
-SUSPECT figures, section status, summary.json and strict mode. The notebook's own cells driving them in a real
-kernel are in test_plain_jupyter.py.
+SUSPECT figures, section status from verdicts, summary.json and what in it fails a headless run. The notebook's own
+cells driving them in a real kernel are in test_plain_jupyter.py.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import importlib
 import json
 import math
 import re
+import types
 from pathlib import Path
 
 import nbformat
@@ -17,6 +18,7 @@ from support import NOTEBOOK, cell_by_id
 
 import plumbing.harness
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.executed_run import merge_failures, run_problems
 
 
 @pytest.fixture
@@ -126,131 +128,70 @@ def test_a_suspect_figure_is_flagged_where_the_reader_sees_it(harness):
 
 
 # ---------------------------------------------------------------- sections and summary.json
-def test_summary_json_records_environment_sections_figures_and_times(harness, tmp_path):
+def test_summary_json_records_environment_sections_figures_and_times(harness, tmp_path, capsys):
+    harness.prepare_output_dir(harness.OUT_DIR)  # what the notebook's harness cell does
     harness.ENVIRONMENT.update(gpu="NVIDIA H200", profiler="cupti")
-    harness.begin_section(1, "Set up")
     harness.verdict(1, "ready")
-    harness.begin_section(4, "Cache", use_ncu=False)
-    harness.begin_section(5, "Sweep")
     harness.check_figure(5, "fp16 matmul 4096", 791.2, "TFLOP/s", "fp16_tflops")
     harness.verdict(5, "swept")
-    harness.write_summary(strict=True)
+    harness.report_summary()
     written = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert written["environment"]["gpu"] == "NVIDIA H200" and written["strict"] is True
-    by_number = {s["number"]: s for s in written["sections"]}
-    assert sorted(by_number) == list(range(1, SECTION_COUNT + 1))
-    assert by_number[1]["status"] == "ok" and by_number[1]["headline"] == "ready"
-    assert by_number[4]["status"] == "SKIPPED" and by_number[4]["environment_limit"] is True
-    assert by_number[2]["status"] == "NOT RUN", "a section whose cells never ran must not count as ok"
-    assert all(isinstance(by_number[n]["seconds"], float) for n in (1, 4, 5))
+    assert written["environment"]["gpu"] == "NVIDIA H200"
+    assert [s["number"] for s in written["sections"]] == list(range(1, SECTION_COUNT + 1))
+    assert written["sections"][0]["headline"] == "ready" and isinstance(written["sections"][4]["seconds"], float)
     assert written["figures"][0]["pct_of_peak"] == 80.0 and written["figures"][0]["check"] == "ok"
-    assert written["counts"] == {"ok": 2, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 7}
-    assert written["suspect_figures"] == 0 and written["total_seconds"] >= 0
+    assert written["counts"] == {"ok": 2, "SKIPPED": 5, "FAILED": 0, "NOT RUN": 3}
+    assert " 5. ok       swept" in capsys.readouterr().out, "report_summary prints each section's status and headline"
 
 
-def test_summary_json_counts_the_suspect_figures(harness, tmp_path):
-    harness.ENVIRONMENT["gpu"] = "Tesla T4"
+def test_a_section_without_a_verdict_is_not_run_or_under_cupti_skipped_if_it_needs_nsight_compute(harness):
+    assert harness.section_entry(4)["status"] == "NOT RUN", "without a verdict (and no CUPTI choice) it is NOT RUN"
+    harness.ENVIRONMENT["profiler"] = "cupti"
+    entries = {n: harness.section_entry(n) for n in range(2, SECTION_COUNT + 1)}
+    skipped = {n for n, entry in entries.items() if entry["status"] == "SKIPPED" and entry["environment_limit"]}
+    assert skipped == NCU_ONLY_SECTIONS, "under CUPTI exactly the NCU-only sections are SKIPPED, an environment limit"
+    not_run = {n for n, entry in entries.items() if entry["status"] == "NOT RUN"}
+    assert not_run == CUPTI_SECTIONS, "under CUPTI a section that runs on CUPTI but gave no verdict is NOT RUN"
+
+
+def test_verdicts_in_a_row_join_the_headline_and_coming_back_to_a_section_starts_it_afresh(harness, capsys):
+    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
+    for finding in ("the short add scattered most", "the host clock added the launch") * 2:
+        harness.verdict(3, finding)
+    assert capsys.readouterr().out.splitlines()[-1] == "On this NVIDIA H200: the host clock added the launch"
+    assert harness.section_entry(3)["headline"] == "the short add scattered most; the host clock added the launch", (
+        "verdicts of one section in a row join its headline with '; ', each finding once"
+    )
+    harness.verdict(5, "swept")
+    harness.verdict(3, "run again")
+    assert harness.section_entry(3)["headline"] == "run again", "a verdict after another section's starts it afresh"
+
+
+def test_a_sections_seconds_run_from_the_verdict_before_it(harness, monkeypatch):
+    now = [100.0]  # the harness cell ran at 100 s
+    monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    harness.CLOCK["at"] = now[0]
+    for now[0], number, finding in [(103.0, 1, "ready"), (110.0, 2, "first"), (111.0, 2, "again"), (120.0, 3, "x")]:
+        harness.verdict(number, finding)
+    seconds = {n: harness.section_entry(n)["seconds"] for n in (1, 2, 3)}
+    assert seconds == {1: 3.0, 2: 8.0, 3: 9.0}, "a section's time runs from the previous verdict to its last one"
+    assert harness.build_summary()["total_seconds"] == 20.0
+
+
+def test_a_failed_or_not_run_section_or_a_suspect_figure_fails_the_run_and_a_skipped_section_does_not(harness):
+    harness.ENVIRONMENT.update(gpu="Tesla T4", profiler="cupti")
+    for number in {1} | CUPTI_SECTIONS - {8}:
+        harness.verdict(number, "done")
     harness.record_figure(3, "add", 900.0, "GB/s", "dram_gbs")  # above the T4's 320 GB/s
-    harness.record_figure(5, "fp16", 0.1, "TFLOP/s", "fp16_tflops")  # below the floor
-    harness.record_figure(5, "fp32", 4.0, "TFLOP/s", "fp32_tflops")  # ok
-    summary, path = harness.write_summary()
-    assert json.loads(path.read_text())["suspect_figures"] == 2, "summary.json must count the SUSPECT figures"
-
-
-def _all_sections(harness, skipped=None, not_finished=None):
-    for number in range(1, SECTION_COUNT + 1):
-        harness.begin_section(number, f"s{number}", use_ncu=number != skipped)
-        if number != not_finished:
-            harness.verdict(number, "done")
-    return harness.build_summary(strict=True)
-
-
-def test_strict_mode_raises_when_a_section_did_not_reach_its_last_cell(harness):
-    summary = _all_sections(harness, not_finished=6)
-    with pytest.raises(RuntimeError, match="section 6 NOT RUN: its verdict cell did not run"):
-        harness.enforce_strict_mode(summary, strict=True)
-    assert len(harness.enforce_strict_mode(summary, strict=False)) == 1, "non-strict runs only report"
-
-
-def test_strict_mode_accepts_a_skipped_section(harness):
-    assert harness.enforce_strict_mode(_all_sections(harness, skipped=4), strict=True) == []
-
-
-def test_strict_mode_raises_on_a_suspect_figure(harness):
-    summary = _all_sections(harness)
-    harness.ENVIRONMENT["gpu"] = "Tesla T4"
-    harness.record_figure(6, "x * 2", 900.0, "GB/s", "dram_gbs")
-    with pytest.raises(RuntimeError, match="SUSPECT figure in section 6"):
-        harness.enforce_strict_mode(harness.build_summary(strict=True), strict=True)
-    assert summary["counts"]["ok"] == 10
-
-
-def test_strict_mode_refuses_sections_that_never_ran(harness):
-    harness.begin_section(1, "Set up")
-    with pytest.raises(RuntimeError, match="section 2 NOT RUN"):
-        harness.enforce_strict_mode(harness.build_summary(strict=True), strict=True)
-
-
-def test_cupti_banner_names_the_reason_and_the_sections_the_cell_table_says_need_ncu(harness):
-    banner = harness.cupti_banner("no ncu here")
-    assert "no ncu here" in banner
-    on_cupti = next(line for line in banner.splitlines() if "run on CUPTI" in line)
-    skipped = next(line for line in banner.splitlines() if "need hardware counters" in line)
-    assert [int(n) for n in re.findall(r"\d+", on_cupti)] == sorted(CUPTI_SECTIONS), on_cupti
-    assert [int(n) for n in re.findall(r"\d+", skipped)] == sorted(NCU_ONLY_SECTIONS), skipped
-
-
-# ---------------------------------------------------------------- a section run again
-def _figures_of(harness, number):
-    return [(figure["name"], figure["check"]) for figure in harness.FIGURES if figure["section"] == number]
-
-
-def test_a_section_run_again_records_its_figures_once_and_an_old_suspect_is_gone(harness):
-    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
-    harness.begin_section(3, "Runs")
-    harness.check_figure(3, "copy", 4000.0, "GB/s", "dram_gbs")
-    harness.verdict(3, "copied")
-    harness.begin_section(5, "Sweep")
-    harness.check_figure(5, "fp16 matmul 4096", 0.8, "TFLOP/s", "fp16_tflops")
-    harness.check_figure(5, "fp16 matmul 4096", 0.8, "TFLOP/s", "fp16_tflops")
-    assert _figures_of(harness, 5) == [("fp16 matmul 4096", "SUSPECT")], "a figure checked again replaces itself"
-    harness.begin_section(5, "Sweep")  # the learner fixes the unit and runs the section again
-    harness.check_figure(5, "fp16 matmul 4096", 795.0, "TFLOP/s", "fp16_tflops")
-    harness.verdict(5, "swept")
-    assert _figures_of(harness, 5) == [("fp16 matmul 4096", "ok")], harness.FIGURES
-    assert _figures_of(harness, 3) == [("copy", "ok")], "running section 5 again must leave section 3's figures"
-    summary = harness.build_summary(strict=True)
-    assert summary["suspect_figures"] == 0 and not [p for p in harness.summary_problems(summary) if "SUSPECT" in p]
-
-
-def test_a_section_started_again_and_stopped_keeps_none_of_its_old_figures(harness):
-    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
-    harness.begin_section(5, "Sweep")
-    harness.check_figure(5, "fp16 matmul", 795.0, "TFLOP/s", "fp16_tflops")
-    harness.verdict(5, "swept")
-    harness.begin_section(5, "Sweep")  # its run cell raises this time: the verdict cell never runs
-    assert _figures_of(harness, 5) == [], "figures of an earlier run must not stand for a run that stopped"
-    assert harness.build_summary()["sections"][4]["status"] == "NOT RUN"
-
-
-def test_a_verdict_prints_what_the_run_showed_on_the_gpu_and_a_second_one_joins_the_headline(harness, capsys):
-    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
-    harness.begin_section(3, "Runs")
-    harness.verdict(3, "the short add scattered most")
-    harness.verdict(3, "the host clock added the launch")
-    assert capsys.readouterr().out.splitlines()[-2:] == [
-        "On this NVIDIA H200: the short add scattered most",
-        "On this NVIDIA H200: the host clock added the launch",
-    ], "a verdict prints 'On this <GPU>: <finding>'"
-    assert harness.SECTIONS[3]["headline"] == "the short add scattered most; the host clock added the launch"
-    assert harness.SECTIONS[3]["status"] == "ok"
-
-
-def test_a_verdict_leaves_a_skipped_section_skipped_and_prints_nothing(harness, capsys):
-    harness.begin_section(6, "Roofline", use_ncu=False)
-    capsys.readouterr()
-    harness.verdict(6, "memory-bound")
-    assert harness.SECTIONS[6]["status"] == "SKIPPED" and capsys.readouterr().out == ""
+    error = {"output_type": "error", "ename": "ValueError", "evalue": "bad"}
+    cells = [{"cell_type": "code", "id": "s5-run", "outputs": [error]}]
+    merged = merge_failures(harness.build_summary(), {"cells": cells})
+    assert run_problems(merged) == [
+        "section 5 FAILED: ValueError: bad (cell s5-run)",
+        "section 8 NOT RUN: its verdict cell did not run",
+        "SUSPECT figure in section 3: add = 900.0 GB/s (281.2% of peak 320.0)",
+    ], "a FAILED or NOT RUN section and a SUSPECT figure fail the run; SKIPPED sections under CUPTI do not"
+    assert merged["suspect_figures"] == 1 and merged["counts"]["SKIPPED"] == len(NCU_ONLY_SECTIONS)
 
 
 def test_a_figure_recorded_twice_in_one_run_is_kept_once_with_its_last_value(harness):

@@ -46,7 +46,7 @@ def test_the_embedded_modules_are_the_ones_in_the_repository():
         path for source in _cells().values() for path, _ in notebook_format.embedded_modules(source)
     }  # fmt: skip
     assert embedded == {"plumbing/sections.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
-                        "plumbing/ncu_probe.py", "plumbing/cupti_child.py", "plumbing/figures.py",
+                        "plumbing/ncu_probe.py", "plumbing/figures.py",
                         "plumbing/report_tools.py", "requirements.txt"}  # fmt: skip
     assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
 
@@ -102,28 +102,20 @@ def test_a_pin_changed_in_requirements_txt_makes_the_setup_helpers_cell_stale(tm
 
 
 def test_a_missing_module_is_named_and_nothing_is_written(tmp_path):
-    edited = _write(tmp_path, lambda cell_id, s: s.replace("plumbing/cupti_child.py", "plumbing/cupti_kid.py"))
+    edited = _write(tmp_path, lambda cell_id, s: s.replace("plumbing/report_tools.py", "plumbing/report_tool.py"))
     before = edited.read_text()
     assert notebook_format.main(["--fix", str(edited)]) == 1
     assert edited.read_text() == before
-    assert any("plumbing/cupti_kid.py does not exist" in problem for problem in notebook_format.problems(edited))
+    assert any("plumbing/report_tool.py does not exist" in problem for problem in notebook_format.problems(edited))
 
 
-@pytest.mark.parametrize("cell_id", ["harness", "setup-helpers", "s9-child"])
+@pytest.mark.parametrize("cell_id", ["harness", "setup-helpers"])
 def test_embedded_cells_hold_no_package_imports_or_docstrings(cell_id):
     tree = ast.parse(_cells()[cell_id])
     assert not [
         node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("plumbing")
     ], "Colab has no plumbing package: the cell that embeds a module must define what it imports"
     assert not (isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant))
-
-
-def test_the_cupti_child_is_embedded_verbatim_as_a_program():
-    namespace: dict = {}
-    exec(compile(_cells()["s9-child"], "s9-child", "exec"), namespace)
-    module_code = notebook_format.module_code((ROOT / "plumbing/cupti_child.py").read_text())
-    assert namespace["CUPTI_CHILD_SOURCE"].strip() == module_code
-    compile(namespace["CUPTI_CHILD_SOURCE"], "cupti_child.py", "exec")
 
 
 def test_format_tool_check_fails_on_colab_noise_and_fix_restores_canonical_form(tmp_path):

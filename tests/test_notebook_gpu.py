@@ -94,9 +94,7 @@ def test_nbmake_executed_the_whole_notebook(executed):
 
 def test_the_run_is_clean(executed):
     problems = run_problems(executed["summary"])
-    assert not problems, "the run is not clean (summary.json and the executed notebook):\n- " + (
-        "\n- ".join(problems)
-    )
+    assert not problems, "the run is not clean (summary.json and the executed notebook):\n- " + ("\n- ".join(problems))
 
 
 def test_summary_names_a_gpu_and_every_section(executed):

@@ -129,9 +129,10 @@ def test_every_benchmark_writes_inside_the_output_folder(notebook):
         prefix = keywords.get("output_prefix")
         assert prefix is not None, f"without output_prefix nsight writes to /tmp: {ast.unparse(call)[:100]}"
         text = ast.unparse(prefix)
-        # child programs (the probe, section 9's CUPTI child) are handed the parent's out_prefix on their command line
-        from_parent = re.fullmatch(r"(sys\.)?argv\[\d\]", text)
-        assert text.startswith("out_prefix(") or from_parent, f"output_prefix={text} escapes OUT_DIR"
+        # child programs (the probe's main, section 9's cupti_child) are handed their prefix by the parent
+        assert text.startswith("out_prefix(") or text == "prefix", f"output_prefix={text} escapes OUT_DIR"
+    folders = [ast.unparse(call.args[2]) for call, _ in calls_to(all_trees(notebook), "run_cupti_child")]
+    assert folders and all(f.startswith("out_prefix(") for f in folders), f"section 9's CUPTI child writes to {folders}"
 
 
 def _nsight_attribute_chains(notebook):

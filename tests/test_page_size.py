@@ -11,7 +11,6 @@ import sys
 
 import nbformat
 import page_size
-import pytest
 from support import NOTEBOOK, ROOT
 
 
@@ -54,6 +53,5 @@ def test_the_tutorial_keeps_to_the_limits_on_visible_code_and_prose():
     )
 
 
-@pytest.mark.xfail(strict=True, reason="folded code (section 1's installers, the harness) is still over 600 lines")
 def test_the_tutorials_folded_code_keeps_to_its_limit():
     assert "folded_lines" not in page_size.over_limits(page_size.page_size(NOTEBOOK))

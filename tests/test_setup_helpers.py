@@ -353,3 +353,12 @@ def test_a_cupti_folder_that_cannot_be_made_is_refused_naming_the_setting_before
 def test_a_bad_ncu_path_is_refused_even_when_the_profiler_is_cupti(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"NCU_PATH={tmp_path / 'none'}: there is no file"):
         choose_ncu([], "cupti", None, {"NCU_PATH": str(tmp_path / "none")})
+
+
+def test_a_probe_that_dies_before_answering_is_not_taken_for_an_earlier_runs_answer(tmp_path):
+    prefix = tmp_path / "s1_probe"
+    prefix.mkdir()
+    (prefix / "probe.json").write_text(json.dumps({"ncu": str(tmp_path / "ncu"), "stage": "done", "error": ""}))
+    dies = "import os\nos._exit(139)"
+    usable, reason = setup_helpers.probe_ncu(tmp_path / "ncu", f"{prefix}/", tmp_path / "probe.log", dies)
+    assert not usable and "exit 139" in reason, f"a stale probe.json from an earlier Run all was believed: {reason}"

@@ -7,11 +7,12 @@ PEAKS, L2_BYTES, ENVIRONMENT, ...). A name that only a folded `# @title` cell bi
 not see, so a copied cell would raise NameError.
 
 Deliberate exceptions, named here so that nothing else slips through: section 1's own cells (they install and
-choose the profiler through the setup helpers; a learner's notebook replaces them with its own setup), section
-9's CUPTI child process (`run_cupti_child`), plumbing that starts a second Python process, the plot functions of
-plumbing/figures.py (a picture repeats a table the learner's own cell printed), section 10's going-further helpers
-(plumbing/report_tools.py), and the harness's reporting calls a verdict cell ends with (`verdict`, `check_figure`:
-in a learner's own notebook, a print) with its unit conversion (`in_base_units`) and kernel-name shortener.
+choose the profiler through the setup helpers, such as choose_ncu, install_pins and choose_backend; a learner's
+notebook replaces them with its own setup), section 9's CUPTI child process (`run_cupti_child`, plumbing that
+starts a second Python process), the plot functions of plumbing/figures.py (a picture repeats a table the learner's
+own cell printed), section 10's going-further helpers (plumbing/report_tools.py), and the harness's reporting calls
+a verdict cell ends with (`verdict`, `check_figure`: in a learner's own notebook, a print) with its unit conversion
+(`in_base_units`) and kernel-name shortener (`short_kernel_name`).
 """
 
 from __future__ import annotations
@@ -24,18 +25,22 @@ from notebook_ast import cell_python
 from support import cells_with_section
 
 import plumbing.figures
+import plumbing.harness
 import plumbing.report_tools
+import plumbing.setup_helpers
 
-# What section 1 reports in its environment table: a learner's own notebook gets these from its own setup.
-SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "USE_NCU", "OUT_DIR", "QUIET"}
+# What section 1's folded cells bind for later sections (USE_NCU, QUIET, nsight and torch its visible cells bind):
+# a learner's own notebook gets these from its own setup.
+SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "OUT_DIR"}
 # IPython gives every notebook these without an import.
 NOTEBOOK_BUILTINS = {"display", "get_ipython", "In", "Out"}
 # Section 9: the CUPTI side runs in a second Python process. The plots: one folded module draws every picture.
 FIGURE_HELPERS = {name for name in vars(plumbing.figures) if name.startswith("plot_")}
 REPORT_HELPERS = {"profile_with_sections", "read_sections"}
-assert REPORT_HELPERS <= set(vars(plumbing.report_tools)), "section 10's helpers were renamed in report_tools.py"
 HARNESS_CALLS = {"verdict", "check_figure", "in_base_units", "short_kernel_name"}
-PLUMBING_ENTRY_POINTS = {"run_cupti_child", "CUPTI_CHILD_SOURCE", *FIGURE_HELPERS, *REPORT_HELPERS, *HARNESS_CALLS}
+PLUMBING_ENTRY_POINTS = {"run_cupti_child", *FIGURE_HELPERS, *REPORT_HELPERS, *HARNESS_CALLS}
+MODULES = (plumbing.figures, plumbing.harness, plumbing.report_tools, plumbing.setup_helpers)
+assert PLUMBING_ENTRY_POINTS <= {name for module in MODULES for name in vars(module)}, "an exception names no helper"
 SETUP_SECTION = 1
 
 
