@@ -173,8 +173,8 @@ def choose_ncu(package_files, choice, wheelhouse, environ=os.environ):
     if choice == "cupti":
         return None, "NSPY_TUTORIAL_PROFILER=cupti"
     if given and not ncu_is_recent(ncu_version_of(given)):
-        found = version_text(ncu_version_of(given))
-        raise ValueError(f"NCU_PATH={environ['NCU_PATH']}: {given} is Nsight Compute {found}. {NCU_PATH_FIX}")
+        found = f"Nsight Compute {version_text(v)}" if (v := ncu_version_of(given)) else "not Nsight Compute"
+        raise ValueError(f"NCU_PATH={environ['NCU_PATH']}: {given} is {found}, not {NCU_FLOOR}+. {NCU_PATH_FIX}")
     found = [given] if given else [path for path in [package_ncu(package_files)] if path]
     versions = {path: ncu_version_of(path) for path in found + ncus_on_path(environ.get("PATH"))}
     for path, version in versions.items():

@@ -62,8 +62,8 @@ def test_section_3_runs_on_each_recording_and_prints_both_verdicts(recorded):
 
 def test_section_3s_spread_verdict_names_each_rows_mean_and_relative_spread(recorded):
     shown, by_row = spread_verdict(recorded), rows(recorded)
-    small, large = by_row[("vector add", 2**14)], by_row[("vector add", 2**24)]
-    matmuls = [row for (annotation, _), row in by_row.items() if annotation == "matmul 2048"]
+    small, large = by_row[("u + v", 2**14)], by_row[("u + v", 2**24)]
+    matmuls = [row for (annotation, _), row in by_row.items() if annotation == "m @ m"]
     assert len(matmuls) == 2 and all(row["NumRuns"] == 20 for row in by_row.values()), f"runs_frame changed: {by_row}"
     assert int(shown[3]) == small["NumRuns"], f"the verdict says {shown[3]} runs, the rows have {small['NumRuns']}"
     assert float(shown[1]) == pytest.approx(small["AvgValue"] / 1e3, abs=0.06), (
@@ -83,7 +83,7 @@ def test_section_3s_spread_verdict_names_each_rows_mean_and_relative_spread(reco
 
 
 def test_section_3_calls_the_small_add_stable_only_when_its_spread_is_under_2_percent(recorded):
-    shown, small = spread_verdict(recorded), rows(recorded)[("vector add", 2**14)]
+    shown, small = spread_verdict(recorded), rows(recorded)[("u + v", 2**14)]
     expected = "stable" if rsd_pct(small) < 2 else "not stable"
     assert shown[4] == expected, (
         f"s3-verdict calls the 16K add {shown[4]!r}, but its runs spread by {rsd_pct(small):.2f}% (nsight's "
@@ -94,7 +94,7 @@ def test_section_3_calls_the_small_add_stable_only_when_its_spread_is_under_2_pe
 
 def test_section_3s_figure_is_the_16m_adds_three_float32_arrays_over_its_time(recorded):
     recorded.section(3)
-    large = rows(recorded)[("vector add", 2**24)]
+    large = rows(recorded)[("u + v", 2**24)]
     gbs = 3 * 4 * 2**24 / (large["AvgValue"] * 1e-9) / 1e9  # x and y read, x + y written, 4 bytes each
     figure = recorded.figure(3)
     assert figure["name"] == "u + v, 16M elements" and figure["unit"] == "GB/s" and figure["peak_kind"] == "dram_gbs", (
@@ -111,7 +111,7 @@ def test_section_3s_figure_is_the_16m_adds_three_float32_arrays_over_its_time(re
 def test_section_3s_runs_are_plausible_short_kernels_spread_more_and_the_matmul_fills_the_gpu(recorded):
     recorded.section(3)
     by_row = rows(recorded)
-    small, large = by_row[("vector add", 2**14)], by_row[("vector add", 2**24)]
+    small, large = by_row[("u + v", 2**14)], by_row[("u + v", 2**24)]
     assert small["AvgValue"] < large["AvgValue"] / 4, f"a 16K add is not far quicker than a 16M add: {small} {large}"
     assert rsd_pct(small) > rsd_pct(large), (
         f"the lesson says a few-microsecond kernel spreads more than a long one, but the 16K add spread "
@@ -119,16 +119,16 @@ def test_section_3s_runs_are_plausible_short_kernels_spread_more_and_the_matmul_
     )
     _, peaks = lookup_peaks(recorded.recording["provenance"]["gpu"])
     for (annotation, n), row in by_row.items():
-        if annotation == "matmul 2048":
+        if annotation == "m @ m":
             tflops = 2 * 2048**3 / (row["AvgValue"] * 1e-9) / 1e12
-            assert 5 < 100 * tflops / peaks["fp32_tflops"] <= 100, f"matmul 2048 (n={n}) at {tflops:.1f} TFLOP/s"
+            assert 5 < 100 * tflops / peaks["fp32_tflops"] <= 100, f"m @ m (n={n}) at {tflops:.1f} TFLOP/s"
 
 
 def test_section_3s_clock_verdict_is_the_mean_host_and_event_times_against_nsights_matmul(recorded):
     shown = clocks_verdict(recorded)
     host_us, events_us = recorded.value("[list(map(float, host_us)), list(map(float, events_us))]")
     assert len(host_us) == len(events_us) == 10, "s3-why-run must time the matmul ten times each way"
-    matmuls = [row for (annotation, _), row in rows(recorded).items() if annotation == "matmul 2048"]
+    matmuls = [row for (annotation, _), row in rows(recorded).items() if annotation == "m @ m"]
     host, events = sum(host_us) / 10, sum(events_us) / 10
     nsight_us = sum(row["AvgValue"] for row in matmuls) / len(matmuls) / 1e3
     for text, value, what in ((shown[1], host, "host clock"), (shown[2], events, "CUDA events")):
@@ -148,7 +148,7 @@ def test_section_3s_clock_verdict_is_the_mean_host_and_event_times_against_nsigh
 def test_section_3s_host_clock_and_events_time_more_than_the_kernel_itself(recorded):
     recorded.section(3)
     host_us, events_us = recorded.value("[list(map(float, host_us)), list(map(float, events_us))]")
-    matmuls = [row for (annotation, _), row in rows(recorded).items() if annotation == "matmul 2048"]
+    matmuls = [row for (annotation, _), row in rows(recorded).items() if annotation == "m @ m"]
     nsight_us = sum(row["AvgValue"] for row in matmuls) / len(matmuls) / 1e3
     host, events = sum(host_us) / len(host_us), sum(events_us) / len(events_us)
     assert 0.98 * nsight_us < events < 1.02 * host < 3 * nsight_us, (

@@ -15,7 +15,7 @@ TIME, SM, DRAM = (
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 )
-MATMUL, SCALE, SOFTMAX = "fp16 matmul", "x * 2, 256 MiB", "softmax"
+MATMUL, SCALE, SOFTMAX = "tensor-core product", "scaling 256 MiB", "row softmax"
 # From the lesson text: an fp16 4096 x 4096 product (two operands, one product, 2 bytes each, 2 n^3 FLOPs);
 # x * 2.0 over 256 MiB of float32 (one multiply per element; it reads 4 bytes and writes 4); a softmax over the rows
 # of an 8192 x 1024 float32 matrix (max, subtract, exp, sum, divide: 5 FLOPs an element; read once, written once).
@@ -26,7 +26,9 @@ SHAPES = {
     SOFTMAX: (5 * 8192 * 1024, 8192 * 1024 * (4 + 4), "fp32_tflops"),
 }
 HELD = 60  # % of its roof from which a kernel is held by it (Nsight Compute's rules' line, the lesson says)
-READING = re.compile(r"(fp16 matmul|x \* 2, 256 MiB|softmax): (memory|compute|neither) at (\d+)% of its roof")
+READING = re.compile(
+    r"(tensor-core product|scaling 256 MiB|row softmax): (memory|compute|neither) at (\d+)% of its roof"
+)
 WHERE_TO_FIX = "the table cell of section 6 (bound: TFLOP/s, FLOP/byte, % of roof, roofline says) or its WORK cell"
 
 
@@ -69,7 +71,7 @@ def shown_readings(headline: str) -> dict:
 def test_section_6_runs_on_each_recording_and_prints_its_verdict(ncu_recorded):
     printed = ncu_recorded.section(6)
     gpu = ncu_recorded.recording["provenance"]["gpu"]
-    assert f"On this {gpu}: fp16 matmul: " in printed, (
+    assert f"On this {gpu}: tensor-core product: " in printed, (
         f"section 6 printed no verdict line on {ncu_recorded.folder.name}; its last cell must call verdict(6, ...):\n"
         f"{printed[-1500:]}"
     )
@@ -183,7 +185,7 @@ try:
     _scratch["bound_frame"] = _frame
     for _source in _json.loads({json.dumps(json.dumps(sources))}):
         exec(_source, _scratch)
-    _rerun = {{"headline": SECTIONS[6]["headline"], "says": _scratch["bound"]["roofline says"].to_dict()}}
+    _rerun = {{"headline": SECTIONS[6]["findings"][-1], "says": _scratch["bound"]["roofline says"].to_dict()}}
 finally:
     SECTIONS.clear()
     SECTIONS.update(_saved[0])

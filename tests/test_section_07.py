@@ -238,7 +238,7 @@ def test_section_7s_verdict_says_the_pair_took_less_time_and_no_cut_when_the_fus
         "    _scratch = dict(globals(), fusion_frame=_slow)\n"
         f"    for _source in {analysis_sources(fusion)!r}:\n"
         "        exec(_source, _scratch)\n"
-        "    _slow_headline = SECTIONS[7]['headline']\n"
+        "    _slow_headline = SECTIONS[7]['findings'][-1]\n"
         "finally:\n"
         "    SECTIONS.clear()\n"
         "    SECTIONS.update(_saved[0])\n"

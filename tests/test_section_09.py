@@ -1,5 +1,5 @@
 """Section 9, CUPTI in a child process against section 5's sweep: the `both` table and the verdict against the rows
-both recorded, on both backends."""
+both recorded under Nsight Compute (without it the section is SKIPPED: there is nothing to compare against)."""
 
 import re
 
@@ -13,9 +13,9 @@ VERDICT = re.compile(
 )
 
 
-def recorded_times(recorded) -> dict:
+def recorded_times(ncu_recorded) -> dict:
     """{(annotation, n): (CUPTI ns, section 5's ns)} from what the two run cells bound."""
-    variables = recorded.recording["variables"]
+    variables = ncu_recorded.recording["variables"]
     sweep = variables["sweep_frame"]
     sweep = sweep[sweep.Metric == TIME]
     assert set(sweep.Unit) == {"ns"}, f"section 5's {TIME} rows are in {set(sweep.Unit)}, not ns"
@@ -25,24 +25,25 @@ def recorded_times(recorded) -> dict:
     return {key: (cupti[key], section_5[key]) for key in cupti}
 
 
-def run_sections(recorded) -> str:
-    recorded.section(5)  # section 9 reads section 5's sweep_frame and sweep_wall_s
-    return recorded.section(9)
+def run_sections(ncu_recorded) -> str:
+    ncu_recorded.section(5)  # section 9 reads section 5's sweep_frame and sweep_wall_s
+    return ncu_recorded.section(9)
 
 
-def test_section_9_runs_on_each_recording_and_prints_its_verdict(recorded):
-    printed = run_sections(recorded)
-    gpu = recorded.recording["provenance"]["gpu"]
+def test_section_9_runs_on_each_recording_and_prints_its_verdict(ncu_recorded):
+    printed = run_sections(ncu_recorded)
+    gpu = ncu_recorded.recording["provenance"]["gpu"]
     assert f"On this {gpu}: CUPTI's times were " in printed, (
-        f"section 9 printed no verdict line on {recorded.folder.name}; its verdict cell must call verdict(9, ...):\n"
+        f"section 9 printed no verdict line on {ncu_recorded.folder.name}; its verdict cell must call verdict(9, ...):"
+        "\n"
         f"{printed[-1500:]}"
     )
 
 
-def test_section_9s_table_puts_each_cupti_row_beside_section_5s_time_for_the_same_region_and_size(recorded):
-    run_sections(recorded)
-    rows = recorded.value("both.reset_index().to_dict('records')")
-    times = recorded_times(recorded)
+def test_section_9s_table_puts_each_cupti_row_beside_section_5s_time_for_the_same_region_and_size(ncu_recorded):
+    run_sections(ncu_recorded)
+    rows = ncu_recorded.value("both.reset_index().to_dict('records')")
+    times = recorded_times(ncu_recorded)
     assert {(row["Annotation"], row["n"]) for row in rows} == set(times), f"s9-compare's rows: {rows}"
     for row in rows:
         cupti, section_5 = times[row["Annotation"], row["n"]]
@@ -56,12 +57,12 @@ def test_section_9s_table_puts_each_cupti_row_beside_section_5s_time_for_the_sam
         )
 
 
-def test_section_9s_verdict_gives_the_time_ratios_at_the_smallest_and_largest_size_and_both_wall_times(recorded):
-    run_sections(recorded)
-    text = recorded.value("SECTIONS[9]['headline']")
+def test_section_9s_verdict_gives_the_time_ratios_at_the_smallest_and_largest_size_and_both_wall_times(ncu_recorded):
+    run_sections(ncu_recorded)
+    text = ncu_recorded.value("SECTIONS[9]['headline']")
     shown = VERDICT.search(text)
     assert shown, f"section 9's verdict does not read as the ratios at two sizes and two wall times: {text!r}"
-    ratios = {key: cupti / section_5 for key, (cupti, section_5) in recorded_times(recorded).items()}
+    ratios = {key: cupti / section_5 for key, (cupti, section_5) in recorded_times(ncu_recorded).items()}
     sizes = sorted({n for _, n in ratios})
     for end, n in (("0", sizes[0]), ("1", sizes[-1])):
         at_n = [ratio for (_, size), ratio in ratios.items() if size == n]
@@ -72,19 +73,21 @@ def test_section_9s_verdict_gives_the_time_ratios_at_the_smallest_and_largest_si
         assert float(shown[f"hi{end}"]) == pytest.approx(max(at_n), abs=0.0051), (
             f"at n={n} the highest CUPTI / section 5 ratio is {max(at_n):.2f}: {text!r} (s9-verdict)"
         )
-    measured_by, not_by = ("Nsight Compute", "CUPTI") if recorded.recording["mode"] == "ncu" else ("CUPTI", "Nsight")
+    measured_by, not_by = (
+        ("Nsight Compute", "CUPTI") if ncu_recorded.recording["mode"] == "ncu" else ("CUPTI", "Nsight")
+    )
     assert measured_by in shown["other"] and not_by not in shown["other"], (
-        f"section 5 measured with {measured_by} on {recorded.folder.name}, but the verdict compares with "
+        f"section 5 measured with {measured_by} on {ncu_recorded.folder.name}, but the verdict compares with "
         f"{shown['other']!r} (s9-verdict)"
     )
-    variables = recorded.recording["variables"]
+    variables = ncu_recorded.recording["variables"]
     child, sweep = variables["cupti_result"]["wall_s"], variables["sweep_wall_s"]
     assert float(shown["child"]) == pytest.approx(child, abs=0.051), f"the child took {child:.1f} s: {text!r}"
     assert float(shown["sweep"]) == pytest.approx(sweep, abs=0.051), f"section 5 took {sweep:.1f} s: {text!r}"
 
 
-def test_section_9s_two_measurements_of_one_kernel_agree_within_physical_bounds(recorded):
-    times = recorded_times(recorded)
+def test_section_9s_two_measurements_of_one_kernel_agree_within_physical_bounds(ncu_recorded):
+    times = recorded_times(ncu_recorded)
     for (where, n), (cupti, section_5) in times.items():
         assert 0.5 < cupti / section_5 < 1.5, f"{where} n={n}: CUPTI {cupti} ns against section 5's {section_5} ns"
         if n >= 4096:  # the kernel dominates: cache flushes and replays add little to a multi-us product
@@ -92,7 +95,7 @@ def test_section_9s_two_measurements_of_one_kernel_agree_within_physical_bounds(
     for n in sorted({n for _, n in times}):
         if n >= 1024:
             assert times["float16", n][0] < times["float32", n][0], f"fp16 not faster than fp32 at n={n}: {times}"
-    variables = recorded.recording["variables"]
+    variables = ncu_recorded.recording["variables"]
     kernels_s = 5 * sum(cupti for cupti, _ in times.values()) / 1e9  # the child runs each size 5 times
     assert variables["cupti_result"]["wall_s"] > kernels_s, "the child's wall time is shorter than its kernels"
     assert variables["sweep_wall_s"] > 5 * sum(section_5 for _, section_5 in times.values()) / 1e9

@@ -138,7 +138,7 @@ def test_section_10s_softmax_is_at_its_memory_roof_share_from_section_6s_time(nc
     run_sections(ncu_recorded)
     variables = ncu_recorded.recording["variables"]
     frame = variables["bound_frame"]
-    row = frame[(frame.Annotation == "softmax") & (frame.Metric == TIME)].iloc[0]
+    row = frame[(frame.Annotation == "row softmax") & (frame.Metric == TIME)].iloc[0]
     assert row.Unit == "ns", f"section 6's softmax time is in {row.Unit}"
     peaks = ncu_recorded.peaks()
     rows, columns = variables["ROWS"], variables["COLUMNS"]
@@ -146,7 +146,7 @@ def test_section_10s_softmax_is_at_its_memory_roof_share_from_section_6s_time(nc
     assert 5 / 8 * peaks["dram_gbs"] / 1e3 < peaks["fp32_tflops"], "the softmax should lie left of the ridge"
     pct = 100 * must_move / (row.AvgValue * 1e-9) / (peaks["dram_gbs"] * 1e9)
     assert 10 < pct <= 100, f"a softmax streaming {must_move / 1e6:.0f} MB at {pct:.0f}% of DRAM bandwidth"
-    assert ncu_recorded.value("float(bound.loc['softmax', '% of roof'])") == pytest.approx(pct, rel=1e-6)
+    assert ncu_recorded.value("float(bound.loc['row softmax', '% of roof'])") == pytest.approx(pct, rel=1e-6)
     text = ncu_recorded.value("SECTIONS[10]['headline']")
     verdict = STALLS.search(text)
     assert verdict and int(verdict[1]) == round(pct), (

@@ -105,11 +105,11 @@ def test_an_ncu_path_that_is_not_executable_is_an_error_that_says_so(tmp_path):
         read_ncu_path({"NCU_PATH": str(ncu)})
 
 
-@pytest.mark.parametrize(("version", "said"), [("2025.1.1.0", "2025.1.1"), (None, "none")])
+@pytest.mark.parametrize(("version", "said"), [("2025.1.1.0", "Nsight Compute 2025.1.1"), (None, "not Nsight Compute")])
 def test_an_ncu_path_that_is_no_current_nsight_compute_is_refused_not_passed_over(tmp_path, version, said):
     given = fake_ncu(tmp_path / "given", version) if version else Path("/bin/true")
     current = fake_ncu(tmp_path / "current", "2026.3.1.0")
-    with pytest.raises(ValueError, match=f"NCU_PATH={given}: {given} is Nsight Compute {said}"):
+    with pytest.raises(ValueError, match=f"NCU_PATH={given}: {given} is {said}, not 2026.2.1"):
         choose_ncu([], "auto", None, {"NCU_PATH": str(given), "PATH": str(current.parent)})
 
 
