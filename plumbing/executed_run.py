@@ -14,7 +14,8 @@ from plumbing.cells import SECTION_COUNT, section_of
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
 
 
-def _section(cell_id):
+def section_or_none(cell_id):
+    """The section plumbing/cells.py gives a cell id; None outside the sections, or for an id it does not know."""
     try:
         return section_of(cell_id)
     except KeyError:  # a cell the table does not know: reported outside the sections, never dropped
@@ -35,7 +36,7 @@ def first_errors(notebook):
             if output.get("output_type") == "error":
                 first_line = (str(output.get("evalue", "")).strip().splitlines() or [""])[0]
                 error = {"cell": cell.get("id"), "error": f"{output.get('ename', '?')}: {first_line}"[:300]}
-                found.setdefault(_section(cell.get("id")), error)
+                found.setdefault(section_or_none(cell.get("id")), error)
                 break
     return found
 

@@ -53,6 +53,7 @@ from recordings import ROOT
 
 import plumbing.figures  # noqa: E402
 from plumbing.cells import reads_report_folders
+from plumbing.executed_run import section_or_none
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -320,8 +321,7 @@ def export_html(notebook: nbformat.NotebookNode) -> str:
 
 
 # ---------------------------------------------------------------- the CUPTI-mode page of a headless run
-SECTION_HEADING = re.compile(r"^## (\d+)\. ")
-REASON_ELSEWHERE = "(the reason is in the CUPTI banner at the end of section 1)"
+REASON_ELSEWHERE = "(the reason is in section 1's CUPTI banner)"
 
 
 def run_summary(executed: Path) -> dict:
@@ -346,23 +346,22 @@ def cupti_reason(summary: dict) -> str:
 
 
 def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, recorded_link: str):
-    """A SKIPPED section keeps its heading and one line pointing to the recorded page; the reason stays once."""
+    """A SKIPPED section keeps its heading and one line pointing to the recorded page; the reason stays once.
+    Which section a cell belongs to is what plumbing/cells.py says of its id; a section's first cell is its heading."""
     skipped, reason = skipped_sections(summary), cupti_reason(summary)
-    kept, section = [], None
+    kept, collapsed = [], set()
     for cell in notebook.cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            match = SECTION_HEADING.match(cell.source)
-            section = int(match.group(1)) if match else None
-            if section in skipped:
-                where = f"[the recorded page]({recorded_link})" if recorded_link else "the recorded page (none yet)"
-                kept.append(nbformat.v4.new_markdown_cell(cell.source.splitlines()[0]))
-                kept.append(
-                    nbformat.v4.new_markdown_cell(
-                        f"*Skipped in this run:* the CUPTI backend has no hardware counters or reports (reason in "
-                        f"section 1's banner). This section, run with Nsight Compute, is on {where}."
-                    )
+        section = section_or_none(cell.get("id"))
+        if section in skipped and section not in collapsed:  # its heading, and where to see it run
+            collapsed.add(section)
+            where = f"[the recorded page]({recorded_link})" if recorded_link else "the recorded page (none yet)"
+            kept.append(nbformat.v4.new_markdown_cell(cell.source.splitlines()[0]))
+            kept.append(
+                nbformat.v4.new_markdown_cell(
+                    f"*Skipped in this run:* the CUPTI backend has no hardware counters or reports (reason in "
+                    f"section 1's banner). This section, run with Nsight Compute, is on {where}."
                 )
-                continue
+            )
         if section in skipped:
             continue
         kept.append(cell)

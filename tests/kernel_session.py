@@ -22,7 +22,6 @@ from pathlib import Path
 from jupyter_client.manager import KernelManager
 from traitlets.config import Config
 
-RESULT_MARK = "@@RESULT@@"
 READY_TIMEOUT_S = 300  # a 2-core machine shared with other test runs can take a while to import ipykernel
 
 
@@ -161,11 +160,13 @@ class KernelSession:
                 return done
 
     def value(self, expression: str):
-        """The JSON value of an expression evaluated in the kernel (by a cell that only prints it)."""
-        dump = f"print({RESULT_MARK!r} + _json.dumps({expression}, default=str))"
-        probe = f"# @title test probe\nimport json as _json\n{dump}"
-        out = self.run(probe)
-        return json.loads(out.rsplit(RESULT_MARK, 1)[1])
+        """The JSON value of an expression evaluated in the kernel, passed back in a file written for the purpose
+        (never read out of what the cell printed)."""
+        answer = Path(self._parts["folder"]) / "value.json"
+        answer.unlink(missing_ok=True)
+        write = f"_pathlib.Path({str(answer)!r}).write_text(_json.dumps({expression}, default=str))"
+        self.run(f"# @title test probe\nimport json as _json\nimport pathlib as _pathlib\n{write}")
+        return json.loads(answer.read_text())
 
     def close(self) -> None:
         """Kill and reap the kernel (idempotent)."""
