@@ -11,6 +11,18 @@ from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  
 SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
                      "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
 
+# The cells that the scripts and the tests name, by what each one is (their ids are spelled here only). A section's
+# (last) verdict cell is not named: it is its last code cell in notebook order (tests/support.py section_code_cells).
+GPU_CHECK = "gpu-check"  # section 1's first code cell: stops Run all without a usable NVIDIA GPU
+HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py, figures.py); the recorders run it first
+SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
+SUMMARY = "summary-code"  # after section 10: writes summary.json
+# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order: install Nsight Compute with apt-get,
+# choose the ncu (first on PATH), install the pins with pip, choose the backend (the ncu probe), import nsight and
+# torch (from here on a GPU is needed; the environment and verdict cells follow).
+SECTION_ONE_CELLS = {"apt": "s1-apt-code", "ncu": "s1-ncu-code", "pip": "s1-pip-code", "probe": "s1-probe-code",
+                     "import": "s1-import-code"}  # fmt: skip
+
 # The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
 # section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,
 # and the recorded page shows them with that output instead of running them again), and the cells that only define

@@ -68,6 +68,7 @@ from plumbing.cells import (
     SECTION_DEPENDENCY,
     SECTION_ONE_NAMES,
     SECTION_PLAN,
+    SETUP_HELPERS,
     report_folders_of,
 )
 from plumbing.setup_helpers import parse_ncu_version, version_text
@@ -195,7 +196,7 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
         finally:
             done["wall_s"][section] = done["wall_s"].get(section, 0.0) + time.perf_counter() - started
             done["ncu_runs"][section] = done["ncu_runs"].get(section, 0) + (len(guard.runs) - ncu_runs if guard else 0)
-        if cell_id == "setup-helpers":  # then the names section 1 defines, before any cell that uses them
+        if cell_id == SETUP_HELPERS:  # then the names section 1 defines, before any cell that uses them
             section_one_names(namespace, environment=LAUNCH_MODE)
             calls.install()
     return done

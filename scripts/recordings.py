@@ -31,7 +31,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
     sys.path.insert(0, str(ROOT))
-from plumbing.cells import REPORT_FOLDERS, SECTION_DEPENDENCY, SECTION_PLAN, SHARED_NAMES, section_of  # noqa: E402
+from plumbing.cells import (  # noqa: E402
+    HARNESS,
+    REPORT_FOLDERS,
+    SECTION_DEPENDENCY,
+    SECTION_PLAN,
+    SETUP_HELPERS,
+    SHARED_NAMES,
+    section_of,
+)
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 RECORDING_FILES = {"ncu": "recording.json", "cupti": "cupti_recording.json"}
@@ -122,7 +130,7 @@ def _bound_names(body) -> set[str]:
 
 def prelude_cell_ids(cells: list[dict]) -> list[str]:
     """The harness cells, then, in notebook order, the define cells of sections that bind SHARED_NAMES."""
-    ids = ["harness", "setup-helpers"]
+    ids = [HARNESS, SETUP_HELPERS]
     missing = set(SHARED_NAMES)
     for cell in cells:
         if cell["type"] != "code" or cell["id"] in ids or section_of(cell["id"]) in (None, 1):

@@ -52,7 +52,7 @@ import recordings
 from recordings import ROOT
 
 import plumbing.figures  # noqa: E402
-from plumbing.cells import reads_report_folders
+from plumbing.cells import HARNESS, reads_report_folders
 from plumbing.executed_run import section_or_none
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
@@ -182,7 +182,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell(label(recording)))
-    notebook.cells.append(folded(by_id["harness"]["source"], hide="remove-cell"))  # prints only OUT_DIR
+    notebook.cells.append(folded(by_id[HARNESS]["source"], hide="remove-cell"))  # prints only OUT_DIR
     here = Path(os.path.relpath(folder.resolve(), ROOT)).as_posix()  # the kernel runs in the repository
     notebook.cells.append(folded(recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE))
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown

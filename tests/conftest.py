@@ -8,6 +8,8 @@ import nbformat
 import pytest
 from support import NOTEBOOK
 
+from plumbing.cells import SECTION_PLAN
+
 
 @pytest.fixture(scope="session")
 def notebook() -> nbformat.NotebookNode:
@@ -43,7 +45,7 @@ def patched(tmp_path, monkeypatch):
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
     calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
     calls.install()
-    calls.where = (4, "s4-run")
+    calls.where = (4, SECTION_PLAN[4]["run"][0])
     yield calls, log, work
     calls.uninstall()
 

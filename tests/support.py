@@ -13,7 +13,7 @@ import nbformat
 import recordings
 from kernel_session import KernelSession
 
-from plumbing.cells import NCU_ONLY_SECTIONS, reads_report_folders, section_of
+from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, reads_report_folders, section_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
@@ -141,7 +141,7 @@ class RecordedNotebook:
             cwd=tmp_path,
         )
         try:
-            self.session.run(cell_by_id(notebook, "harness").source)
+            self.session.run(cell_by_id(notebook, HARNESS).source)
             self.session.run(recordings.cpu_section_one_source(folder))
             for cell_id in recordings.prelude_cell_ids(self.cells)[1:]:
                 self.session.run(cell_by_id(notebook, cell_id).source)

@@ -18,7 +18,7 @@ import record_cupti
 import recordings
 from support import ROOT, RecordedNotebook
 
-from plumbing.cells import CUPTI_SECTIONS, section_of
+from plumbing.cells import CUPTI_SECTIONS, HARNESS, SECTION_PLAN, SETUP_HELPERS, section_of
 
 FOLDERS = recordings.recording_folders("cupti")
 RECORD = "record one on the GPU runner with python3 scripts/record_cupti.py, then commit the folder it writes"
@@ -118,7 +118,7 @@ def run_plan_on_a_cpu(sections, out, monkeypatch):
         monkeypatch.setenv(name, str(value))
     cells = recordings.load_cells()
     namespace = {"__name__": "__main__"}
-    for cell_id in ("harness", "setup-helpers"):
+    for cell_id in (HARNESS, SETUP_HELPERS):
         recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
     recordings.run_cell(namespace, recordings.cpu_section_one_source(FOLDERS[-1]), "section-one", echo=False)
     steps = [step for step in record_cupti.plan(cells, sections) if step[0] != 1]
@@ -186,9 +186,10 @@ def test_a_recording_keeps_every_value_each_cell_bound_and_the_figures_of_the_re
 
 
 def test_the_recorder_exits_non_zero_when_a_section_failed_though_it_wrote_the_others(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(record_cupti, "record", lambda dest, sections: (tmp_path, {8: "s8-run"}))
+    failed = {8: SECTION_PLAN[8]["run"][0]}
+    monkeypatch.setattr(record_cupti, "record", lambda dest, sections: (tmp_path, failed))
     assert record_cupti.main(["--dest", str(tmp_path)]) == 2
-    assert "cells failed: {8: 's8-run'}" in capsys.readouterr().err
+    assert f"cells failed: {failed}" in capsys.readouterr().err
     monkeypatch.setattr(record_cupti, "record", lambda dest, sections: (tmp_path, {}))
     assert record_cupti.main(["--dest", str(tmp_path)]) == 0
 

@@ -17,24 +17,22 @@ import nbformat
 from kernel_session import ipc_config
 from nbclient import NotebookClient
 from support import ROOT, copy_allowing_errors
+from support import load_json as load
 
+from plumbing.cells import GPU_CHECK, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import finish_run, first_errors, merge_failures, run_problems
 
 CUPTI_RUN = ROOT / "docs" / "verified" / "nvidia-h200-cupti"
-# Cells of a run with errors, under the notebook's own ids: what each cell does here.
-BROKEN_RUN = {
-    "s2-define": "section = 2",
-    "s2-run": "1 / 0",  # section 2's first error
+(S2_RUN,), (S3_RUN, S3_LATER) = SECTION_PLAN[2]["run"], SECTION_PLAN[3]["run"]
+BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-tflops: a made-up one of section 2)
+    SECTION_PLAN[2]["define"][-1]: "section = 2",
+    S2_RUN: "1 / 0",  # section 2's first error
     "s2-tflops": "first_row['AvgValue']",  # a NameError that follows from it: not the cause
-    "s3-run": "x = 3",
-    "s5-define": "def broken(:\n    pass",
-    "s8-run": "import sys\nsys.exit(2)",
-    "summary-code": "report_summary()",  # an error outside the sections
+    S3_RUN: "x = 3",
+    SECTION_PLAN[5]["define"][0]: "def broken(:\n    pass",
+    SECTION_PLAN[8]["run"][0]: "import sys\nsys.exit(2)",
+    SUMMARY: "report_summary()",  # an error outside the sections
 }
-
-
-def load(path):
-    return json.loads(path.read_text())
 
 
 def executed_here(tmp_path, cells: dict[str, str]) -> dict:
@@ -61,7 +59,7 @@ def test_each_section_that_raised_is_failed_with_its_first_error_and_the_others_
     merged = merge_failures(load(CUPTI_RUN / "summary.json"), executed)
     by_number = {section["number"]: section for section in merged["sections"]}
     assert by_number[2]["status"] == "FAILED"
-    assert by_number[2]["reason"] == "ZeroDivisionError: division by zero (cell s2-run)", (
+    assert by_number[2]["reason"] == f"ZeroDivisionError: division by zero (cell {S2_RUN})", (
         "a FAILED section names its FIRST error and the cell it came from, not a later one that follows from it"
     )
     assert by_number[5]["status"] == "FAILED" and by_number[5]["reason"].startswith("SyntaxError")
@@ -71,26 +69,26 @@ def test_each_section_that_raised_is_failed_with_its_first_error_and_the_others_
     assert merged["counts"] == {"ok": 2, "SKIPPED": 5, "FAILED": 3, "NOT RUN": 0}
     problems = run_problems(merged)
     assert any(problem.startswith("section 2 FAILED: ZeroDivisionError") for problem in problems), problems
-    assert "cell summary-code: NameError: name 'report_summary' is not defined" in problems, (
+    assert f"cell {SUMMARY}: NameError: name 'report_summary' is not defined" in problems, (
         "an error in the summary cell is an error outside the sections and fails the run"
     )
 
 
 def test_a_section_fixed_and_run_again_is_judged_by_the_new_run_only(tmp_path):
-    fixed = {**BROKEN_RUN, "s2-run": "1 / 1", "s2-tflops": "2"}
+    fixed = {**BROKEN_RUN, S2_RUN: "1 / 1", "s2-tflops": "2"}
     merged = merge_failures(load(CUPTI_RUN / "summary.json"), executed_here(tmp_path, fixed))
     assert merged["sections"][1]["status"] == "ok", "an executed copy without an error in section 2 leaves it as run"
 
 
 def test_a_run_that_wrote_no_summary_still_names_every_section(tmp_path):
     executed = tmp_path / "executed.ipynb"
-    executed.write_text(json.dumps(executed_here(tmp_path, {"gpu-check": "raise RuntimeError('No NVIDIA GPU')"})))
+    executed.write_text(json.dumps(executed_here(tmp_path, {GPU_CHECK: "raise RuntimeError('No NVIDIA GPU')"})))
     summary_path = tmp_path / "summary.json"
     merged = finish_run(executed, summary_path)
     assert load(summary_path) == merged, "summary.json is rewritten with the merged statuses"
     statuses = [section["status"] for section in merged["sections"]]
     assert statuses == ["FAILED"] + ["NOT RUN"] * 9, statuses
-    assert merged["sections"][0]["reason"] == "RuntimeError: No NVIDIA GPU (cell gpu-check)"
+    assert merged["sections"][0]["reason"] == f"RuntimeError: No NVIDIA GPU (cell {GPU_CHECK})"
     assert "no summary.json" in merged["sections"][1]["reason"]
 
 
@@ -106,7 +104,7 @@ def test_nbmake_runs_every_cell_of_a_copy_that_allows_errors(tmp_path):
     source = tmp_path / "source.ipynb"
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(code, id=cell_id) for cell_id, code in
-                      {"s2-run": "1 / 0", "s3-run": "print('section 3 ran')"}.items()]  # fmt: skip
+                      {S2_RUN: "1 / 0", S3_RUN: "print('section 3 ran')"}.items()]  # fmt: skip
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source.write_text(nbformat.writes(notebook))
     copy = tmp_path / "run" / "executed.ipynb"
@@ -131,8 +129,8 @@ def _error_cell(cell_id, *errors):
 def test_the_first_error_of_a_section_and_outside_the_sections_is_kept_not_a_later_one():
     notebook = {
         "cells": [
-            _error_cell("s3-run", ("ValueError", "the first one\nmore detail"), ("KeyError", "a second output")),
-            _error_cell("s3-table", ("NameError", "name 'means' is not defined")),
+            _error_cell(S3_RUN, ("ValueError", "the first one\nmore detail"), ("KeyError", "a second output")),
+            _error_cell(S3_LATER, ("NameError", "name 'means' is not defined")),
             _error_cell("my-cell", ("ZeroDivisionError", "division by zero")),
             _error_cell("my-other-cell", ("TypeError", "later")),
         ]
@@ -140,7 +138,7 @@ def test_the_first_error_of_a_section_and_outside_the_sections_is_kept_not_a_lat
     summary = load(CUPTI_RUN / "summary.json")
     before = json.dumps(summary)
     merged = merge_failures(summary, notebook)
-    assert merged["sections"][2]["reason"] == "ValueError: the first one (cell s3-run)", merged["sections"][2]
+    assert merged["sections"][2]["reason"] == f"ValueError: the first one (cell {S3_RUN})", merged["sections"][2]
     assert merged["errors_outside_sections"] == [{"cell": "my-cell", "error": "ZeroDivisionError: division by zero"}]
     assert json.dumps(summary) == before, "the summary read from disk must not be changed in place"
     assert merged["counts"]["FAILED"] == 1 and merged["suspect_figures"] == 0

@@ -17,7 +17,7 @@ import pytest
 from support import NOTEBOOK, cell_by_id
 
 import plumbing.harness
-from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT
+from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN
 from plumbing.executed_run import merge_failures, run_problems
 
 
@@ -46,9 +46,9 @@ def test_output_folder_off_colab_is_the_default_folder_in_the_current_folder(har
 
 
 def test_out_prefix_is_a_folder_inside_the_output_folder(harness, tmp_path):
-    # out_prefix is defined once, in the notebook's visible cell s2-tools; run that cell beside the harness's OUT_DIR
+    # out_prefix is defined once, in section 2's first (visible) define cell; run it beside the harness's OUT_DIR
     namespace = {"OUT_DIR": harness.OUT_DIR}
-    exec(cell_by_id(nbformat.read(NOTEBOOK, as_version=4), "s2-tools").source, namespace)
+    exec(cell_by_id(nbformat.read(NOTEBOOK, as_version=4), SECTION_PLAN[2]["define"][0]).source, namespace)
     assert namespace["out_prefix"]("s7_fusion") == f"{tmp_path / 'out' / 's7_fusion'}/"
 
 
@@ -184,10 +184,10 @@ def test_a_failed_or_not_run_section_or_a_suspect_figure_fails_the_run_and_a_ski
         harness.verdict(number, "done")
     harness.record_figure(3, "add", 900.0, "GB/s", "dram_gbs")  # above the T4's 320 GB/s
     error = {"output_type": "error", "ename": "ValueError", "evalue": "bad"}
-    cells = [{"cell_type": "code", "id": "s5-run", "outputs": [error]}]
+    cells = [{"cell_type": "code", "id": SECTION_PLAN[5]["run"][0], "outputs": [error]}]
     merged = merge_failures(harness.build_summary(), {"cells": cells})
     assert run_problems(merged) == [
-        "section 5 FAILED: ValueError: bad (cell s5-run)",
+        f"section 5 FAILED: ValueError: bad (cell {cells[0]['id']})",
         "section 8 NOT RUN: its verdict cell did not run",
         "SUSPECT figure in section 3: add = 900.0 GB/s (281.2% of peak 320.0)",
     ], "a FAILED or NOT RUN section and a SUSPECT figure fail the run; SKIPPED sections under CUPTI do not"

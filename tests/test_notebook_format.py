@@ -14,6 +14,8 @@ import pytest
 from fake_env import requirement_pins
 from support import NOTEBOOK, ROOT
 
+from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
+
 FEW_LINES = 15  # a folded cell longer than this is plumbing and must come from a module
 
 
@@ -54,31 +56,27 @@ def test_the_embedded_modules_are_the_ones_in_the_repository():
 def test_check_names_the_cell_and_module_that_differ_and_fix_restores_the_module(tmp_path):
     edited = _write(tmp_path, lambda cell_id, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
     problems = notebook_format.problems(edited)
-    assert len(problems) == 1 and "(harness) differs from plumbing/sections.py, plumbing/harness.py" in problems[0]
+    assert len(problems) == 1 and f"({HARNESS}) differs from plumbing/sections.py, plumbing/harness.py" in problems[0]
     assert notebook_format.main(["--check", str(edited)]) == 1
     assert notebook_format.main(["--fix", str(edited)]) == 0
     assert _cells(edited) == _cells(), "--fix must give back exactly the committed cells"
 
 
 def test_fix_rewrites_only_the_cells_that_name_a_module(tmp_path):
-    def change(cell_id, source):
-        if cell_id == "s2-run":  # another helper's visible cell, edited in parallel
-            return source + "\nprint('edited elsewhere')"
-        return source
-
-    edited = _write(tmp_path, change)
+    visible = SECTION_PLAN[2]["run"][0]  # another helper's visible cell, edited in parallel
+    edited = _write(tmp_path, lambda cell_id, s: s + "\nprint('edited elsewhere')" if cell_id == visible else s)
     notebook_format.main(["--fix", str(edited)])
     after = _cells(edited)
-    assert after["s2-run"].endswith("print('edited elsewhere')") and after["harness"] == _cells()["harness"]
+    assert after[visible].endswith("print('edited elsewhere')") and after[HARNESS] == _cells()[HARNESS]
 
 
 def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds():
     """The cell embeds requirements.txt and reads its pins from that text, as the module reads the file."""
     from plumbing import setup_helpers
 
-    source = _cells()["setup-helpers"]
+    source = _cells()[SETUP_HELPERS]
     namespace: dict = {}
-    exec(compile(source, "setup-helpers", "exec"), namespace)  # defines only: nothing runs at import
+    exec(compile(source, SETUP_HELPERS, "exec"), namespace)  # defines only: nothing runs at import
     assert namespace["REQUIREMENTS"].strip() == (ROOT / "requirements.txt").read_text().strip()
     assert (namespace["PINS"], namespace["CUPTI_PINS"]) == (setup_helpers.PINS, setup_helpers.CUPTI_PINS)
     pins, cupti_pins = namespace["PINS"], namespace["CUPTI_PINS"]
@@ -96,7 +94,7 @@ def test_a_pin_changed_in_requirements_txt_makes_the_setup_helpers_cell_stale(tm
     (repo / "requirements.txt").write_text(
         (ROOT / "requirements.txt").read_text().replace("nvtx==0.2.17", "nvtx==0.2.18")
     )
-    source = _cells()["setup-helpers"]
+    source = _cells()[SETUP_HELPERS]
     assert notebook_format.generated_source(source, repo) != source, "the cell no longer holds requirements.txt"
     assert "nvtx==0.2.18" in notebook_format.generated_source(source, repo), "--fix must embed the new pin"
 
@@ -109,7 +107,7 @@ def test_a_missing_module_is_named_and_nothing_is_written(tmp_path):
     assert any("plumbing/report_tool.py does not exist" in problem for problem in notebook_format.problems(edited))
 
 
-@pytest.mark.parametrize("cell_id", ["harness", "setup-helpers"])
+@pytest.mark.parametrize("cell_id", [HARNESS, SETUP_HELPERS])
 def test_embedded_cells_hold_no_package_imports_or_docstrings(cell_id):
     tree = ast.parse(_cells()[cell_id])
     assert not [
@@ -153,8 +151,8 @@ def test_committed_notebook_has_no_outputs_or_execution_counts(notebook):
 
 BROKEN_CELLS = {  # what a hand edit can leave; --fix used to empty or keep them and call the file canonical
     "no source": ({"cell_type": "markdown", "id": "intro", "metadata": {}}, "cell 1 (id 'intro') has no source"),
-    "a null source": ({"cell_type": "code", "id": "s2-run", "metadata": {}, "source": None, "outputs": [],
-                       "execution_count": None}, "cell 1 (id 's2-run') has source null, not text"),
+    "a null source": ({"cell_type": "code", "id": "run-it", "metadata": {}, "source": None, "outputs": [],
+                       "execution_count": None}, "cell 1 (id 'run-it') has source null, not text"),
     "a bogus cell_type": ({"cell_type": "bogus", "id": "notes", "metadata": {}, "source": "x"},
                           "cell 1 (id 'notes') has cell_type 'bogus'"),
 }  # fmt: skip
@@ -166,7 +164,7 @@ def test_a_cell_without_usable_source_or_type_is_named_by_index_and_id_and_the_f
     tmp_path, capsys, kind, mode
 ):
     cell, said = BROKEN_CELLS[kind]
-    good = {"cell_type": "markdown", "id": "title", "metadata": {}, "source": ["# Title\n"]}
+    good = {"cell_type": "markdown", "id": "heading", "metadata": {}, "source": ["# Title\n"]}
     path = tmp_path / "edited.ipynb"
     path.write_text(json.dumps({"cells": [good, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     before = path.read_bytes()

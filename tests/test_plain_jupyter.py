@@ -16,9 +16,9 @@ import time
 import pytest
 import recordings
 from kernel_session import KernelSession
-from support import cell_by_id
+from support import cell_by_id, section_code_cells
 
-from plumbing.cells import NCU_ONLY_SECTIONS
+from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, SETUP_HELPERS, SUMMARY
 from plumbing.executed_run import run_problems
 
 FOLDERS = recordings.recording_folders("cupti")
@@ -72,7 +72,7 @@ def learner(notebook, tmp_path_factory):
     folder = tmp_path_factory.mktemp("plain")
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
     try:
-        for cell_id in ("harness", "setup-helpers"):
+        for cell_id in (HARNESS, SETUP_HELPERS):
             session.run(cell_by_id(notebook, cell_id).source)
         session.run(recordings.cpu_section_one_source(FOLDERS[0]))
     except BaseException:
@@ -139,9 +139,9 @@ def test_a_raising_cell_fails_for_the_front_end_and_its_traceback_points_at_the_
 # ---------------------------------------------------------------- section status
 def test_a_section_is_not_run_until_its_verdict_runs_then_ok_with_its_figure_and_finding_once(notebook, learner):
     assert learner.value("section_entry(2)['status']") == "NOT RUN", "a section is NOT RUN until its verdict cell"
-    learner.run(recordings.inject_source("s2-run"))  # what s2-run bound on the GPU machine
-    for _ in range(2):  # the section's verdict cell run twice (a learner runs it again)
-        printed = front_end(learner, cell_by_id(notebook, "s2-verdict").source).stdout.splitlines()[-1]
+    learner.run(recordings.inject_source(SECTION_PLAN[2]["run"][0]))  # what section 2's run cell bound on the GPU
+    for _ in range(2):  # the section's verdict cell (its last code cell) run twice (a learner runs it again)
+        printed = front_end(learner, section_code_cells(notebook, 2)[-1].source).stdout.splitlines()[-1]
     entry, gpu = learner.value("section_entry(2)"), learner.value("ENVIRONMENT['gpu']")
     assert entry["status"] == "ok" and printed == f"On this {gpu}: {entry['headline']}", (
         f"the verdict's finding, printed, is the headline, kept once when the cell runs again: {entry}"
@@ -152,15 +152,15 @@ def test_a_section_is_not_run_until_its_verdict_runs_then_ok_with_its_figure_and
 
 def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(notebook, learner):
     assert learner.value("USE_NCU") is False, "the CUPTI recording's section 1 names"
-    for cell_id in ("s4-run", "s4-verdict"):
-        reply = front_end(learner, cell_by_id(notebook, cell_id).source)
-        assert reply.status == "ok" and reply.stdout == "", f"under CUPTI {cell_id} must do nothing: {reply.stdout}"
+    for cell in (cell_by_id(notebook, SECTION_PLAN[4]["run"][0]), section_code_cells(notebook, 4)[-1]):  # the verdict
+        reply = front_end(learner, cell.source)
+        assert reply.status == "ok" and reply.stdout == "", f"under CUPTI {cell.id} must do nothing: {reply.stdout}"
     assert learner.value("'condition_frames' in globals()") is False
     assert learner.value("section_entry(4)['status']") == "SKIPPED", "under CUPTI no verdict means SKIPPED here"
 
 
 def test_the_summary_cell_writes_every_section_and_never_raises_and_not_run_sections_fail_the_run(notebook, learner):
-    summary = front_end(learner, cell_by_id(notebook, "summary-code").source)
+    summary = front_end(learner, cell_by_id(notebook, SUMMARY).source)
     assert summary.status == "ok", f"the summary cell must never raise: {summary.traceback}"
     written = learner.value("json.loads((OUT_DIR / 'summary.json').read_text())")
     assert [s["number"] for s in written["sections"]] == list(range(1, 11)), "summary.json names every section"

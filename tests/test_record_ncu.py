@@ -25,7 +25,7 @@ import recordings
 from nsight.collection import ncu as nsight_ncu
 from support import ROOT, WITHOUT_MODULES, ncu_namespace
 
-from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
+from plumbing.cells import HARNESS, NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
 
 def _launch(cache_control="all", clock_control="none", replay_mode="kernel", tmp_path=None):
@@ -139,6 +139,7 @@ def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
 
 # ---------------------------------------------------------------- the recorder leaves the runner's clocks alone
 COMMITTED = recordings.recording_folders("ncu")
+RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
 
 
 def _doubling_benchmark(clock_control):
@@ -502,7 +503,7 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
     namespace = ncu_namespace(*SECTION_PLAN[6]["define"])
     calls = ncu_launch.ProfiledCalls(work, "inner", target="6-1", log=lambda *_: None)
     calls.install()
-    calls.where = (6, "s6-run")
+    calls.where = (6, RUN[6])
     try:
         rebuilt = namespace["three_kernels"]().to_dataframe()
     finally:
@@ -538,7 +539,7 @@ def _recording(sections: dict, commit: str) -> dict:
         "format": recordings.FORMAT, "mode": "ncu", "provenance": {"notebook_commit": commit},
         "sections": {str(n): {"status": "ok", "notebook_commit": commit} for n in sections},
         "cells": {
-            "harness": {"section": None, "role": "prelude", "source": commit},
+            HARNESS: {"section": None, "role": "prelude", "source": commit},
             **{cell: {"section": n, "role": "run", "source": commit} for n, cell in sections.items()},
         },
         "calls": [{"section": n, "cell": cell} for n, cell in sections.items()],
@@ -547,12 +548,12 @@ def _recording(sections: dict, commit: str) -> dict:
 
 
 def test_recording_some_sections_keeps_the_others_as_they_were(tmp_path):
-    recordings.write_recording(tmp_path, _recording({2: "s2-run", 3: "s3-run"}, "old"), [2, 3])
-    recordings.write_recording(tmp_path, _recording({3: "s3-run"}, "new"), [3])
+    recordings.write_recording(tmp_path, _recording({n: RUN[n] for n in (2, 3)}, "old"), [2, 3])
+    recordings.write_recording(tmp_path, _recording({3: RUN[3]}, "new"), [3])
     merged = json.loads((tmp_path / "recording.json").read_text())
     assert {n: info["notebook_commit"] for n, info in merged["sections"].items()} == {"2": "old", "3": "new"}
-    assert merged["cells"]["s2-run"]["source"] == "old" and merged["cells"]["s3-run"]["source"] == "new"
-    assert [(call["section"], call["cell"]) for call in merged["calls"]] == [(2, "s2-run"), (3, "s3-run")]
+    assert merged["cells"][RUN[2]]["source"] == "old" and merged["cells"][RUN[3]]["source"] == "new"
+    assert [(call["section"], call["cell"]) for call in merged["calls"]] == [(2, RUN[2]), (3, RUN[3])]
     assert [figure["section"] for figure in merged["figures"]] == [2, 3]
 
 
@@ -594,8 +595,8 @@ def test_a_hung_ncu_is_stopped_at_its_time_limit_and_the_call_named(tmp_path, mo
     monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
     calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
     hung = subprocess.Popen(["sleep", "8"])  # longer than the limit; ends by itself if the limit is ignored
-    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": "s6-run", "started": 0.0, "report": "r.ncu-rep"}
-    with pytest.raises(recordings.RecorderError, match=r"call 6-0 \(limits_benchmark, cell s6-run\) did not finish"):
+    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
+    with pytest.raises(recordings.RecorderError, match=rf"call 6-0 \(limits_benchmark, cell {RUN[6]}\) did not finish"):
         calls.finished(call, hung, tmp_path / "6-0.out")
     assert ends_soon(hung.pid), "the hung ncu lives on after its time limit"
 
@@ -606,6 +607,6 @@ def test_an_ncu_that_exits_non_zero_fails_the_call_though_the_inner_process_fini
     (tmp_path / "calls" / "6-0.session.json").write_text(json.dumps({"session_s": 1.5}))  # the inner got through
     (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
     failed = subprocess.Popen(["sh", "-c", "exit 3"])
-    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": "s6-run", "started": 0.0, "report": "r.ncu-rep"}
+    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
     with pytest.raises(recordings.RecorderError, match=r"exit 3[\s\S]*the report could not be written"):
         calls.finished(call, failed, tmp_path / "6-0.out")

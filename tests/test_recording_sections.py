@@ -93,12 +93,12 @@ def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cel
 
 def test_the_recording_keeps_a_prelude_cell_under_no_section_and_leaves_out_the_cells_of_a_section_it_read():
     run = {"source": "x = 1\n", "output": "", "variables": {"x": 1}}
-    runs = {"s2-tools": {**run, "role": "prelude"}, "s3-run": {**run, "role": "recorded run"},
-            "s8-define": {**run, "role": "gpu_define"}}  # fmt: skip
+    prelude, read, gpu = SECTION_PLAN[2]["define"][0], SECTION_PLAN[3]["run"][0], SECTION_PLAN[8]["gpu_define"][0]
+    runs = {c: {**run, "role": r} for c, r in ((prelude, "prelude"), (read, "recorded run"), (gpu, "gpu_define"))}
     cells = recordings.recorded_cells(runs, "c" * 40, "t")
-    assert sorted(cells) == ["s2-tools", "s8-define"], (
+    assert sorted(cells) == sorted([prelude, gpu]), (
         f"a cell of a section read from a recording keeps that recording's entry, not one made here: {sorted(cells)}"
     )
-    assert (cells["s2-tools"]["section"], cells["s8-define"]["section"]) == (None, 8), (
+    assert (cells[prelude]["section"], cells[gpu]["section"]) == (None, 8), (
         "a shared (prelude) cell belongs to no section, so that recording one section keeps the others' entries"
     )

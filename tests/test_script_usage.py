@@ -60,7 +60,7 @@ def test_render_recorded_names_a_folder_or_recording_it_cannot_read_and_how_to_m
     if kind != "no such folder":
         folder.mkdir()
     if kind == "a cut-short recording.json":
-        (folder / "recording.json").write_text('{"format": 2, "cells": {"s2-run": {"sou')
+        (folder / "recording.json").write_text('{"format": 2, "cells": {"a-cell": {"sou')
     assert render_recorded.main([str(folder)]) == 2, f"render_recorded.py on {kind} must exit 2"
     said = capsys.readouterr().err
     expected = {

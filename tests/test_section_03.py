@@ -67,18 +67,18 @@ def test_section_3s_spread_verdict_names_each_rows_mean_and_relative_spread(reco
     assert len(matmuls) == 2 and all(row["NumRuns"] == 20 for row in by_row.values()), f"runs_frame changed: {by_row}"
     assert int(shown[3]) == small["NumRuns"], f"the verdict says {shown[3]} runs, the rows have {small['NumRuns']}"
     assert float(shown[1]) == pytest.approx(small["AvgValue"] / 1e3, abs=0.06), (
-        f"s3-verdict's 16K add time {shown[1]} us is not the 16K-element row's AvgValue "
+        f"the spread verdict's 16K add time {shown[1]} us is not the 16K-element row's AvgValue "
         f"{small['AvgValue'] / 1e3:.2f} us (ns -> us, and the 2**14 row)"
     )
     assert float(shown[2]) == pytest.approx(rsd_pct(small), abs=0.06), (
-        f"s3-verdict's 16K spread {shown[2]}% is not the 16K add's StdDev / AvgValue = {rsd_pct(small):.2f}%"
+        f"the spread verdict's 16K spread {shown[2]}% is not the 16K add's StdDev / AvgValue = {rsd_pct(small):.2f}%"
     )
     assert float(shown[5]) == pytest.approx(rsd_pct(large), abs=0.06), (
-        f"s3-verdict's 16M spread {shown[5]}% is not the 16M add's StdDev / AvgValue = {rsd_pct(large):.2f}%"
+        f"the spread verdict's 16M spread {shown[5]}% is not the 16M add's StdDev / AvgValue = {rsd_pct(large):.2f}%"
     )
     worst = max(rsd_pct(row) for row in matmuls)
     assert float(shown[6]) == pytest.approx(worst, abs=0.06), (
-        f"s3-verdict's matmul spread {shown[6]}% is not the larger of the two matmul rows' spreads ({worst:.2f}%)"
+        f"the spread verdict's matmul spread {shown[6]}% is not the larger of the matmul rows' spreads ({worst:.2f}%)"
     )
 
 
@@ -86,7 +86,7 @@ def test_section_3_calls_the_small_add_stable_only_when_its_spread_is_under_2_pe
     shown, small = spread_verdict(recorded), rows(recorded)[("u + v", 2**14)]
     expected = "stable" if rsd_pct(small) < 2 else "not stable"
     assert shown[4] == expected, (
-        f"s3-verdict calls the 16K add {shown[4]!r}, but its runs spread by {rsd_pct(small):.2f}% (nsight's "
+        f"the spread verdict calls the 16K add {shown[4]!r}, but its runs spread by {rsd_pct(small):.2f}% (nsight's "
         f"StableMeasurement is under 2%): the word must follow the 16K row's StableMeasurement"
     )
     assert small["StableMeasurement"] is (rsd_pct(small) < 2), f"nsight's StableMeasurement is not RSD < 2%: {small}"
@@ -133,15 +133,15 @@ def test_section_3s_clock_verdict_is_the_mean_host_and_event_times_against_nsigh
     nsight_us = sum(row["AvgValue"] for row in matmuls) / len(matmuls) / 1e3
     for text, value, what in ((shown[1], host, "host clock"), (shown[2], events, "CUDA events")):
         assert float(text) == pytest.approx(value, abs=0.6), (
-            f"s3-why-verdict's {what} time {text} us is not the mean of its ten timings, {value:.1f} us"
+            f"the clock verdict's {what} time {text} us is not the mean of its ten timings, {value:.1f} us"
         )
     assert float(shown[3]) == pytest.approx(nsight_us, abs=0.6), (
-        f"s3-why-verdict's nsight time {shown[3]} us is not the matmul rows' mean AvgValue {nsight_us:.1f} us "
+        f"the clock verdict's nsight time {shown[3]} us is not the matmul rows' mean AvgValue {nsight_us:.1f} us "
         "(ns -> us)"
     )
     for text, value, what in ((shown[4], host / nsight_us, "host clock"), (shown[5], events / nsight_us, "events")):
         assert float(text) == pytest.approx(value, abs=0.006), (
-            f"s3-why-verdict's {what} ratio {text}x is not {value:.3f} (its mean time over nsight's)"
+            f"the clock verdict's {what} ratio {text}x is not {value:.3f} (its mean time over nsight's)"
         )
 
 

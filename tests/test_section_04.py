@@ -88,13 +88,13 @@ def test_section_4s_verdict_gives_cold_over_warm_time_at_each_input_size_in_mb(n
     gains = [(float(mb), float(gain)) for mb, gain in GAIN.findall(text)]
     assert ", ".join(f"{mb} MB {gain}x" for mb, gain in GAIN.findall(text)) == text, f"unreadable gains: {text!r}"
     expected = [(4 * n / 1e6, runs["cold"][TIME, n] / runs["warm"][TIME, n]) for n in sizes(ncu_recorded)]
-    assert len(gains) == 3, f"s4-verdict must give a cold / warm ratio for each of the three inputs: {text!r}"
+    assert len(gains) == 3, f"the verdict must give a cold / warm ratio for each of the three inputs: {text!r}"
     for (mb, gain), (want_mb, want_gain) in zip(gains, expected, strict=True):
         assert mb == pytest.approx(want_mb, abs=0.06), (
-            f"s4-verdict labels an input {mb} MB, but its size is {want_mb:.2f} MB (4 bytes a float, sizes in order)"
+            f"the verdict labels an input {mb} MB, but its size is {want_mb:.2f} MB (4 bytes a float, sizes in order)"
         )
         assert gain == pytest.approx(want_gain, abs=0.006), (
-            f"s4-verdict's ratio at {want_mb:.1f} MB is {gain}x, but cold time / warm time there is {want_gain:.3f}"
+            f"the verdict's ratio at {want_mb:.1f} MB is {gain}x, but cold time / warm time there is {want_gain:.3f}"
         )
 
 
@@ -104,7 +104,7 @@ def test_section_4_says_a_warm_l2_sped_up_the_smallest_input_only_when_it_ran_3_
     gain = runs["cold"][TIME, eighth] / runs["warm"][TIME, eighth]
     expected = "a warm L2 sped up the smallest input" if gain > 1.03 else "no input ran measurably faster warm"
     assert sentence == expected, (
-        f"s4-verdict says {sentence!r}, but the smallest input ran {gain:.3f}x as fast warm (the threshold is 1.03)"
+        f"the verdict says {sentence!r}, but the smallest input ran {gain:.3f}x as fast warm (the threshold is 1.03)"
     )
 
 
@@ -113,16 +113,16 @@ def test_section_4s_verdict_gives_the_base_and_boost_sm_clock_and_time_at_the_la
     large = sizes(ncu_recorded)[2]
     base_mhz, cold_mhz = runs["base clock"][SM_CLOCK, large] / 1e6, runs["cold"][SM_CLOCK, large] / 1e6
     assert float(match[3].replace(",", "")) == pytest.approx(base_mhz, abs=0.6), (
-        f"s4-verdict's base clock {match[3]} MHz is not the base-clock call's SM clock at the large input, "
+        f"the verdict's base clock {match[3]} MHz is not the base-clock call's SM clock at the large input, "
         f"{base_mhz:.1f} MHz (Hz -> MHz)"
     )
     assert float(match[4].replace(",", "")) == pytest.approx(cold_mhz, abs=0.6), (
-        f"s4-verdict compares with {match[4]} MHz, but the cold call's SM clock at the large input is "
+        f"the verdict compares with {match[4]} MHz, but the cold call's SM clock at the large input is "
         f"{cold_mhz:.1f} MHz"
     )
     slower = runs["base clock"][TIME, large] / runs["cold"][TIME, large]
     assert float(match[5]) == pytest.approx(slower, abs=0.0006), (
-        f"s4-verdict's {match[5]}x is not base-clock time / cold time at the large input = {slower:.4f}"
+        f"the verdict's {match[5]}x is not base-clock time / cold time at the large input = {slower:.4f}"
     )
 
 

@@ -19,10 +19,10 @@ TIME = "gpu__time_duration.sum"
 PEAK_KEYS = {"float32": "fp32_tflops", "float16": "fp16_tflops"}
 
 
-def shown(recorded, pattern: re.Pattern, cell: str) -> re.Match:
+def shown(recorded, pattern: re.Pattern, what: str) -> re.Match:
     found = [match for match in map(pattern.match, recorded.verdicts(5)) if match]
     assert len(found) == 1, (
-        f"section 5 printed no verdict of the form {pattern.pattern!r} ({cell}): {recorded.verdicts(5)}"
+        f"section 5 printed no verdict of the form {pattern.pattern!r} ({what}): {recorded.verdicts(5)}"
     )
     return found[0]
 
@@ -51,8 +51,8 @@ def test_section_5_runs_on_each_recording_and_prints_both_verdicts(recorded):
         f"section 5 must print two verdict lines on {recorded.folder.name} (s5-verdict and s5-ratio-verdict each "
         f"call verdict(5, ...)):\n{printed[-1500:]}"
     )
-    shown(recorded, SWEEP, "s5-verdict")
-    shown(recorded, RATIO, "s5-ratio-verdict")
+    shown(recorded, SWEEP, "the sweep verdict")
+    shown(recorded, RATIO, "the ratio verdict")
     assert recorded.value("SECTIONS[5]['headline']") == "; ".join(recorded.verdicts(5)), (
         "section 5's headline is not its two printed findings joined by '; ': both cells must call verdict(5, ...)"
     )
@@ -85,27 +85,27 @@ def test_section_5s_sweep_has_both_precisions_at_every_size_and_its_rate_is_2_n_
 
 
 def test_section_5s_sweep_verdict_and_figures_are_the_largest_products_rates(recorded):
-    match, rates = shown(recorded, SWEEP, "s5-verdict"), tflops_from_times(recorded)
+    match, rates = shown(recorded, SWEEP, "the sweep verdict"), tflops_from_times(recorded)
     largest, smallest = max(n for _, n in rates), min(n for _, n in rates)
     fp16, fp32 = rates["float16", largest], rates["float32", largest]
     assert (int(match[1]), int(match[5])) == (largest, smallest), (
-        f"s5-verdict names n={match[1]} and n={match[5]}, but the sweep ran from n={smallest} to n={largest}"
+        f"the sweep verdict names n={match[1]} and n={match[5]}, but the sweep ran from n={smallest} to n={largest}"
     )
     for text, want, what in ((match[2], fp16, "float16"), (match[4], fp32, "float32")):
         assert float(text) == pytest.approx(want, rel=0.01, abs=0.06), (
-            f"s5-verdict's {what} rate at n={largest} is {text} TFLOP/s, but its recorded time gives {want:.1f}"
+            f"the sweep verdict's {what} rate at n={largest} is {text} TFLOP/s, but its recorded time gives {want:.1f}"
         )
     assert float(match[3]) == pytest.approx(fp16 / fp32, rel=0.01, abs=0.06), (
-        f"s5-verdict's float16 / float32 ratio {match[3]}x is not {fp16 / fp32:.2f} (float16's rate over float32's)"
+        f"the sweep verdict's float16 / float32 ratio {match[3]}x is not {fp16 / fp32:.2f} (float16's rate / float32's)"
     )
     share = 100 * rates["float16", smallest] / fp16
     assert int(match[6]) == pytest.approx(share, abs=0.6), (
-        f"s5-verdict says float16 got {match[6]}% at n={smallest}, but its rate there is {share:.1f}% of n={largest}'s"
+        f"the sweep verdict says float16 got {match[6]}% at n={smallest}, but its rate is {share:.1f}% of n={largest}'s"
     )
     figures = {figure["name"]: figure for figure in recorded.value("FIGURES") if figure["section"] == 5}
     for precision, want in (("float32", fp32), ("float16", fp16)):
         figure = figures.get(f"{precision} product, n={largest}")
-        assert figure, f"s5-verdict recorded no figure '{precision} product, n={largest}': {sorted(figures)}"
+        assert figure, f"the sweep verdict recorded no figure '{precision} product, n={largest}': {sorted(figures)}"
         assert figure["unit"] == "TFLOP/s" and figure["peak_kind"] == PEAK_KEYS[precision], (
             f"the {precision} figure is checked against {figure['peak_kind']} in {figure['unit']}, not "
             f"{PEAK_KEYS[precision]} in TFLOP/s (s5-verdict)"
@@ -135,15 +135,15 @@ def test_section_5s_rates_are_plausible_and_float16_pulls_away_with_size(recorde
 
 
 def test_section_5s_ratio_verdict_names_float16s_ratio_and_its_stddev_in_its_unit(recorded):
-    match, row = shown(recorded, RATIO, "s5-ratio-verdict"), fp16_ratio_row(recorded)["float16"]
+    match, row = shown(recorded, RATIO, "the ratio verdict"), fp16_ratio_row(recorded)["float16"]
     assert float(match[1]) == pytest.approx(row["AvgValue"], abs=6e-4), (
-        f"s5-ratio-verdict's AvgValue {match[1]} is not the float16 row's {row['AvgValue']:.4f} of ratio_frame"
+        f"the ratio verdict's AvgValue {match[1]} is not the float16 row's {row['AvgValue']:.4f} of ratio_frame"
     )
     assert float(match[2].replace(",", "")) == pytest.approx(row["StdDev"], abs=0.6), (
-        f"s5-ratio-verdict's StdDev {match[2]} is not the float16 row's {row['StdDev']:.1f}"
+        f"the ratio verdict's StdDev {match[2]} is not the float16 row's {row['StdDev']:.1f}"
     )
     assert match[3] == row["Unit"] == "ns", (
-        f"s5-ratio-verdict gives the StdDev in {match[3]!r}, the row in {row['Unit']}"
+        f"the ratio verdict gives the StdDev in {match[3]!r}, the row in {row['Unit']}"
     )
 
 

@@ -7,12 +7,12 @@ import nbformat
 import pandas as pd
 import pytest
 from nsight.thermovision import DEFAULT_THERMAL_WAIT  # the margin (C) at which "auto" pauses
-from support import NOTEBOOK, cell_by_id
+from support import NOTEBOOK, section_code_cells
 
 MODES = ("off", "auto", "manual")
-# The load before each run, as s8-define writes it: the recorded calls must have taken at least 30 of them.
+# The load before each run, as section 8's define cell writes it: the recorded calls must have taken 30 or more.
 NB = nbformat.read(NOTEBOOK, as_version=4)
-LOAD_S = float(re.search(r"perf_counter\(\) \+ ([\d.]+)", cell_by_id(NB, "s8-define").source)[1])
+LOAD_S = float(re.search(r"perf_counter\(\) \+ ([\d.]+)", "".join(c.source for c in section_code_cells(NB, 8)))[1])
 LATE_S = 0.4  # a run that starts this much later than the median gap waited (nsight polls every 0.5 s)
 EFFECT = r"([+-]\d+\.\d) s over 30 runs, spread (\d+\.\d)% \(off: (\d+\.\d)%\)"  # a mode's cost and spread
 AUTO_PAUSED = re.compile(r"auto paused (\d+)x: " + EFFECT)
@@ -85,7 +85,7 @@ def test_section_8s_recorded_runs_are_thirty_loaded_fp16_4096_products_per_mode(
 def test_section_8s_table_is_each_modes_own_runs_in_us_percent_seconds_and_celsius(recorded):
     recorded.section(8)
     table = recorded.value("thermal_table.to_dict()")
-    assert sorted(table) == sorted(MODES), f"s8-table's columns are {sorted(table)}, not the modes {MODES}"
+    assert sorted(table) == sorted(MODES), f"thermal_table's columns are {sorted(table)}, not the modes {MODES}"
     for mode, call in recorded_runs(recorded).items():
         runs, row = call["runs"], table[mode]
         mean_ns = runs.Value.mean()
@@ -98,11 +98,11 @@ def test_section_8s_table_is_each_modes_own_runs_in_us_percent_seconds_and_celsi
         }
         for column, value in expected.items():
             assert row[column] == pytest.approx(value, rel=1e-6), (
-                f"s8-table's {column!r} for {mode} is {row[column]}, but {mode}'s own runs give {value}: check that "
-                "column in s8-table (the mode's runs, ns -> us, runs more than median gap + 0.4 s late)"
+                f"thermal_table's {column!r} for {mode} is {row[column]}, but {mode}'s own runs give {value}: check "
+                "that column in s8-table (the mode's runs, ns -> us, runs more than median gap + 0.4 s late)"
             )
         clocks = f"{runs.sm_mhz.min():.0f}-{runs.sm_mhz.max():.0f}"
-        assert row["SM clock (MHz)"] == clocks, f"s8-table's SM clock for {mode} is {row['SM clock (MHz)']}"
+        assert row["SM clock (MHz)"] == clocks, f"thermal_table's SM clock for {mode} is {row['SM clock (MHz)']}"
 
 
 def test_section_8s_pause_is_a_start_more_than_0_4_s_later_than_the_median_gap(recorded):
@@ -115,7 +115,7 @@ def test_section_8s_pause_is_a_start_more_than_0_4_s_later_than_the_median_gap(r
     counted = recorded.value(f"pauses(pd.DataFrame({{'started_s': {starts}, 'margin_c': {margins}}}), 10)")
     expected = thermal_pauses(pd.DataFrame({"started_s": starts, "margin_c": margins}), 10)
     assert expected == 1 and counted == expected, (
-        f"s8-table's pauses counts {counted} of starts 0.35, 0.43 and 0.38 s later than the median gap; only the one "
+        f"pauses() counts {counted} of starts 0.35, 0.43 and 0.38 s later than the median gap; only the one "
         f"more than {LATE_S} s late is a pause (nsight polls every 0.5 s while it waits)"
     )
 
@@ -199,7 +199,7 @@ def test_section_8_counts_as_pauses_only_late_starts_that_thermal_control_could_
     recorded.section(8)
     table = recorded.value("thermal_table.to_dict()")
     assert table["off"]["pauses"] == 0, (
-        f"s8-table counts {table['off']['pauses']} pause(s) for 'off', where thermal control never pauses: a late "
+        f"thermal_table counts {table['off']['pauses']} pause(s) for 'off', where thermal control never pauses: a late "
         "start that is not a thermal pause is counted (s8-table's pauses)"
     )
     calls = recorded_runs(recorded)
@@ -207,6 +207,6 @@ def test_section_8_counts_as_pauses_only_late_starts_that_thermal_control_could_
         runs = calls[mode]["runs"]
         could_have_waited = late_starts(runs) & (runs.margin_c.shift() <= (trigger or DEFAULT_THERMAL_WAIT) + 2)
         assert table[mode]["pauses"] <= int(could_have_waited.sum()), (
-            f"{mode}: s8-table counts {table[mode]['pauses']} pause(s), but only {int(could_have_waited.sum())} late "
+            f"{mode}: thermal_table has {table[mode]['pauses']} pause(s), but only {int(could_have_waited.sum())} late "
             f"start(s) came after a margin near the {trigger} C at which nsight waits (s8-table's pauses)"
         )

@@ -44,16 +44,16 @@ def test_section_9s_table_puts_each_cupti_row_beside_section_5s_time_for_the_sam
     run_sections(ncu_recorded)
     rows = ncu_recorded.value("both.reset_index().to_dict('records')")
     times = recorded_times(ncu_recorded)
-    assert {(row["Annotation"], row["n"]) for row in rows} == set(times), f"s9-compare's rows: {rows}"
+    assert {(row["Annotation"], row["n"]) for row in rows} == set(times), f"the comparison table's rows: {rows}"
     for row in rows:
         cupti, section_5 = times[row["Annotation"], row["n"]]
-        assert row["CUPTI AvgValue"] == pytest.approx(cupti, rel=1e-9), f"s9-compare's CUPTI column: {row}"
+        assert row["CUPTI AvgValue"] == pytest.approx(cupti, rel=1e-9), f"the comparison's CUPTI column: {row}"
         assert row["section 5"] == pytest.approx(section_5, rel=1e-9), (
-            f"{row['Annotation']} n={row['n']}: s9-compare's 'section 5' is {row['section 5']}, but section 5 "
+            f"{row['Annotation']} n={row['n']}: the comparison's 'section 5' is {row['section 5']}, but section 5 "
             f"timed {section_5} ns there: check s9-compare's metric filter and index"
         )
         assert row["CUPTI / section 5"] == pytest.approx(cupti / section_5, rel=1e-9), (
-            f"s9-compare's ratio should be CUPTI's time over section 5's: {row}"
+            f"the comparison's ratio should be CUPTI's time over section 5's: {row}"
         )
 
 

@@ -108,11 +108,11 @@ def test_section_10s_stalls_are_the_reports_reasons_largest_first_without_select
     stalls = sorted(((k, v) for k, v in reasons.items() if k != "selected"), key=lambda item: -item[1])
     shown = ncu_recorded.value("[[k, v] for k, v in softmax['stalls'].items()]")
     assert dict(shown) == pytest.approx(dict(stalls), rel=1e-9), (
-        f"s10-tools' stalls should be the report's stall reasons with 'selected' left out: {sorted(dict(shown))}"
+        f"softmax['stalls'] should be the report's stall reasons with 'selected' left out: {sorted(dict(shown))}"
     )
     values = [v for _, v in shown]
-    assert values == sorted(values, reverse=True), f"s10-tools' stalls are not largest first: {shown[:4]}"
-    assert "softmax" in ncu_recorded.value("softmax['kernel']"), "s10-tools read another kernel than the softmax"
+    assert values == sorted(values, reverse=True), f"softmax['stalls'] is not largest first: {shown[:4]}"
+    assert "softmax" in ncu_recorded.value("softmax['kernel']"), "softmax['kernel'] is another kernel than the softmax"
     per_issue = launch["smsp__average_warp_latency_per_inst_issued.ratio"].value()
     total = sum(reasons.values())
     assert min(reasons.values()) >= 0 and total == pytest.approx(per_issue, rel=0.05), (

@@ -20,15 +20,15 @@ import nbformat
 import pytest
 from fake_env import COLAB_SITE, FakeMachine, clean_environment
 from kernel_session import CellError, KernelSession
-from support import NOTEBOOK, cell_by_id
+from support import NOTEBOOK, cell_by_id, section_code_cells
 
-from plumbing.cells import section_of
+from plumbing.cells import GPU_CHECK, HARNESS, SECTION_ONE_CELLS, SETUP_HELPERS
 
 NB = nbformat.read(NOTEBOOK, as_version=4)
-# Section 1's code cells (plumbing/cells.py), up to the import cell: after it, a GPU is needed.
-_SECTION_1_ALL = [cell.id for cell in NB.cells if cell.cell_type == "code" and section_of(cell.id) == 1]
-SECTION_1 = _SECTION_1_ALL[: _SECTION_1_ALL.index("s1-import-code") + 1]
-RERUN = SECTION_1[SECTION_1.index("setup-helpers") + 1 :]  # a second Run all re-executes these in the same kernel
+APT, NCU, PIP, PROBE, IMPORT = (SECTION_ONE_CELLS[role] for role in ("apt", "ncu", "pip", "probe", "import"))
+_SECTION_1_ALL = [cell.id for cell in section_code_cells(NB, 1)]  # section 1's code cells, in notebook order
+SECTION_1 = _SECTION_1_ALL[: _SECTION_1_ALL.index(IMPORT) + 1]  # up to the import cell: after it, a GPU is needed
+RERUN = SECTION_1[SECTION_1.index(SETUP_HELPERS) + 1 :]  # a second Run all re-executes these in the same kernel
 HAVE_CC = bool(shutil.which("cc") or shutil.which("gcc"))  # to build a loadable fake injection library
 
 
@@ -102,7 +102,7 @@ def pip_targets(machine: FakeMachine) -> list[tuple[str, set[str]]]:
 
 def stops_where_a_gpu_is_needed(run: Run) -> None:
     """On these machines the CUPTI branch stops at the fake libcupti.so.13: a real one needs the CUPTI wheels."""
-    assert run.stopped_at == "s1-import-code", f"stopped at {run.stopped_at}: {run.error}\n{run.text()[-3000:]}"
+    assert run.stopped_at == IMPORT, f"stopped at {run.stopped_at}: {run.error}\n{run.text()[-3000:]}"
     assert run.error.ename == "OSError" and "libcupti.so.13" in run.error.evalue, run.error
     # The preload comes first: nothing that could load another libcupti has been imported yet.
     assert run.value("[m for m in ('nsight', 'cupti', 'torch') if m in sys.modules]") == []
@@ -162,7 +162,7 @@ def test_colab_probe_profiles_for_real_and_the_fallback_names_its_cause(colab):
 
 def test_colab_second_run_all_installs_nothing_again(colab):
     run, first, _ = colab
-    assert run.error is not None and run.stopped_at == "s1-import-code"  # the second pass stops where the first did
+    assert run.error is not None and run.stopped_at == IMPORT  # the second pass stops where the first did
     assert len(run.machine.calls("apt-get")) == first["apt-get"], "a second Run all ran apt-get again"
     assert len(run.machine.calls("pip")) == first["pip"], f"a second Run all reinstalled: {pip_targets(run.machine)}"
     # Colab's own cuda-bindings is 12.x, so the CUPTI set keeps its cuda-bindings 13, even though the CUPTI
@@ -170,8 +170,8 @@ def test_colab_second_run_all_installs_nothing_again(colab):
     assert run.value("cupti_set").get("cuda-bindings") == "13.3.1"
     path = run.value("os.environ['PATH'].split(os.pathsep)")
     assert path.count(path[0]) == 1 and path[0].endswith("nsight-compute/2026.3.1")
-    assert run.outputs["s1-apt-code"] == "", "the package is installed: the apt cell must do nothing"
-    assert "(Nsight Compute 2026.3.1)" in run.outputs["s1-ncu-code"]
+    assert run.outputs[APT] == "", "the package is installed: the apt cell must do nothing"
+    assert "(Nsight Compute 2026.3.1)" in run.outputs[NCU]
 
 
 def test_colab_after_a_runtime_restart_finds_the_apt_install_through_dpkg(colab):
@@ -182,7 +182,7 @@ def test_colab_after_a_runtime_restart_finds_the_apt_install_through_dpkg(colab)
     restarted = Run(run.machine, MachineKernel(run.machine.build_env(), run.machine.root / "cwd"))
     try:
         run_cells(restarted, SECTION_1)
-        assert restarted.outputs["s1-apt-code"] == "", "dpkg lists the package: apt-get must not run again"
+        assert restarted.outputs[APT] == "", "dpkg lists the package: apt-get must not run again"
         assert len(run.machine.calls("apt-get")) == apt_calls and len(run.machine.calls("pip")) == pip_calls
         assert restarted.value("shutil.which('ncu')").endswith("nsight-compute/2026.3.1/ncu")
     finally:
@@ -218,7 +218,7 @@ def test_profiler_cupti_skips_ncu_entirely(scenario):
 
 def test_profiler_ncu_without_a_usable_ncu_stops_with_the_cause(scenario):
     run = scenario("choice_ncu_no_ncu", apt="unreachable", env={"NSPY_TUTORIAL_PROFILER": "ncu"})
-    assert run.stopped_at == "s1-ncu-code" and run.error.ename == "RuntimeError"
+    assert run.stopped_at == NCU and run.error.ename == "RuntimeError"
     assert "NSPY_TUTORIAL_PROFILER=ncu, but there is no ncu 2026.2.1+" in run.error.evalue
     assert "apt-get update failed" in run.error.evalue
     assert run.machine.calls("pip") == [], "nothing is installed for a profiler that cannot be had"
@@ -237,9 +237,9 @@ def test_leftover_init_at_import_zero_is_cleared_in_the_ncu_branch(scenario):
         path_ncus=["2026.3.1"],
         injection="loadable",
         env={"NSPY_NCU_INIT_AT_IMPORT": "0"},
-        before={"s1-probe-code": "probe_ncu = lambda *args: (True, '')  # a probe that profiled on a GPU"},
+        before={PROBE: "probe_ncu = lambda *args: (True, '')  # a probe that profiled on a GPU"},
     )
-    assert run.stopped_at == "s1-import-code"
+    assert run.stopped_at == IMPORT
     assert run.error.ename == "ModuleNotFoundError" and "torch" in run.error.evalue, run.error
     assert run.value("str(nsight.get_active_tool())") == "Tool.NCU"
     assert run.value("'NSPY_NCU_INIT_AT_IMPORT' in os.environ") is False
@@ -252,7 +252,7 @@ def test_leftover_init_at_import_zero_is_cleared_in_the_ncu_branch(scenario):
 )
 def test_no_usable_gpu_stops_at_the_first_cell_before_any_install(scenario, gpu, message):
     run = scenario(f"gpu_{gpu}".replace(" ", "_").replace(",", ""), gpu=gpu)
-    assert run.stopped_at == "gpu-check" and run.error.ename == "RuntimeError"
+    assert run.stopped_at == GPU_CHECK and run.error.ename == "RuntimeError"
     assert message in run.error.evalue
     assert run.machine.calls("apt-get") == [] and run.machine.calls("pip") == []
     assert not (run.machine.root / "out").exists()
@@ -260,7 +260,7 @@ def test_no_usable_gpu_stops_at_the_first_cell_before_any_install(scenario, gpu,
 
 def test_a_t4_passes_the_gpu_check(colab):
     run, _, _ = colab
-    assert "GPU 0: Tesla T4, compute capability 7.5" in run.outputs["gpu-check"]
+    assert "GPU 0: Tesla T4, compute capability 7.5" in run.outputs[GPU_CHECK]
 
 
 def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsights_tool(notebook, tmp_path):
@@ -269,8 +269,8 @@ def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsig
     Tool enum, which asks for cupti-python. Only the libcupti preload stands in: there is no GPU library here."""
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp_path / "out")}, cwd=tmp_path)
     try:
-        session.run(cell_by_id(notebook, "harness").source)
-        session.run(cell_by_id(notebook, "setup-helpers").source)
+        session.run(cell_by_id(notebook, HARNESS).source)
+        session.run(cell_by_id(notebook, SETUP_HELPERS).source)
         session.run(
             "# @title test set-up: what the probe decided, and a stand-in for the libcupti preload\n"
             "CUPTI_PACKAGES_DIR = Path('cupti13')\n"
@@ -278,7 +278,7 @@ def test_the_cupti_branch_keeps_nsight_compute_out_and_activates_cupti_with_nsig
             "preload_libcupti = lambda folder: folder / 'libcupti.so.13'\n"
         )
         with pytest.raises(CellError) as raised:
-            session.run(cell_by_id(notebook, "s1-import-code").source)
+            session.run(cell_by_id(notebook, IMPORT).source)
         assert raised.value.ename == "ImportError" and "cupti-python is required" in raised.value.evalue
         assert session.value("nsight.collection.ncu.injection_load_error is None"), "nsight tried to load ncu"
         assert session.value("'torch' in sys.modules") is False, "torch must come after the backend is chosen"
@@ -290,8 +290,8 @@ def test_a_second_run_all_installs_nsight_python_once_and_imports_it_from_the_tu
     # This Python has an older nsight-python, so the first Run all installs 1.1.0 into the tutorial's folder.
     run = scenario("second_run_all_source", site={**COLAB_SITE, "nsight-python": "1.0.0"})
     folder = run.value("str(PACKAGES_DIR)")
-    assert "installing nsight-python==1.1.0" in run.outputs["s1-pip-code"], run.outputs["s1-pip-code"]
+    assert "installing nsight-python==1.1.0" in run.outputs[PIP], run.outputs[PIP]
     run_cells(run, RERUN)  # Run all again: nothing to install now, still the same folder
-    assert f"{folder} holds the pins already" in run.outputs["s1-pip-code"], run.outputs["s1-pip-code"]
+    assert f"{folder} holds the pins already" in run.outputs[PIP], run.outputs[PIP]
     where = run.value("str(importlib.metadata.distribution('nsight-python').locate_file(''))")
     assert where.startswith(folder), f"nsight-python imports from {where}, not the tutorial's {folder}"

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
-from support import NOTEBOOK, cell_by_id
+from support import NOTEBOOK, section_code_cells
 
 from plumbing import setup_helpers
 from plumbing.setup_helpers import (
@@ -147,8 +147,8 @@ def test_the_apt_install_has_time_to_download_nsight_compute_on_a_slow_link():
 def test_ncu_report_pin_is_at_least_the_newest_ncu_apt_installs():
     """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
     report = tuple(int(p) for p in setup_helpers.PINS["ncu-report"].split(".")[:2])
-    listed = nbformat.read(NOTEBOOK, as_version=4)  # the package section 1's apt cell installs
-    package = next(line for line in cell_by_id(listed, "s1-apt-code").source.splitlines() if "NCU_PACKAGE =" in line)
+    section_1 = section_code_cells(nbformat.read(NOTEBOOK, as_version=4), 1)  # the package its apt cell installs
+    package = next(line for cell in section_1 for line in cell.source.splitlines() if "NCU_PACKAGE =" in line)
     newest_apt = tuple(int(p) for p in re.search(r"nsight-compute-(\d+)\.(\d+)", package).groups())
     assert report >= newest_apt, f"ncu-report {report} is older than the ncu {newest_apt} apt installs"
 

@@ -99,8 +99,8 @@ def test_the_checker_finds_a_name_only_a_folded_cell_binds():
         nbformat.v4.new_code_cell("import math\nvalue = math.pi"),
         nbformat.v4.new_code_cell("def use():\n    return helper() + value\nframe = pd.DataFrame()\nL2_BYTES"),
     ]
-    # Ids as the cell table (plumbing/cells.py) reads them: all four cells belong to section 2.
-    for cell, cell_id in zip(notebook.cells, ["s2", "s2-plumbing", "s2-define", "s2-use"], strict=True):
+    # Made-up ids that the cell table (plumbing/cells.py) reads as section 2's.
+    for cell, cell_id in zip(notebook.cells, ["s2-heading", "s2-plumbing", "s2-values", "s2-use"], strict=True):
         cell["id"] = cell_id
     assert hidden_names(notebook) == {"s2-use": ["helper", "pd"]}
 
