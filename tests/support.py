@@ -13,7 +13,9 @@ import nbformat
 import recordings
 from kernel_session import KernelSession
 
-from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, reads_report_folders, section_of
+from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, reads_report_folders, section_of
+
+RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"

@@ -1,8 +1,8 @@
-"""scripts/record_ncu.py's mechanism on CPU: the ncu command it builds from nsight's own, nsight's collect driven
-through the patched functions up to the report, the check that names what moved in a new nsight-python, the plan,
-and the clock policy: every ncu it starts gets --clock-control none; a clock_control='base' call is never run but
-served from the committed recording that ran it (section 4's own benchmark, through nsight's real collect), or
-refused with the reason when no committed recording holds it.
+"""scripts/record_ncu.py on CPU: its plan, and the clock policy: every ncu it starts gets --clock-control none; a
+clock_control='base' call is never run but served from the committed recording that ran it (section 4's own
+benchmark, through nsight's real collect), or refused with the reason when no committed recording holds it. The ncu
+command and the patches it runs nsight through are in test_ncu_launch.py, the recording library in
+test_recordings.py.
 
 What needs a GPU (the inner replay under ncu, the report itself) is exercised by the lead on the GPU runner; the
 committed recording's analysis is tested in test_ncu_recordings.py.
@@ -11,7 +11,6 @@ committed recording's analysis is tested in test_ncu_recordings.py.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,126 +19,14 @@ import ncu_launch
 import nsight
 import pytest
 import record_ncu
-import recorder_input
 import recordings
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT, WITHOUT_MODULES, ncu_namespace
+from support import ROOT, RUN, ncu_namespace
 
-from plumbing.cells import HARNESS, NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
-
-
-def _launch(cache_control="all", clock_control="none", replay_mode="kernel", tmp_path=None):
-    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
-    attach, log_path = ncu_launch.nsight_attach_command(
-        nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum", "dram__bytes_read.sum"], cache_control,
-        clock_control, replay_mode, nsight.VerbosityLevel.SILENT,
-    )  # fmt: skip
-    return attach, ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"]), report, log_path
-
-
-def _option(command, name):
-    return command[command.index(name) + 1]
-
-
-@pytest.mark.parametrize(("cache", "clock"), [("all", "none"), ("none", "none")])
-def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache, clock):
-    attach, command, report, log_path = _launch(cache, clock, tmp_path=tmp_path)
-    assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
-    assert (_option(command, "--cache-control"), _option(command, "--clock-control")) == (cache, clock)
-    assert _option(command, "--nvtx-include") == "regex:nsight-python@.+", "only nsight's NVTX ranges are profiled"
-    assert _option(command, "--replay-mode") == "kernel"
-    assert _option(command, "--metrics") == "gpu__time_duration.sum,dram__bytes_read.sum"
-    assert _option(command, "-o") == report and _option(command, "--log-file") == log_path
-    assert "--mode" not in command and "--process-id" not in command, "launch mode: ncu starts the process"
-    flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
-    assert command[2:-2] == flags, "every other flag must be nsight's own, in nsight's order"
-
-
-def test_an_attach_command_without_the_attach_options_is_refused():
-    with pytest.raises(recordings.RecorderError, match="--mode attach"):
-        ncu_launch.launch_command(["ncu", "--metrics", "x", "-o", "r"], "ncu", ["python3"])
-
-
-def test_the_installed_nsight_has_everything_the_recorder_patches():
-    assert ncu_launch.nsight_internals_problems() == []
-
-
-def test_a_function_gone_from_nsight_is_named(monkeypatch):
-    monkeypatch.delattr(nsight_ncu, "begin_profiling")
-    with pytest.raises(recordings.RecorderError, match=r"nsight\.collection\.ncu\.begin_profiling is gone"):
-        ncu_launch.check_nsight_internals()
-
-
-def test_a_changed_signature_is_named(monkeypatch):
-    def launch_ncu(report_path, metrics, clock_control, cache_control, replay_mode, verbosity):  # swapped
-        raise AssertionError("never called")
-
-    monkeypatch.setattr(nsight_ncu, "launch_ncu", launch_ncu)
-    problems = ncu_launch.nsight_internals_problems()
-    assert problems and "launch_ncu takes" in problems[0], problems
-
-
-def test_a_collect_that_stopped_calling_a_patched_function_is_named(monkeypatch):
-    def collect(self, func, configs, settings):
-        return nsight_ncu.launch_ncu  # no longer calls begin/end profiling, run_profile_session, extraction
-
-    monkeypatch.setattr(nsight_ncu.NCUCollector, "collect", collect)
-    problems = " ".join(ncu_launch.nsight_internals_problems())
-    assert "no longer calls begin_profiling" in problems and "no longer calls extract_df_from_report" in problems
-
-
-def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(patched):
-    calls, log, work = patched
-    assert nsight.get_active_tool() is None, "the recorder loads no injection library"
-
-    def add_kernels(x, y):
-        return x + y
-
-    @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
-                           combine_kernel_metrics=add_kernels, output_prefix=f"{work}/out/s4/",
-                           verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
-    def bench(n):
-        raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
-
-    with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction says so
-        bench(8)
-    assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
-    argv = json.loads(log.read_text())
-    assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
-    assert argv[-7:] == [
-        sys.executable,
-        str(ROOT / "scripts" / "record_ncu.py"),
-        "--inner",
-        "--work",
-        str(work),
-        "--call",
-        "4-0",
-    ]
-    call = calls.calls[0]
-    assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
-    assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
-    assert call["combine_kernel_metrics"] == "add_kernels" and call["tag"].startswith("bench-")
-    kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
-    assert "WORK/out/s4/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
-        f"a recorded call must show this machine's paths relative to WORK or REPO (they are committed): {kept}"
-    )
-
-
-def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
-    calls, _, _ = patched
-    calls.allowed = False
-
-    @nsight.analyze.kernel(runs=1, thermal_mode="off", verbosity=nsight.VerbosityLevel.SILENT)
-    def bench(n):
-        pass
-
-    with pytest.raises(recordings.RecorderError, match="run only for its definitions"):
-        bench(1)
-
+from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
 # ---------------------------------------------------------------- the recorder leaves the runner's clocks alone
 COMMITTED = recordings.recording_folders("ncu")
-RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
 
 
 def _doubling_benchmark(clock_control):
@@ -157,7 +44,7 @@ def test_every_ncu_the_recorder_starts_gets_clock_control_none(patched):
     assert not isinstance(raised.value, recordings.RecorderError), f"the recorder refused: {raised.value}"
     assert log.exists(), "nsight's collect never started ncu through the recorder"
     argv = json.loads(log.read_text())
-    assert _option(argv, "--clock-control") == "none", f"ncu was started with {argv}"
+    assert argv[argv.index("--clock-control") + 1] == "none", f"ncu was started with {argv}"
 
 
 def test_the_recorder_refuses_to_start_ncu_with_base_clocks_or_ncus_default(tmp_path):
@@ -509,104 +396,3 @@ def test_an_inner_replay_serves_earlier_calls_so_nsight_rebuilds_the_recorded_fr
     finally:
         calls.uninstall()
     pd.testing.assert_frame_equal(rebuilt, recording["variables"]["bound_frame"])
-
-
-# ---------------------------------------------------------------- the recording library's own decisions
-def test_a_cell_run_keeps_its_source_what_it_printed_the_value_it_showed_and_the_data_it_bound():
-    namespace: dict = {"__name__": "__main__", "kept": 1}
-    source = "import math\nprint('hello')\ntable = {'n': [1, 2]}\nkept = kept\nscale = lambda x: 2 * x\nlen(table['n'])"
-    run = recordings.run_cell(namespace, source, "s2-demo", echo=False)
-    assert run["source"] == source
-    assert run["output"] == "hello\n2\n", "what it printed, then its last line's value, as a notebook shows them"
-    assert run["variables"] == {"table": {"n": [1, 2]}}, (
-        "only the data the cell bound or rebound: not modules, functions or names it left as they were"
-    )
-
-
-def test_a_failing_cell_keeps_what_it_printed_before_it_failed():
-    with pytest.raises(ZeroDivisionError) as raised:
-        recordings.run_cell({}, "print('before')\n1 / 0", "s2-demo", echo=False)
-    assert raised.value.cell_output == "before\n"
-
-
-@pytest.mark.parametrize(("text", "sections"), [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(SECTION_PLAN))])
-def test_sections_are_read_as_the_numbers_given_and_all_by_default(text, sections):
-    assert recorder_input.parse_sections(text, SECTION_PLAN) == sections
-
-
-def _recording(sections: dict, commit: str) -> dict:
-    return {
-        "format": recordings.FORMAT, "mode": "ncu", "provenance": {"notebook_commit": commit},
-        "sections": {str(n): {"status": "ok", "notebook_commit": commit} for n in sections},
-        "cells": {
-            HARNESS: {"section": None, "role": "prelude", "source": commit},
-            **{cell: {"section": n, "role": "run", "source": commit} for n, cell in sections.items()},
-        },
-        "calls": [{"section": n, "cell": cell} for n, cell in sections.items()],
-        "figures": [{"section": n} for n in sections],
-    }  # fmt: skip
-
-
-def test_recording_some_sections_keeps_the_others_as_they_were(tmp_path):
-    recordings.write_recording(tmp_path, _recording({n: RUN[n] for n in (2, 3)}, "old"), [2, 3])
-    recordings.write_recording(tmp_path, _recording({3: RUN[3]}, "new"), [3])
-    merged = json.loads((tmp_path / "recording.json").read_text())
-    assert {n: info["notebook_commit"] for n, info in merged["sections"].items()} == {"2": "old", "3": "new"}
-    assert merged["cells"][RUN[2]]["source"] == "old" and merged["cells"][RUN[3]]["source"] == "new"
-    assert [(call["section"], call["cell"]) for call in merged["calls"]] == [(2, RUN[2]), (3, RUN[3])]
-    assert [figure["section"] for figure in merged["figures"]] == [2, 3]
-
-
-def test_a_sections_cost_counts_the_ncu_processes_it_started_not_the_calls_served_from_elsewhere():
-    calls = [
-        {"section": 4, "ncu_wall_s": 9.5, "session_s": 3.0},
-        {"section": 4, "served_from": {"label": "older"}, "ncu_wall_s": 99.0},
-        {"section": 6, "ncu_wall_s": 5.0, "session_s": 1.0},
-    ]
-    cost = record_ncu.section_cost(4, calls, guard_runs=1, wall_s=12.345)
-    assert cost == {"wall_s": 12.35, "ncu_processes": 2, "profiled_calls": 1, "served_calls": 1, "ncu_wall_s": 9.5,
-                    "session_s": 3.0}  # fmt: skip
-
-
-def test_a_python_without_what_the_cells_import_is_named_before_anything_runs(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "scripts/record_ncu.py"),
-         "--dest", str(tmp_path / "dest")],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NSPY_RECORD_WORK": str(tmp_path / "work")},
-    )  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "lacks IPython" in done.stderr and "scripts/setup_gpu_runner" in done.stderr, done.stderr
-    assert not (tmp_path / "dest").exists() and not (tmp_path / "work").exists(), "nothing may be written"
-
-
-def test_the_recorded_commit_is_the_one_the_recorder_is_told_else_the_clones_head(monkeypatch):
-    """On the GPU runner the tree arrives without its git history: NSPY_RECORD_COMMIT names the commit recorded."""
-    told = "0123456789abcdef0123456789abcdef01234567"
-    monkeypatch.setenv("NSPY_RECORD_COMMIT", told)
-    assert recordings.notebook_commit() == told, "the commit the recorder was told must be the one it records"
-    monkeypatch.delenv("NSPY_RECORD_COMMIT")
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    assert recordings.notebook_commit() == (head or "unknown")
-
-
-def test_a_hung_ncu_is_stopped_at_its_time_limit_and_the_call_named(tmp_path, monkeypatch):
-    from kernel_session import ends_soon
-
-    monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
-    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
-    hung = subprocess.Popen(["sleep", "8"])  # longer than the limit; ends by itself if the limit is ignored
-    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
-    with pytest.raises(recordings.RecorderError, match=rf"call 6-0 \(limits_benchmark, cell {RUN[6]}\) did not finish"):
-        calls.finished(call, hung, tmp_path / "6-0.out")
-    assert ends_soon(hung.pid), "the hung ncu lives on after its time limit"
-
-
-def test_an_ncu_that_exits_non_zero_fails_the_call_though_the_inner_process_finished(tmp_path):
-    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
-    (tmp_path / "calls").mkdir()
-    (tmp_path / "calls" / "6-0.session.json").write_text(json.dumps({"session_s": 1.5}))  # the inner got through
-    (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
-    failed = subprocess.Popen(["sh", "-c", "exit 3"])
-    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
-    with pytest.raises(recordings.RecorderError, match=r"exit 3[\s\S]*the report could not be written"):
-        calls.finished(call, failed, tmp_path / "6-0.out")

@@ -1,0 +1,150 @@
+"""scripts/ncu_launch.py on CPU: the ncu command it builds from nsight's own, the check that names what moved in a
+new nsight-python, nsight's collect driven through the patched functions up to the report, and an ncu that hangs
+or fails. The recorder that uses it is tested in test_record_ncu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import ncu_launch
+import nsight
+import pytest
+import recordings
+from nsight.collection import ncu as nsight_ncu
+from support import ROOT, RUN
+
+
+def _launch(cache_control="all", clock_control="none", replay_mode="kernel", tmp_path=None):
+    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
+    attach, log_path = ncu_launch.nsight_attach_command(
+        nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum", "dram__bytes_read.sum"], cache_control,
+        clock_control, replay_mode, nsight.VerbosityLevel.SILENT,
+    )  # fmt: skip
+    return attach, ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"]), report, log_path
+
+
+def _option(command, name):
+    return command[command.index(name) + 1]
+
+
+@pytest.mark.parametrize(("cache", "clock"), [("all", "none"), ("none", "none")])
+def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache, clock):
+    attach, command, report, log_path = _launch(cache, clock, tmp_path=tmp_path)
+    assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
+    assert (_option(command, "--cache-control"), _option(command, "--clock-control")) == (cache, clock)
+    assert _option(command, "--nvtx-include") == "regex:nsight-python@.+", "only nsight's NVTX ranges are profiled"
+    assert _option(command, "--replay-mode") == "kernel"
+    assert _option(command, "--metrics") == "gpu__time_duration.sum,dram__bytes_read.sum"
+    assert _option(command, "-o") == report and _option(command, "--log-file") == log_path
+    assert "--mode" not in command and "--process-id" not in command, "launch mode: ncu starts the process"
+    flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
+    assert command[2:-2] == flags, "every other flag must be nsight's own, in nsight's order"
+
+
+def test_an_attach_command_without_the_attach_options_is_refused():
+    with pytest.raises(recordings.RecorderError, match="--mode attach"):
+        ncu_launch.launch_command(["ncu", "--metrics", "x", "-o", "r"], "ncu", ["python3"])
+
+
+def test_the_installed_nsight_has_everything_the_recorder_patches():
+    assert ncu_launch.nsight_internals_problems() == []
+
+
+def test_a_function_gone_from_nsight_is_named(monkeypatch):
+    monkeypatch.delattr(nsight_ncu, "begin_profiling")
+    with pytest.raises(recordings.RecorderError, match=r"nsight\.collection\.ncu\.begin_profiling is gone"):
+        ncu_launch.check_nsight_internals()
+
+
+def test_a_changed_signature_is_named(monkeypatch):
+    def launch_ncu(report_path, metrics, clock_control, cache_control, replay_mode, verbosity):  # swapped
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(nsight_ncu, "launch_ncu", launch_ncu)
+    problems = ncu_launch.nsight_internals_problems()
+    assert problems and "launch_ncu takes" in problems[0], problems
+
+
+def test_a_collect_that_stopped_calling_a_patched_function_is_named(monkeypatch):
+    def collect(self, func, configs, settings):
+        return nsight_ncu.launch_ncu  # no longer calls begin/end profiling, run_profile_session, extraction
+
+    monkeypatch.setattr(nsight_ncu.NCUCollector, "collect", collect)
+    problems = " ".join(ncu_launch.nsight_internals_problems())
+    assert "no longer calls begin_profiling" in problems and "no longer calls extract_df_from_report" in problems
+
+
+def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(patched):
+    calls, log, work = patched
+    assert nsight.get_active_tool() is None, "the recorder loads no injection library"
+
+    def add_kernels(x, y):
+        return x + y
+
+    @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
+                           combine_kernel_metrics=add_kernels, output_prefix=f"{work}/out/s4/",
+                           verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
+    def bench(n):
+        raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
+
+    with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction says so
+        bench(8)
+    assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
+    argv = json.loads(log.read_text())
+    assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
+    assert argv[-7:] == [
+        sys.executable,
+        str(ROOT / "scripts" / "record_ncu.py"),
+        "--inner",
+        "--work",
+        str(work),
+        "--call",
+        "4-0",
+    ]
+    call = calls.calls[0]
+    assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
+    assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
+    assert call["combine_kernel_metrics"] == "add_kernels" and call["tag"].startswith("bench-")
+    kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
+    assert "WORK/out/s4/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
+        f"a recorded call must show this machine's paths relative to WORK or REPO (they are committed): {kept}"
+    )
+
+
+def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
+    calls, _, _ = patched
+    calls.allowed = False
+
+    @nsight.analyze.kernel(runs=1, thermal_mode="off", verbosity=nsight.VerbosityLevel.SILENT)
+    def bench(n):
+        pass
+
+    with pytest.raises(recordings.RecorderError, match="run only for its definitions"):
+        bench(1)
+
+
+def test_a_hung_ncu_is_stopped_at_its_time_limit_and_the_call_named(tmp_path, monkeypatch):
+    from kernel_session import ends_soon
+
+    monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
+    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
+    hung = subprocess.Popen(["sleep", "8"])  # longer than the limit; ends by itself if the limit is ignored
+    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
+    with pytest.raises(recordings.RecorderError, match=rf"call 6-0 \(limits_benchmark, cell {RUN[6]}\) did not finish"):
+        calls.finished(call, hung, tmp_path / "6-0.out")
+    assert ends_soon(hung.pid), "the hung ncu lives on after its time limit"
+
+
+def test_an_ncu_that_exits_non_zero_fails_the_call_though_the_inner_process_finished(tmp_path):
+    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
+    (tmp_path / "calls").mkdir()
+    (tmp_path / "calls" / "6-0.session.json").write_text(json.dumps({"session_s": 1.5}))  # the inner got through
+    (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
+    failed = subprocess.Popen(["sh", "-c", "exit 3"])
+    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
+    with pytest.raises(recordings.RecorderError, match=r"exit 3[\s\S]*the report could not be written"):
+        calls.finished(call, failed, tmp_path / "6-0.out")

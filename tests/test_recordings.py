@@ -1,0 +1,96 @@
+"""scripts/recordings.py's own decisions, the library both recorders and the page builder use: what a cell run keeps,
+which sections a --sections text means, how a partial recording merges with the committed one, what a section's
+cost counts, and the checks made before anything runs (the Python's imports, the commit a recording names).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import record_ncu
+import recorder_input
+import recordings
+from support import ROOT, RUN, WITHOUT_MODULES
+
+from plumbing.cells import HARNESS, SECTION_PLAN
+
+
+def test_a_cell_run_keeps_its_source_what_it_printed_the_value_it_showed_and_the_data_it_bound():
+    namespace: dict = {"__name__": "__main__", "kept": 1}
+    source = "import math\nprint('hello')\ntable = {'n': [1, 2]}\nkept = kept\nscale = lambda x: 2 * x\nlen(table['n'])"
+    run = recordings.run_cell(namespace, source, "s2-demo", echo=False)
+    assert run["source"] == source
+    assert run["output"] == "hello\n2\n", "what it printed, then its last line's value, as a notebook shows them"
+    assert run["variables"] == {"table": {"n": [1, 2]}}, (
+        "only the data the cell bound or rebound: not modules, functions or names it left as they were"
+    )
+
+
+def test_a_failing_cell_keeps_what_it_printed_before_it_failed():
+    with pytest.raises(ZeroDivisionError) as raised:
+        recordings.run_cell({}, "print('before')\n1 / 0", "s2-demo", echo=False)
+    assert raised.value.cell_output == "before\n"
+
+
+@pytest.mark.parametrize(("text", "sections"), [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(SECTION_PLAN))])
+def test_sections_are_read_as_the_numbers_given_and_all_by_default(text, sections):
+    assert recorder_input.parse_sections(text, SECTION_PLAN) == sections
+
+
+def _recording(sections: dict, commit: str) -> dict:
+    return {
+        "format": recordings.FORMAT, "mode": "ncu", "provenance": {"notebook_commit": commit},
+        "sections": {str(n): {"status": "ok", "notebook_commit": commit} for n in sections},
+        "cells": {
+            HARNESS: {"section": None, "role": "prelude", "source": commit},
+            **{cell: {"section": n, "role": "run", "source": commit} for n, cell in sections.items()},
+        },
+        "calls": [{"section": n, "cell": cell} for n, cell in sections.items()],
+        "figures": [{"section": n} for n in sections],
+    }  # fmt: skip
+
+
+def test_recording_some_sections_keeps_the_others_as_they_were(tmp_path):
+    recordings.write_recording(tmp_path, _recording({n: RUN[n] for n in (2, 3)}, "old"), [2, 3])
+    recordings.write_recording(tmp_path, _recording({3: RUN[3]}, "new"), [3])
+    merged = json.loads((tmp_path / "recording.json").read_text())
+    assert {n: info["notebook_commit"] for n, info in merged["sections"].items()} == {"2": "old", "3": "new"}
+    assert merged["cells"][RUN[2]]["source"] == "old" and merged["cells"][RUN[3]]["source"] == "new"
+    assert [(call["section"], call["cell"]) for call in merged["calls"]] == [(2, RUN[2]), (3, RUN[3])]
+    assert [figure["section"] for figure in merged["figures"]] == [2, 3]
+
+
+def test_a_sections_cost_counts_the_ncu_processes_it_started_not_the_calls_served_from_elsewhere():
+    calls = [
+        {"section": 4, "ncu_wall_s": 9.5, "session_s": 3.0},
+        {"section": 4, "served_from": {"label": "older"}, "ncu_wall_s": 99.0},
+        {"section": 6, "ncu_wall_s": 5.0, "session_s": 1.0},
+    ]
+    cost = record_ncu.section_cost(4, calls, guard_runs=1, wall_s=12.345)
+    assert cost == {"wall_s": 12.35, "ncu_processes": 2, "profiled_calls": 1, "served_calls": 1, "ncu_wall_s": 9.5,
+                    "session_s": 3.0}  # fmt: skip
+
+
+def test_a_python_without_what_the_cells_import_is_named_before_anything_runs(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "scripts/record_ncu.py"),
+         "--dest", str(tmp_path / "dest")],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NSPY_RECORD_WORK": str(tmp_path / "work")},
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "lacks IPython" in done.stderr and "scripts/setup_gpu_runner" in done.stderr, done.stderr
+    assert not (tmp_path / "dest").exists() and not (tmp_path / "work").exists(), "nothing may be written"
+
+
+def test_the_recorded_commit_is_the_one_the_recorder_is_told_else_the_clones_head(monkeypatch):
+    """On the GPU runner the tree arrives without its git history: NSPY_RECORD_COMMIT names the commit recorded."""
+    told = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setenv("NSPY_RECORD_COMMIT", told)
+    assert recordings.notebook_commit() == told, "the commit the recorder was told must be the one it records"
+    monkeypatch.delenv("NSPY_RECORD_COMMIT")
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert recordings.notebook_commit() == (head or "unknown")
