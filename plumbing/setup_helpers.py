@@ -20,8 +20,7 @@ from pathlib import Path
 
 from plumbing.harness import OUT_DIR
 
-# How long each outside step may take before the notebook gives up on it and says so.
-TIME_LIMITS_S = {"apt": 1200, "pip": 1200, "probe": 600, "cupti_child": 900}
+TIME_LIMITS_S = {"apt": 1200, "pip": 1200, "probe": 600, "cupti_child": 900}  # then a step is given up, said
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the version a wheelhouse must be made for
 
 
@@ -145,18 +144,18 @@ def package_ncu(package_files):
 
 def ncu_install_needed(package, choice, wheelhouse, environ=os.environ):
     """apt-get only for Nsight Compute, online, when neither NCU_PATH, nor the package, nor PATH has a current ncu."""
-    installed = package_ncu(command_output(["dpkg", "-L", package]).split())  # by an earlier Run all
-    if choice == "cupti" or wheelhouse or read_ncu_path(environ) or installed:
+    if choice == "cupti" or wheelhouse or read_ncu_path(environ):
         return False
-    return not any(ncu_is_recent(ncu_version_of(path)) for path in ncus_on_path(environ.get("PATH")))
+    return choose_ncu(command_output(["dpkg", "-L", package]).split(), "auto", None, environ)[0] is None
 
 
 def apt_get_install(package, log_path):
     """apt-get update and install `package` (output in log_path); a failure is said, and leaves CUPTI to measure."""
     print(f"installing {package} with apt-get (a few minutes) ...")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}  # apt must never stop to ask a question
-    APT_FAILURE["why"] = "" if shutil.which("apt-get") else "apt-get is missing here"
-    for step in (["update", "-qq"], ["install", "-y", "-qq", package]) if shutil.which("apt-get") else ():
+    steps = [["update", "-qq"], ["install", "-y", "-qq", package]] if shutil.which("apt-get") else []
+    APT_FAILURE["why"] = "" if steps else "apt-get is missing here"
+    for step in steps:
         status = run_logged(["apt-get", *step], log_path, TIME_LIMITS_S["apt"], env)
         if status != 0:
             ended = f"exit {status}" if status is not None else f"no end within {TIME_LIMITS_S['apt']} s"
@@ -181,7 +180,7 @@ def choose_ncu(package_files, choice, wheelhouse, environ=os.environ):
         if ncu_is_recent(version):
             return path, f"Nsight Compute {version_text(version)}" + (" from NCU_PATH" if given else "")
     seen = ", ".join(f"{version_text(version)} at {path}" for path, version in versions.items()) or "none"
-    why = f"there is no ncu {NCU_FLOOR}+ (found: {seen})" + "; ".join(["", *filter(None, [APT_FAILURE["why"]])])
+    why = f"there is no ncu {NCU_FLOOR}+ (found: {seen})" + (f"; {APT_FAILURE['why']}" if APT_FAILURE["why"] else "")
     why += "; offline (NSPY_TUTORIAL_WHEELHOUSE), so apt-get was not tried" if wheelhouse else ""
     if choice == "ncu":
         raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {why}. Set NCU_PATH, or NSPY_TUTORIAL_PROFILER=auto")
@@ -291,7 +290,8 @@ def choose_backend(ncu, why_no_ncu, choice, environ=os.environ):
     if choice == "ncu" and not usable:
         raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but Nsight Compute is not usable: {why}")
     environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
-    environ.update({} if usable else {"NSPY_NCU_INIT_AT_IMPORT": "0"})  # on CUPTI, keep Nsight Compute out
+    if not usable:
+        environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # on CUPTI, keep Nsight Compute out of this process
     print("backend: Nsight Compute" if usable else f"backend: CUPTI, because {why}")
     return usable, why
 
