@@ -307,8 +307,8 @@ def preload_libcupti(cupti_dir):
     """Load libcupti.so.13 from the CUPTI folder before cupti, nsight or torch can load another one: cuda.pathfinder
     searches only site-packages (it would pick torch's older one), and reuses a library already loaded."""
     put_first_on_sys_path(cupti_dir)  # cupti-python itself comes from there too
-    ctypes.CDLL(str(find_libcupti(cupti_dir)), mode=os.RTLD_GLOBAL)
-    return find_libcupti(cupti_dir)
+    ctypes.CDLL(str(path := find_libcupti(cupti_dir)), mode=os.RTLD_GLOBAL)
+    return path
 
 
 def check_backend(nsight, use_ncu, libcupti, environ=os.environ):
