@@ -13,29 +13,18 @@ Plumbing is folded the Colab way: a code cell whose first line is `# @title ...`
 `cellView: form` (Colab shows only its title) and the tag `remove-input` (the HTML rendering drops
 its code, through nbconvert's TagRemovePreprocessor). Every other cell carries no metadata at all.
 
-Plumbing lives in modules (plumbing/*.py), embedded into folded cells. A folded cell whose second line reads
-
-    # Source: plumbing/cells.py, plumbing/harness.py (embedded by scripts/notebook_format.py)
-
-holds exactly those modules' code after it (without docstrings, `from __future__` and `from plumbing...` imports:
-the names come from the cell that embeds that module); `path as NAME` embeds a module's text as the
-string constant NAME instead (a program the notebook writes to disk and runs). --fix rewrites only such cells;
---check names each cell that differs from its modules.
-
+The folded cells' code comes from plumbing/ (scripts/embed_modules.py); this script never changes a cell's source.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import re
 import sys
 import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
 CANONICAL_METADATA = {
@@ -55,99 +44,6 @@ def is_folded(cell: dict) -> bool:
     return cell.get("cell_type") == "code" and source.lstrip().startswith("# @title")
 
 
-# ---------------------------------------------------------------- modules embedded into folded cells
-GENERATED_NOTE = "(embedded by scripts/notebook_format.py)"  # edit the module, not the cell
-# A Source line longer than ruff's line length ends with ruff's marker that allows it (E501).
-LONG_LINE_NOQA = "  # " + "noqa" + ": E501"  # in parts: ruff reads a marker anywhere in a line, strings included
-SOURCE_LINE = re.compile(
-    r"^# Source: (?P<spec>.+?) " + re.escape(GENERATED_NOTE) + f"(?:{re.escape(LONG_LINE_NOQA)})?$"
-)
-EMBEDDED_ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
-DATA_FILES = ("requirements.txt",)  # embedded as their text, under a NAME, never as code
-
-
-class EmbeddingError(ValueError):
-    """A folded cell names a module that cannot be embedded; the message says which and why."""
-
-
-def embedded_modules(source: str) -> list[tuple[str, str | None]]:
-    """[(module path, constant name or None)] that a folded cell's Source line names; [] for other cells."""
-    lines = source.split("\n", 2)
-    match = SOURCE_LINE.match(lines[1]) if len(lines) > 1 and lines[0].startswith("# @title") else None
-    if match is None:
-        return []
-    items = []
-    for item in match.group("spec").split(", "):
-        parsed = EMBEDDED_ITEM.match(item.strip())
-        if parsed is None or (parsed.group("path") in DATA_FILES and not parsed.group("name")):
-            raise EmbeddingError(
-                f"cannot read {item!r} in {lines[1]!r}: expected plumbing/<name>.py [as NAME], requirements.txt as NAME"
-            )
-        items.append((parsed.group("path"), parsed.group("name")))
-    return items
-
-
-def _docstring(body: list[ast.stmt]) -> ast.stmt | None:
-    first = body[0] if body else None
-    is_text = (
-        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
-    )
-    return first if is_text and len(body) > 1 else None
-
-
-def module_code(text: str, embedded_names=()) -> str:
-    """A module's code for a notebook cell: no docstrings (the module keeps them for the engineers who read it),
-    no `from __future__` or `from plumbing...` imports, and no assignment to a name the cell embeds as a constant
-    (the module reads that file itself; the cell holds its text)."""
-    tree = ast.parse(text)
-    drop = set()
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if any(isinstance(target, ast.Name) and target.id in embedded_names for target in targets):
-            drop.update(range(node.lineno, node.end_lineno + 1))
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            docstring = _docstring(node.body)
-            if docstring is not None:
-                drop.update(range(docstring.lineno, docstring.end_lineno + 1))
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("__future__", "plumbing"):
-            drop.update(range(node.lineno, node.end_lineno + 1))
-    lines = text.splitlines()
-    kept = []
-    for number, line in enumerate(lines, start=1):
-        after_dropped = number - 1 in drop and not line.strip()
-        if number in drop or after_dropped:
-            drop.add(number)  # a blank line after a dropped statement goes with it
-        else:
-            kept.append(line)
-    return "\n".join(kept).strip("\n")
-
-
-def module_constant(name: str, text: str, path: str) -> str:
-    """NAME = r\"\"\"<the module's code>\"\"\": a program the notebook writes to a file and runs (or data's text)."""
-    code = text.strip("\n") if path in DATA_FILES else module_code(text)
-    if '"""' in code or code.endswith("\\"):
-        raise EmbeddingError(f"{path} cannot be embedded as {name}: its code holds a triple quote or ends with \\")
-    return f'{name} = r"""\n{code}\n"""'
-
-
-def generated_source(source: str, repo: Path = REPO) -> str | None:
-    """What a folded cell naming modules must hold: its title, its Source line, the modules. None for others."""
-    modules = embedded_modules(source)
-    if not modules:
-        return None
-    parts = []
-    constants = {name for _, name in modules if name}
-    for path, name in modules:
-        if not (repo / path).is_file():
-            raise EmbeddingError(f"{path} does not exist (named in the cell {source.splitlines()[0]!r})")
-        text = (repo / path).read_text()
-        parts.append(module_constant(name, text, path) if name else module_code(text, constants))
-    head = "\n".join(source.split("\n", 2)[:2])
-    return head + "\n" + "\n\n\n".join(parts)
-
-
 def expected_cell_metadata(cell: dict) -> dict:
     return dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
 
@@ -162,14 +58,11 @@ def canonical(notebook: dict) -> dict:
             cell_id = uuid.uuid4().hex[:8]
         seen_ids.add(cell_id)
         source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
-        if cell["cell_type"] == "code":
-            source = generated_source(source) or source
         new = {
             "cell_type": cell["cell_type"],
             "id": cell_id,
             "metadata": expected_cell_metadata(cell),
-            "source": source,
+            "source": "".join(source) if isinstance(source, list) else source,
         }
         if cell["cell_type"] == "code":
             new["execution_count"] = None
@@ -252,25 +145,9 @@ def problems(path: Path) -> list[str]:
         if cell.get("metadata", {}) != expected_cell_metadata(cell):
             want = expected_cell_metadata(cell) or "none"
             found.append(f"cell {index} ({cell.get('id')}) has metadata {cell.get('metadata')!r}, expected {want}")
-        found += embedding_problems(index, cell)
     if not found and path.read_text() != render(canonical(notebook)):
         found.append("JSON layout differs from the canonical one")
     return found
-
-
-def embedding_problems(index: int, cell: dict) -> list[str]:
-    source = cell.get("source", "")
-    source = "".join(source) if isinstance(source, list) else source
-    if cell.get("cell_type") != "code":
-        return []
-    try:
-        expected = generated_source(source)
-    except EmbeddingError as error:
-        return [f"cell {index} ({cell.get('id')}): {error}"]
-    if expected is None or expected == source:
-        return []
-    modules = ", ".join(path for path, _ in embedded_modules(source))
-    return [f"cell {index} ({cell.get('id')}) differs from {modules}: edit the module, then run --fix"]
 
 
 def this_script() -> str:
@@ -302,13 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             status = 2
             continue
         if args.fix:
-            try:
-                fixed = render(canonical(notebook))
-            except EmbeddingError as error:
-                print(f"{path}: {error}", file=sys.stderr)
-                status = 1
-                continue
-            path.write_text(fixed)
+            path.write_text(render(canonical(notebook)))
             print(f"{path}: canonical")
             continue
         found = problems(path)
