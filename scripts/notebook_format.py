@@ -4,22 +4,18 @@
     python scripts/notebook_format.py --check [NOTEBOOK ...]   # exit 1 and list what is off
     python scripts/notebook_format.py --fix   [NOTEBOOK ...]   # rewrite in canonical form
 
-Canonical means: nbformat 4.5; every cell has a unique id; notebook metadata holds exactly
-`accelerator: GPU`, `colab: {gpuType: T4, provenance: []}` (Colab opens a notebook on a CPU runtime
-unless asked for a GPU), the python3 kernelspec and language_info; code cells have no outputs and
-no execution count; cells carry no Colab save noise (executionInfo, outputId, widget state).
-
-Plumbing is folded the Colab way: a code cell whose first line is `# @title ...` carries exactly
-`cellView: form` (Colab shows only its title) and the tag `remove-input` (the HTML rendering drops
-its code, through nbconvert's TagRemovePreprocessor). Every other cell carries no metadata at all.
-
-The folded cells' code comes from plumbing/ (scripts/embed_modules.py); this script never changes a cell's source.
+Canonical: nbformat 4.5; unique cell ids; notebook metadata exactly CANONICAL_METADATA (Colab opens a notebook on a
+CPU runtime unless asked for a GPU); code cells without outputs or execution count; no Colab save noise. A folded
+cell (first line `# @title ...`) carries exactly `cellView: form` (Colab shows only its title) and the tag
+`remove-input` (the HTML page drops its code); every other cell no metadata. No cell's source is ever changed (the
+folded cells' code comes from plumbing/ through scripts/embed_modules.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -57,17 +53,14 @@ def canonical(notebook: dict) -> dict:
         if not cell_id or cell_id in seen_ids:
             cell_id = uuid.uuid4().hex[:8]
         seen_ids.add(cell_id)
-        source = cell.get("source", "")
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         new = {
             "cell_type": cell["cell_type"],
             "id": cell_id,
             "metadata": expected_cell_metadata(cell),
-            "source": "".join(source) if isinstance(source, list) else source,
+            "source": source,
         }
-        if cell["cell_type"] == "code":
-            new["execution_count"] = None
-            new["outputs"] = []
-        fixed["cells"].append(new)
+        fixed["cells"].append({**new, "execution_count": None, "outputs": []} if cell["cell_type"] == "code" else new)
     return fixed
 
 
@@ -79,12 +72,14 @@ def render(notebook: dict) -> str:
 
 
 class NotANotebook(Exception):
-    """A file --check and --fix cannot read as a notebook; the message says what to do."""
+    """A file that cannot be read as a notebook; the message says how to get a good one back."""
 
 
 def load_notebook(path: Path) -> dict:
     """The notebook at path as parsed JSON, or NotANotebook saying why not and how to get a good one back."""
     restore = f"--fix cannot repair that: restore it (git checkout -- {path}) or save it again from Jupyter"
+    if not path.is_file():
+        raise NotANotebook("no such notebook")
     try:
         notebook = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -150,15 +145,6 @@ def problems(path: Path) -> list[str]:
     return found
 
 
-def this_script() -> str:
-    """This script's path as the user can type it from where they are."""
-    script = Path(__file__).resolve()
-    try:
-        return str(script.relative_to(Path.cwd()))
-    except ValueError:
-        return str(script)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -168,10 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     status = 0
     for path in args.notebooks:
-        if not path.is_file():
-            print(f"{path}: no such notebook", file=sys.stderr)
-            status = 2
-            continue
         try:
             notebook = load_notebook(path)
         except NotANotebook as error:
@@ -180,16 +162,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if args.fix:
             path.write_text(render(canonical(notebook)))
-            print(f"{path}: canonical")
-            continue
-        found = problems(path)
-        for problem in found:
-            print(f"{path}: {problem}")
+        found = [] if args.fix else problems(path)
+        print("\n".join(f"{path}: {problem}" for problem in found) or f"{path}: canonical")
         if found:
-            print(f"Fix with: python {this_script()} --fix {path}")
+            print(f"Fix with: python {os.path.relpath(__file__)} --fix {path}")
             status = 1
-        else:
-            print(f"{path}: canonical")
     return status
 
 

@@ -1,7 +1,5 @@
-"""scripts/notebook_format.py: the committed notebook is canonical (metadata, no outputs); every long folded cell
-comes from a module; --check names what is off (a cell that differs from its module included); --fix rewrites
-exactly the cells that name a module and the Colab noise.
-"""
+"""scripts/notebook_format.py keeps the notebook canonical (--check names what is off, --fix repairs it and nothing
+else); scripts/embed_modules.py holds each folded cell that names modules equal to them."""
 
 from __future__ import annotations
 
@@ -9,6 +7,7 @@ import ast
 import json
 import shutil
 
+import embed_modules
 import notebook_format
 import pytest
 from fake_env import requirement_pins
@@ -16,14 +15,12 @@ from support import NOTEBOOK, ROOT
 
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
-FEW_LINES = 15  # a folded cell longer than this is plumbing and must come from a module
-
 
 def _cells(path=NOTEBOOK):
     return {cell["id"]: "".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]}
 
 
-def _write(tmp_path, change):
+def _edited(tmp_path, change):
     notebook = json.loads(NOTEBOOK.read_text())
     for cell in notebook["cells"]:
         cell["source"] = change(cell["id"], "".join(cell["source"]))
@@ -32,143 +29,140 @@ def _write(tmp_path, change):
     return path
 
 
-def test_every_long_folded_cell_is_embedded_from_a_module():
-    long_by_hand = [
-        cell_id
-        for cell_id, source in _cells().items()
-        if source.startswith("# @title")
-        and len(source.splitlines()) > FEW_LINES
-        and not notebook_format.embedded_modules(source)
-    ]
-    assert not long_by_hand, f"folded cells written by hand, not embedded from plumbing/: {long_by_hand}"
-
-
-def test_the_embedded_modules_are_the_ones_in_the_repository():
-    embedded = {
-        path for source in _cells().values() for path, _ in notebook_format.embedded_modules(source)
-    }  # fmt: skip
-    assert embedded == {"plumbing/sections.py", "plumbing/harness.py", "plumbing/setup_helpers.py",
-                        "plumbing/ncu_probe.py", "plumbing/figures.py",
-                        "plumbing/report_tools.py", "requirements.txt"}  # fmt: skip
+def test_the_committed_notebook_is_canonical_and_fix_leaves_it_byte_for_byte(tmp_path):
     assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+    copy = tmp_path / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, copy)
+    assert notebook_format.main(["--fix", str(copy)]) == 0
+    assert copy.read_bytes() == NOTEBOOK.read_bytes(), "--fix changed a notebook that --check calls canonical"
 
 
-def test_check_names_the_cell_and_module_that_differ_and_fix_restores_the_module(tmp_path):
-    edited = _write(tmp_path, lambda cell_id, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
-    problems = notebook_format.problems(edited)
-    assert len(problems) == 1 and f"({HARNESS}) differs from plumbing/sections.py, plumbing/harness.py" in problems[0]
-    assert notebook_format.main(["--check", str(edited)]) == 1
-    assert notebook_format.main(["--fix", str(edited)]) == 0
-    assert _cells(edited) == _cells(), "--fix must give back exactly the committed cells"
+def test_every_embedding_cell_holds_its_modules_and_every_long_folded_cell_embeds_some():
+    """A staleness check: it fails until `python scripts/embed_modules.py --fix` has run after a plumbing edit."""
+    notebook = json.loads(NOTEBOOK.read_text())
+    assert embed_modules.stale_cells(notebook) == {}, "run: python scripts/embed_modules.py --fix"
+    by_hand = [i for i, s in _cells().items() if s.startswith("# @title") and len(s.splitlines()) > 15
+               and not embed_modules.embedded_modules(s)]  # fmt: skip
+    assert not by_hand, f"folded cells written by hand: move their code to plumbing/ and embed it: {by_hand}"
 
 
-def test_fix_rewrites_only_the_cells_that_name_a_module(tmp_path):
-    visible = SECTION_PLAN[2]["run"][0]  # another helper's visible cell, edited in parallel
-    edited = _write(tmp_path, lambda cell_id, s: s + "\nprint('edited elsewhere')" if cell_id == visible else s)
-    notebook_format.main(["--fix", str(edited)])
-    after = _cells(edited)
-    assert after[visible].endswith("print('edited elsewhere')") and after[HARNESS] == _cells()[HARNESS]
-
-
-def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds():
-    """The cell embeds requirements.txt and reads its pins from that text, as the module reads the file."""
-    from plumbing import setup_helpers
-
-    source = _cells()[SETUP_HELPERS]
-    namespace: dict = {}
-    exec(compile(source, SETUP_HELPERS, "exec"), namespace)  # defines only: nothing runs at import
-    assert namespace["REQUIREMENTS"].strip() == (ROOT / "requirements.txt").read_text().strip()
-    assert (namespace["PINS"], namespace["CUPTI_PINS"]) == (setup_helpers.PINS, setup_helpers.CUPTI_PINS)
-    pins, cupti_pins = namespace["PINS"], namespace["CUPTI_PINS"]
-    assert pins and cupti_pins and not set(pins) & set(cupti_pins), (
-        f"the main set and the CUPTI set ([cupti] in requirements.txt) must both hold pins, apart: {pins} {cupti_pins}"
-    )
-    assert {**pins, **cupti_pins} == requirement_pins(ROOT / "requirements.txt"), (
-        "the cell must pin every name==version line of requirements.txt, no more: check pins_from_requirements"
-    )
-
-
-def test_a_pin_changed_in_requirements_txt_makes_the_setup_helpers_cell_stale(tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "plumbing", repo / "plumbing")
-    (repo / "requirements.txt").write_text(
-        (ROOT / "requirements.txt").read_text().replace("nvtx==0.2.17", "nvtx==0.2.18")
-    )
-    source = _cells()[SETUP_HELPERS]
-    assert notebook_format.generated_source(source, repo) != source, "the cell no longer holds requirements.txt"
-    assert "nvtx==0.2.18" in notebook_format.generated_source(source, repo), "--fix must embed the new pin"
-
-
-def test_a_missing_module_is_named_and_nothing_is_written(tmp_path):
-    edited = _write(tmp_path, lambda cell_id, s: s.replace("plumbing/report_tools.py", "plumbing/report_tool.py"))
-    before = edited.read_text()
-    assert notebook_format.main(["--fix", str(edited)]) == 1
-    assert edited.read_text() == before
-    assert any("plumbing/report_tool.py does not exist" in problem for problem in notebook_format.problems(edited))
-
-
-@pytest.mark.parametrize("cell_id", [HARNESS, SETUP_HELPERS])
-def test_embedded_cells_hold_no_package_imports_or_docstrings(cell_id):
-    tree = ast.parse(_cells()[cell_id])
-    assert not [
-        node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("plumbing")
-    ], "Colab has no plumbing package: the cell that embeds a module must define what it imports"
-    assert not (isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant))
-
-
-def test_format_tool_check_fails_on_colab_noise_and_fix_restores_canonical_form(tmp_path):
+def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source(tmp_path):
     noisy = json.loads(NOTEBOOK.read_text())
     noisy["metadata"]["colab"] = {"provenance": [{"file_id": "x"}]}  # Colab dropped gpuType
     noisy["metadata"]["widgets"] = {"state": {}}
-    code = next(cell for cell in noisy["cells"] if cell["cell_type"] == "code")
-    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}]
-    code["execution_count"] = 3
+    folded, code = (next(c for c in noisy["cells"] if notebook_format.is_folded(c) == want) for want in (True, False))
+    folded["metadata"] = {}
+    code.update(outputs=[{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}], execution_count=3)
     code["metadata"]["executionInfo"] = {"elapsed": 5}
+    code["source"].append("\nprint('edited by hand')")  # another helper's edit: no business of the format
     del noisy["cells"][0]["id"]
     noisy["nbformat_minor"] = 4
     path = tmp_path / "noisy.ipynb"
     path.write_text(json.dumps(noisy))
-    problems = "\n".join(notebook_format.problems(path))
-    for expected in ("gpuType", "widgets", "has outputs", "execution count", "executionInfo", "ids", "4.4"):
-        assert expected in problems, f"--check did not report {expected!r}:\n{problems}"
+    found = "\n".join(notebook_format.problems(path))
+    for expected in ("gpuType", "widgets", "has outputs", "execution count", "executionInfo", "cellView", "ids", "4.4"):
+        assert expected in found, f"--check did not report {expected!r}:\n{found}"
     assert notebook_format.main(["--check", str(path)]) == 1
-    assert notebook_format.main(["--fix", str(path)]) == 0
-    assert notebook_format.problems(path) == []
+    assert notebook_format.main(["--fix", str(path)]) == 0 and notebook_format.problems(path) == []
     fixed = json.loads(path.read_text())
-    original = json.loads(NOTEBOOK.read_text())
-    assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in original["cells"]]
+    assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in noisy["cells"]]
 
 
-def test_committed_notebook_metadata_is_canonical():
-    assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+BROKEN_CELLS = {  # what a hand edit can leave; --fix must neither empty nor guess them
+    "no source": ({"cell_type": "markdown", "id": "intro"}, "cell 1 (id 'intro') has no source"),
+    "a null source": ({"cell_type": "code", "id": "run-it", "source": None}, "cell 1 (id 'run-it') has source null"),
+    "a bogus type": ({"cell_type": "bogus", "id": "notes", "source": "x"}, "cell 1 (id 'notes') has cell_type 'bogus'"),
+}
 
 
-def test_committed_notebook_has_no_outputs_or_execution_counts(notebook):
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    dirty = [c.get("id") for c in code if c.outputs or c.execution_count is not None]
-    assert not dirty, f"cells with outputs or counts: {dirty}; run scripts/notebook_format.py --fix"
-
-
-BROKEN_CELLS = {  # what a hand edit can leave; --fix used to empty or keep them and call the file canonical
-    "no source": ({"cell_type": "markdown", "id": "intro", "metadata": {}}, "cell 1 (id 'intro') has no source"),
-    "a null source": ({"cell_type": "code", "id": "run-it", "metadata": {}, "source": None, "outputs": [],
-                       "execution_count": None}, "cell 1 (id 'run-it') has source null, not text"),
-    "a bogus cell_type": ({"cell_type": "bogus", "id": "notes", "metadata": {}, "source": "x"},
-                          "cell 1 (id 'notes') has cell_type 'bogus'"),
-}  # fmt: skip
-
-
+@pytest.mark.parametrize("script", [notebook_format, embed_modules])
 @pytest.mark.parametrize("mode", ["--check", "--fix"])
 @pytest.mark.parametrize("kind", BROKEN_CELLS)
-def test_a_cell_without_usable_source_or_type_is_named_by_index_and_id_and_the_file_left_as_it_was(
-    tmp_path, capsys, kind, mode
+def test_a_cell_without_usable_source_or_type_is_named_and_the_file_left_as_it_was(
+    tmp_path, capsys, kind, mode, script
 ):
     cell, said = BROKEN_CELLS[kind]
     good = {"cell_type": "markdown", "id": "heading", "metadata": {}, "source": ["# Title\n"]}
     path = tmp_path / "edited.ipynb"
     path.write_text(json.dumps({"cells": [good, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     before = path.read_bytes()
-    assert notebook_format.main([mode, str(path)]) == 2, f"{mode} on a notebook with {kind} must refuse it (exit 2)"
+    assert script.main([mode, str(path)]) == 2, f"{mode} must refuse a notebook with {kind} (exit 2)"
     err = capsys.readouterr().err
-    assert said in err and "git checkout" in err, f"{mode} must name the cell by index and id: {err}"
+    assert said in err and "git checkout" in err, f"{mode} must name the cell by index and id, and the way back: {err}"
     assert path.read_bytes() == before, f"{mode} rewrote a notebook with {kind}"
+
+
+# ---------------------------------------------------------------- scripts/embed_modules.py
+def test_embed_check_names_the_stale_cell_and_fix_restores_only_the_embedding_cells(tmp_path, capsys):
+    visible = SECTION_PLAN[2]["run"][0]
+    edited = _edited(tmp_path, lambda cell_id, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0")
+                     + ("\nprint('edited elsewhere')" if cell_id == visible else ""))  # fmt: skip
+    assert embed_modules.main(["--check", str(edited)]) == 1
+    out = capsys.readouterr().out
+    assert f"({HARNESS}) differs from plumbing/sections.py, plumbing/harness.py, plumbing/figures.py" in out, out
+    assert out.count("differs from") == 1, "only the cell that differs from its modules may be named"
+    assert embed_modules.main(["--fix", str(edited)]) == 0
+    after, committed = _cells(edited), _cells()
+    assert after[HARNESS] == committed[HARNESS], "--fix must give back exactly the cell the modules make"
+    assert after[visible] == committed[visible] + "\nprint('edited elsewhere')", "--fix touched a cell it does not own"
+    assert notebook_format.problems(edited) == [], "--fix must write the notebook in canonical form"
+
+
+def test_a_module_that_is_missing_is_named_and_nothing_is_written(tmp_path, capsys):
+    edited = _edited(tmp_path, lambda _, s: s.replace("plumbing/report_tools.py", "plumbing/report_tool.py"))
+    before = edited.read_bytes()
+    assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
+    assert "plumbing/report_tool.py does not exist" in capsys.readouterr().err
+
+
+def _statements(text: str, constants=()) -> list[str]:
+    """A module's top-level statements as Python, docstrings and what a cell cannot import left out."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and len(body) > 1 and isinstance(body[0], ast.Expr):
+            node.body = body[1:] if isinstance(getattr(body[0].value, "value", None), str) else body
+    return [ast.unparse(node) for node in tree.body if not (
+        isinstance(node, ast.ImportFrom) and node.module.split(".")[0] in ("plumbing", "__future__")
+        or isinstance(node, ast.Assign) and {getattr(t, "id", None) for t in node.targets} & constants)]  # fmt: skip
+
+
+@pytest.mark.parametrize("cell_id", [HARNESS, SETUP_HELPERS])
+def test_an_embedding_cell_is_its_modules_code_statement_for_statement(cell_id):
+    """Embedding never changes what it embeds: only docstrings, plumbing imports and the constants' assignments go."""
+    source = _cells()[cell_id]
+    modules = embed_modules.embedded_modules(source)
+    constants = {name for _, name in modules if name}
+    cell = ast.parse(source).body
+    for path, name in modules:
+        text = (ROOT / path).read_text()
+        if name is None:
+            expected = _statements(text, constants)
+            got, cell = [ast.unparse(node) for node in cell[: len(expected)]], cell[len(expected) :]
+            assert got == expected, f"the cell {cell_id} does not hold {path} as it is: run scripts/embed_modules.py"
+            continue
+        (target,), value = cell[0].targets, cell.pop(0).value.value
+        assert target.id == name and (value.strip() == text.strip() if path.endswith(".txt") else
+                                      _statements(value) == _statements(text)), f"{name} is not {path}"  # fmt: skip
+    assert not cell, f"the cell {cell_id} holds code none of its modules has"
+
+
+def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds():
+    from plumbing import setup_helpers
+
+    namespace: dict = {}
+    exec(compile(_cells()[SETUP_HELPERS], SETUP_HELPERS, "exec"), namespace)  # defines only: nothing runs at import
+    assert namespace["REQUIREMENTS"].strip() == (ROOT / "requirements.txt").read_text().strip()
+    pins, cupti_pins = namespace["PINS"], namespace["CUPTI_PINS"]
+    assert (pins, cupti_pins) == (setup_helpers.PINS, setup_helpers.CUPTI_PINS)
+    assert pins and cupti_pins and not set(pins) & set(cupti_pins), "the main and the [cupti] pins: both, apart"
+    assert {**pins, **cupti_pins} == requirement_pins(ROOT / "requirements.txt"), "check pins_from_requirements"
+
+
+def test_a_pin_changed_in_requirements_txt_is_embedded_by_fix(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "plumbing", repo / "plumbing")
+    (repo / "requirements.txt").write_text((ROOT / "requirements.txt").read_text().replace("nvtx==0.2.17", "nvtx==9"))
+    notebook = json.loads(NOTEBOOK.read_text())
+    (index, source), *others = embed_modules.stale_cells(notebook, repo).items()
+    assert not others and notebook["cells"][index]["id"] == SETUP_HELPERS and "nvtx==9\n" in source
