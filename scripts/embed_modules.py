@@ -2,16 +2,13 @@
 """Embed the plumbing modules into the notebook's folded cells that name them (edit the module, not the cell).
 
     python scripts/embed_modules.py --check [NOTEBOOK ...]   # exit 1 and name each cell that differs from its modules
-    python scripts/embed_modules.py --fix   [NOTEBOOK ...]   # rewrite those cells from the modules
+    python scripts/embed_modules.py --fix   [NOTEBOOK ...]   # rewrite those cells from their modules
 
-A folded cell whose second line reads
-
-    # Source: plumbing/harness.py, plumbing/ncu_probe.py as PROBE_SCRIPT (embedded by scripts/embed_modules.py)
-
-holds after it each module's text as it is, less its docstrings, `from __future__` and `from plumbing...` imports (the
-cell defines those names itself). `path as NAME` holds a file's text as the string constant NAME instead (a program
-the notebook writes and runs, or requirements.txt); the cell's modules then leave out their own assignment to NAME
-(which reads that file beside the module). No other cell and nothing else in the notebook is touched.
+A folded cell whose second line reads `# Source: plumbing/a.py, plumbing/b.py as B_SCRIPT (embedded by
+scripts/embed_modules.py)` holds each module's text as it is, less docstrings and `from __future__`/`from plumbing`
+imports (the cell defines those names itself); `as NAME` holds a file's text as the string constant NAME instead (a
+program the notebook writes and runs, or requirements.txt), and the cell's modules then leave out their own
+assignment to NAME (which reads that file beside the module). No other cell, nothing else, is touched.
 """
 
 from __future__ import annotations
@@ -24,44 +21,37 @@ from pathlib import Path
 
 from notebook_format import DEFAULT_NOTEBOOK, REPO, NotANotebook, load_notebook, render
 
-NOTE = "(embedded by scripts/embed_modules.py)"
-SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) " + re.escape(NOTE) + r"(?:  # noqa: E501)?$")
+SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by scripts/embed_modules\.py\)(?:  # noqa: E501)?$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
-DATA_FILES = ("requirements.txt",)  # embedded as their text, under a NAME, never as code
 
 
 class EmbeddingError(ValueError):
-    """A folded cell names a module that cannot be embedded; the message says which and why."""
+    """A folded cell names what cannot be embedded; the message says which and why."""
 
 
 def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     """[(path, constant name or None)] that a folded cell's Source line names; [] for any other cell."""
     lines = source.split("\n", 2)
     match = SOURCE_LINE.match(lines[1]) if len(lines) > 1 and lines[0].startswith("# @title") else None
-    items = [(item, ITEM.match(item)) for item in match.group("spec").split(", ")] if match else []
+    items = [(item, ITEM.match(item)) for item in match["spec"].split(", ")] if match else []
     for item, parsed in items:
-        if parsed is None or (parsed["path"] in DATA_FILES and not parsed["name"]):
+        if parsed is None or (parsed["path"].endswith(".txt") and not parsed["name"]):
             raise EmbeddingError(
-                f"cannot read {item!r}: expected plumbing/<name>.py [as NAME] or requirements.txt as NAME"
+                f"cannot read {item!r}: write plumbing/<name>.py [as NAME] or requirements.txt as NAME"
             )
     return [(parsed["path"], parsed["name"]) for _, parsed in items]
 
 
 def module_code(text: str, constants=()) -> str:
-    """The module's lines less its docstrings, `from __future__`/`from plumbing` imports and assignments to
-    `constants`, each with the blank lines right after it."""
+    """The module's lines less docstrings, `from __future__`/`from plumbing` imports and assignments to `constants`,
+    each with the blank lines right after it."""
     tree = ast.parse(text)
-    dropped = [node for node in tree.body if isinstance(node, ast.Assign) and any(
-        isinstance(target, ast.Name) and target.id in constants for target in node.targets)]  # fmt: skip
-    dropped += [node for node in tree.body if isinstance(node, ast.ImportFrom)
-                and (node.module or "").split(".")[0] in ("__future__", "plumbing")]  # fmt: skip
+    dropped = [node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
+               in ("__future__", "plumbing") or isinstance(node, ast.Assign) and any(
+                   isinstance(target, ast.Name) and target.id in constants for target in node.targets)]  # fmt: skip
     for node in ast.walk(tree):
-        body = (
-            getattr(node, "body", None)
-            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            else None
-        )
-        if body and len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = node.body if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
+        if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             dropped += [body[0]] if isinstance(body[0].value.value, str) else []
     drop = {number for node in dropped for number in range(node.lineno, node.end_lineno + 1)}
     kept = []
@@ -82,19 +72,15 @@ def generated_source(source: str, repo: Path = REPO) -> str | None:
         if not (repo / path).is_file():
             raise EmbeddingError(f"{path} does not exist (named in the cell {source.splitlines()[0]!r})")
         text = (repo / path).read_text()
-        if not name:
-            parts.append(module_code(text, constants))
-            continue
-        code = text.strip("\n") if path in DATA_FILES else module_code(text)
-        if '"""' in code or code.endswith("\\"):
+        code = module_code(text, () if name else constants) if path.endswith(".py") else text.strip("\n")
+        if name and ('"""' in code or code.endswith("\\")):
             raise EmbeddingError(f"{path} cannot be embedded as {name}: it holds a triple quote or ends with \\")
-        parts.append(f'{name} = r"""\n{code}\n"""')
+        parts.append(f'{name} = r"""\n{code}\n"""' if name else code)
     return "\n".join(source.split("\n", 2)[:2]) + "\n" + "\n\n\n".join(parts) if parts else None
 
 
 def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
-    """{cell index: what it must hold} for each embedding cell that differs from its modules; EmbeddingError if one
-    names what cannot be embedded."""
+    """{cell index: what it must hold} for each embedding cell that differs from its modules."""
     stale = {}
     for index, cell in enumerate(notebook["cells"]):
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -107,13 +93,10 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument(
-        "--check", action="store_true", help="name each cell that differs from its modules; exit 1 if any"
-    )
+    mode.add_argument("--check", action="store_true", help="name the cells that differ from their modules")
     mode.add_argument("--fix", action="store_true", help="rewrite those cells from their modules")
     parser.add_argument("notebooks", nargs="*", type=Path, default=[DEFAULT_NOTEBOOK])
-    args = parser.parse_args(argv)
-    status = 0
+    args, status = parser.parse_args(argv), 0
     for path in args.notebooks:
         try:
             notebook = load_notebook(path)
@@ -122,14 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path}: {error}", file=sys.stderr)
             status = 2
             continue
-        for index in stale:
-            cell = notebook["cells"][index]
-            modules = ", ".join(path for path, _ in embedded_modules(stale[index]))
-            print(f"{path}: cell {index} ({cell.get('id')}) differs from {modules}")
-            cell["source"] = stale[index]
+        for index, cell in enumerate(notebook["cells"]):
+            if index in stale:
+                modules = ", ".join(module for module, _ in embedded_modules(stale[index]))
+                print(f"{path}: cell {index} ({cell['id']}) differs from {modules}")
+            cell["source"] = stale.get(index, "".join(cell["source"]))
         if stale and args.fix:
-            for cell in notebook["cells"]:
-                cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             path.write_text(render(notebook))
         elif stale:
             print(f"Embed them with: python {Path(__file__).resolve()} --fix {path}")

@@ -35,9 +35,7 @@ FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
 
 def is_folded(cell: dict) -> bool:
     """A code cell that Colab folds: its first line is a `# @title` form title."""
-    source = cell.get("source", "")
-    source = "".join(source) if isinstance(source, list) else source
-    return cell.get("cell_type") == "code" and source.lstrip().startswith("# @title")
+    return cell.get("cell_type") == "code" and "".join(cell.get("source", "")).lstrip().startswith("# @title")
 
 
 def expected_cell_metadata(cell: dict) -> dict:
@@ -54,12 +52,8 @@ def canonical(notebook: dict) -> dict:
             cell_id = uuid.uuid4().hex[:8]
         seen_ids.add(cell_id)
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        new = {
-            "cell_type": cell["cell_type"],
-            "id": cell_id,
-            "metadata": expected_cell_metadata(cell),
-            "source": source,
-        }
+        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": expected_cell_metadata(cell),
+               "source": source}  # fmt: skip
         fixed["cells"].append({**new, "execution_count": None, "outputs": []} if cell["cell_type"] == "code" else new)
     return fixed
 
@@ -95,9 +89,6 @@ def load_notebook(path: Path) -> dict:
     return notebook
 
 
-CELL_TYPES = ("code", "markdown", "raw")  # nbformat 4's cell types
-
-
 def unreadable_cells(cells: list) -> list[str]:
     """What makes cells unusable (named by index and id): --fix would empty or guess them, so it refuses."""
     found = []
@@ -105,10 +96,9 @@ def unreadable_cells(cells: list) -> list[str]:
         if not isinstance(cell, dict):
             found.append(f"cell {index} is {type(cell).__name__}, not a cell")
             continue
-        name = f"cell {index} (id {cell.get('id')!r})"
-        if cell.get("cell_type") not in CELL_TYPES:
+        name, source = f"cell {index} (id {cell.get('id')!r})", cell.get("source")
+        if cell.get("cell_type") not in ("code", "markdown", "raw"):
             found.append(f"{name} has cell_type {cell.get('cell_type')!r}")
-        source = cell.get("source")
         if "source" not in cell:
             found.append(f"{name} has no source")
         elif not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
@@ -129,17 +119,15 @@ def problems(path: Path) -> list[str]:
     extra = sorted(set(metadata) - set(CANONICAL_METADATA))
     if extra:
         found.append(f"extra notebook metadata: {', '.join(extra)}")
-    ids = [cell.get("id") for cell in notebook.get("cells", [])]
+    ids = [cell.get("id") for cell in notebook["cells"]]
     if None in ids or len(set(ids)) != len(ids):
         found.append("cell ids are missing or repeated")
-    for index, cell in enumerate(notebook.get("cells", [])):
-        if cell.get("outputs"):
-            found.append(f"cell {index} ({cell.get('id')}) has outputs")
-        if cell.get("execution_count") is not None:
-            found.append(f"cell {index} ({cell.get('id')}) has an execution count")
-        if cell.get("metadata", {}) != expected_cell_metadata(cell):
-            want = expected_cell_metadata(cell) or "none"
-            found.append(f"cell {index} ({cell.get('id')}) has metadata {cell.get('metadata')!r}, expected {want}")
+    for index, cell in enumerate(notebook["cells"]):
+        name, want = f"cell {index} ({cell.get('id')})", expected_cell_metadata(cell)
+        found += [f"{name} has outputs"] * bool(cell.get("outputs"))
+        found += [f"{name} has an execution count"] * (cell.get("execution_count") is not None)
+        if cell.get("metadata", {}) != want:
+            found.append(f"{name} has metadata {cell.get('metadata')!r}, expected {want or 'none'}")
     if not found and path.read_text() != render(canonical(notebook)):
         found.append("JSON layout differs from the canonical one")
     return found

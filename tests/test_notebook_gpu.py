@@ -1,21 +1,15 @@
-"""The headless GPU run: nbmake executes a copy of the notebook on a real NVIDIA GPU, then summary.json is checked.
-
-The copy allows errors (its metadata.execution.allow_errors, which nbmake reads), so every cell runs and the
-summary cell writes summary.json; then plumbing/executed_run.py marks each section with an error output FAILED,
-with its first error, in summary.json. Strict: a FAILED or NOT RUN section, a SUSPECT figure or an error outside
-the sections fails the run.
-
-Select it with `pytest -m gpu tests/test_notebook_gpu.py` (scripts/run_headless does). It is skipped,
-with a reason, where there is no NVIDIA GPU. On a GPU machine a missing harness piece (nbmake, the
-python3 kernel spec) is a failure, not a skip.
-"""
+"""The headless GPU run (`pytest -m gpu tests/test_notebook_gpu.py`, as scripts/run_headless runs it): nbmake executes
+a copy of the notebook that allows errors, so every cell runs; plumbing/executed_run.py then marks each section with
+an error output FAILED in summary.json. Strict: a FAILED or NOT RUN section, a SUSPECT figure, an error outside the
+sections or a section skipped that the backend can run fails it. Skipped without an NVIDIA GPU; on one, a missing
+harness piece (nbmake, the python3 kernel spec) is a failure, not a skip."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from support import NOTEBOOK, copy_allowing_errors, gpu_listing, section_problems
@@ -25,18 +19,10 @@ from plumbing.executed_run import finish_run, run_problems
 from plumbing.harness import choose_output_dir
 
 pytestmark = pytest.mark.gpu
-EXPECTED_SECTIONS = list(range(1, SECTION_COUNT + 1))
-
-
-@pytest.fixture(scope="module")
-def run_dir() -> Path:
-    # NSPY_TUTORIAL_OUT, else the notebook's own default folder (run from the clone, as run_headless does)
-    return choose_output_dir(os.environ, on_colab=False)  # made once the run is sure to happen
 
 
 def require_harness() -> None:
-    """On a GPU machine the harness must be complete: say what to install instead of skipping."""
-    missing = [name for name in ("nbmake", "ipykernel", "nbclient") if not _importable(name)]
+    missing = [name for name in ("nbmake", "ipykernel", "nbclient") if importlib.util.find_spec(name) is None]
     if missing:
         pytest.fail(f"missing {', '.join(missing)}: pip install -r requirements-harness.txt", pytrace=False)
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -59,29 +45,23 @@ def cell_timeout_s(environ=os.environ) -> int:
     return int(given)
 
 
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
 @pytest.fixture(scope="module")
-def executed(run_dir: Path) -> dict:
+def executed() -> dict:
     if not gpu_listing():
         pytest.skip("no NVIDIA GPU here (nvidia-smi lists none): the notebook run needs one")
     require_harness()
     timeout_s = cell_timeout_s()
+    run_dir = choose_output_dir(os.environ, on_colab=False)  # NSPY_TUTORIAL_OUT, else the notebook's default
     run_dir.mkdir(parents=True, exist_ok=True)
     copy = run_dir / NOTEBOOK.name
     copy_allowing_errors(NOTEBOOK, copy)  # nbmake --overwrite writes outputs into this copy, never the committed one
-    summary_path = run_dir / "summary.json"
-    summary_path.unlink(missing_ok=True)
-    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(run_dir))
+    (run_dir / "summary.json").unlink(missing_ok=True)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(run_dir), "-o", "addopts=",
                "--nbmake", f"--nbmake-timeout={timeout_s}", "--overwrite", str(copy)]  # fmt: skip
+    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(run_dir))
     done = subprocess.run(command, cwd=run_dir, env=env, capture_output=True, text=True)
     (run_dir / "nbmake.log").write_text(done.stdout + done.stderr)
-    summary = finish_run(copy, summary_path) if copy.exists() else None
+    summary = finish_run(copy, run_dir / "summary.json") if copy.exists() else None
     return {"returncode": done.returncode, "log": done.stdout + done.stderr, "summary": summary}
 
 
@@ -93,23 +73,14 @@ def test_nbmake_executed_the_whole_notebook(executed):
 
 
 def test_the_run_is_clean(executed):
-    problems = run_problems(executed["summary"])
+    problems = run_problems(executed["summary"])  # FAILED or NOT RUN sections, SUSPECT figures, errors outside
     assert not problems, "the run is not clean (summary.json and the executed notebook):\n- " + ("\n- ".join(problems))
 
 
-def test_summary_names_a_gpu_and_every_section(executed):
+def test_summary_names_a_gpu_and_every_section_run_or_skipped_as_the_backend_requires(executed):
     summary = executed["summary"]
     assert summary.get("summary_written", True), "the notebook wrote no summary.json: did it reach its Summary cell?"
     assert summary["environment"].get("gpu"), "summary.json's environment block names no GPU"
-    assert [s["number"] for s in summary["sections"]] == EXPECTED_SECTIONS
-
-
-def test_sections_run_or_skip_exactly_as_the_backend_requires(executed):
-    problems = section_problems(executed["summary"])
+    assert [s["number"] for s in summary["sections"]] == list(range(1, SECTION_COUNT + 1))
+    problems = section_problems(summary)
     assert not problems, "sections not as the backend requires:\n" + "\n".join(problems)
-
-
-def test_no_headline_figure_is_suspect(executed):
-    summary = executed["summary"]
-    suspect = [f for f in summary["figures"] if f["check"] == "SUSPECT"]
-    assert not suspect, f"figures outside the GPU's physical limits: {suspect}"
