@@ -57,46 +57,32 @@ def test_an_id_that_names_no_section_is_refused_with_the_rule(cell_id):
         section_of(cell_id)
 
 
-def _first_position(notebook, predicate):
-    """(cell index, line) of the first node a cell runs (not only defines) that matches, or None."""
+def _first_runs(notebook) -> dict[str, tuple[int, int]]:
+    """(cell index, line) where the notebook first imports nsight, torch and uses CUDA, as its cells run (a function
+    body a cell only defines does not count)."""
+    found = {}
     for index, (_, tree) in enumerate(parsed_cells(notebook)):
-        pending, nodes = [tree], []
+        pending = [tree]
         while pending:
-            nodes.append(node := pending.pop())
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            node = pending.pop()
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 pending.extend(ast.iter_child_nodes(node))
-        for node in sorted(nodes, key=lambda n: getattr(n, "lineno", 0)):
-            if predicate(node):
-                return (index, node.lineno)
-    return None
-
-
-def _imports(module):
-    def predicate(node):
-        if isinstance(node, ast.Import):
-            return any(alias.name.split(".")[0] == module for alias in node.names)
-        return isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == module
-
-    return predicate
-
-
-def _touches_cuda(node):
-    text = ast.unparse(node) if isinstance(node, ast.Call) else ""
-    return "cuda" in text and "torch" in text or 'device="cuda"' in text
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [getattr(node, "module", "")]
+            kinds = {(name or "").split(".")[0] for name in names} & {"nsight", "torch"}
+            text = ast.unparse(node) if isinstance(node, ast.Call) else ""
+            kinds |= {"cuda"} if "cuda" in text and "torch" in text or 'device="cuda"' in text else set()
+            for kind in kinds:
+                found[kind] = min(found.get(kind, (index, node.lineno)), (index, node.lineno))
+    return found
 
 
 def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
-    nsight_at, torch_at = _first_position(notebook, _imports("nsight")), _first_position(notebook, _imports("torch"))
-    cuda_at = _first_position(notebook, _touches_cuda)
-    assert nsight_at is not None and torch_at is not None and nsight_at < torch_at, (
-        f"import nsight {nsight_at} must precede import torch {torch_at}"
-    )
-    assert cuda_at is None or nsight_at < cuda_at, f"CUDA is used at {cuda_at}, before import nsight at {nsight_at}"
+    at = _first_runs(notebook)
+    assert "nsight" in at and at["nsight"] < at.get("torch", (-1,)), f"import nsight must precede import torch: {at}"
+    assert at["nsight"] < at.get("cuda", (1e9,)), f"CUDA is used before import nsight: {at}"
 
 
-def test_every_nsight_analyze_kernel_call_uses_keywords_and_values_nsight_accepts_and_writes_in_the_output_folder(
-    notebook,
-):
+def test_every_benchmark_uses_options_nsight_accepts_and_writes_in_the_output_folder(notebook):
     parameters = inspect.signature(nsight.analyze.kernel).parameters
     calls = calls_to(all_trees(notebook), "nsight.analyze.kernel")
     assert calls, "the notebook never calls nsight.analyze.kernel"
