@@ -70,21 +70,14 @@ def merge_failures(summary, notebook):
     return merged
 
 
-def summary_problems(summary):
-    """What makes a run fail in strict mode: FAILED or NOT RUN sections and SUSPECT figures."""
+def run_problems(summary):
+    """What fails a headless run: a FAILED or NOT RUN section, a SUSPECT figure, an error outside the sections."""
     problems = [f"section {s['number']} {s['status']}: {s['reason']}" for s in summary["sections"]
                 if s["status"] in ("FAILED", "NOT RUN")]  # fmt: skip
     suspect = [f for f in summary["figures"] if f["check"] == "SUSPECT"]
     problems += [f"SUSPECT figure in section {f['section']}: {f['name']} = {f['value']} {f['unit']} "
                  f"({f['pct_of_peak']}% of peak {f['peak']})" for f in suspect]  # fmt: skip
-    return problems
-
-
-def run_problems(summary):
-    """What fails a headless run: a FAILED or NOT RUN section, a SUSPECT figure, an error outside the sections."""
-    problems = summary_problems(summary)
-    problems += [f"cell {error['cell']}: {error['error']}" for error in summary.get("errors_outside_sections", [])]
-    return problems
+    return problems + [f"cell {e['cell']}: {e['error']}" for e in summary.get("errors_outside_sections", [])]
 
 
 def finish_run(executed_path, summary_path):

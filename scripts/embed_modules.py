@@ -4,11 +4,10 @@
     python scripts/embed_modules.py --check [NOTEBOOK ...]   # exit 1 and name each cell that differs from its modules
     python scripts/embed_modules.py --fix   [NOTEBOOK ...]   # rewrite those cells from their modules
 
-A folded cell whose second line reads `# Source: plumbing/a.py, plumbing/b.py as B_SCRIPT (embedded by
-scripts/embed_modules.py)` holds each module's text as it is, less docstrings and `from __future__`/`from plumbing`
-imports (the cell defines those names itself); `as NAME` holds a file's text as the string constant NAME instead (a
-program the notebook writes and runs, or requirements.txt), and the cell's modules then leave out their own
-assignment to NAME (which reads that file beside the module). No other cell, nothing else, is touched.
+A folded cell whose second line is `# Source: plumbing/a.py, plumbing/b.py as B (embedded by scripts/embed_modules.py)`
+holds the modules' text as it is, less docstrings and `from __future__`/`from plumbing` imports; `as B` holds a file's
+text as the string constant B (a program the notebook writes and runs, or requirements.txt), and the cell's modules
+leave out their own assignment to B (which reads that file). No other cell, nothing else, is touched.
 """
 
 from __future__ import annotations

@@ -157,12 +157,3 @@ def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds
     assert (pins, cupti_pins) == (setup_helpers.PINS, setup_helpers.CUPTI_PINS)
     assert pins and cupti_pins and not set(pins) & set(cupti_pins), "the main and the [cupti] pins: both, apart"
     assert {**pins, **cupti_pins} == requirement_pins(ROOT / "requirements.txt"), "check pins_from_requirements"
-
-
-def test_a_pin_changed_in_requirements_txt_is_embedded_by_fix(tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "plumbing", repo / "plumbing")
-    (repo / "requirements.txt").write_text((ROOT / "requirements.txt").read_text().replace("nvtx==0.2.17", "nvtx==9"))
-    notebook = json.loads(NOTEBOOK.read_text())
-    (index, source), *others = embed_modules.stale_cells(notebook, repo).items()
-    assert not others and notebook["cells"][index]["id"] == SETUP_HELPERS and "nvtx==9\n" in source
