@@ -107,25 +107,18 @@ def unreadable_cells(cells: list) -> list[str]:
 
 
 def problems(path: Path) -> list[str]:
-    """Human-readable differences between a notebook and its canonical form ([] if canonical)."""
+    """What --fix would change in a notebook, named ([] if canonical)."""
     notebook = load_notebook(path)
-    found = []
-    if (notebook.get("nbformat"), notebook.get("nbformat_minor")) != (4, 5):
-        found.append(f"nbformat is {notebook.get('nbformat')}.{notebook.get('nbformat_minor')}, not 4.5")
-    metadata = notebook.get("metadata", {})
-    for key in sorted(set(metadata) | set(CANONICAL_METADATA)):  # a key Colab adds is expected to be absent (None)
-        if metadata.get(key) != CANONICAL_METADATA.get(key):
-            found.append(f"metadata.{key} is {metadata.get(key)!r}, expected {CANONICAL_METADATA.get(key)!r}")
+    fixed = canonical(notebook)
+    found = [f"{key} is {notebook.get(key)!r}, expected {fixed[key]!r}" for key in ("nbformat", "nbformat_minor",
+             "metadata") if notebook.get(key) != fixed[key]]  # fmt: skip
     ids = [cell.get("id") for cell in notebook["cells"]]
-    if None in ids or len(set(ids)) != len(ids):
-        found.append("cell ids are missing or repeated")
-    for index, cell in enumerate(notebook["cells"]):
-        name, want = f"cell {index} ({cell.get('id')})", expected_cell_metadata(cell)
-        found += [f"{name} has outputs"] * bool(cell.get("outputs"))
-        found += [f"{name} has an execution count"] * (cell.get("execution_count") is not None)
-        if cell.get("metadata", {}) != want:
-            found.append(f"{name} has metadata {cell.get('metadata')!r}, expected {want or 'none'}")
-    if not found and path.read_text() != render(canonical(notebook)):
+    found += ["cell ids are missing or repeated"] * (None in ids or len(set(ids)) != len(ids))
+    for index, (cell, want) in enumerate(zip(notebook["cells"], fixed["cells"], strict=True)):
+        found += [f"cell {index} ({cell.get('id')}) has {key} {cell.get(key)!r}, expected {want[key] or 'none'}"
+                  for key, default in (("metadata", {}), ("outputs", []), ("execution_count", None))
+                  if key in want and cell.get(key, default) != want[key]]  # fmt: skip
+    if not found and path.read_text() != render(fixed):
         found.append("JSON layout differs from the canonical one")
     return found
 
