@@ -1,10 +1,7 @@
-"""Nsight Compute launch mode for scripts/record_ncu.py: what it patches in nsight-python, the ncu commands it builds.
-
-nsight's NCUCollector.collect runs unchanged; ProfiledCalls replaces the module-level functions it calls
-(PATCHED_FUNCTIONS). In the outer process launch_ncu starts `ncu <nsight's own flags> python3 record_ncu.py --inner
---call N-k`; in the inner one (under ncu) the section's earlier calls are served and call k runs nsight's own profile
-session. Every ncu started here, and every ncu a notebook cell starts in the outer process (NcuGuard), gets
-`--clock-control none`. See scripts/record_ncu.py for the whole picture.
+"""Nsight Compute launch mode, shared by scripts/record_ncu.py (the outer process) and scripts/ncu_inner.py (what
+ncu launches for one profiled call): the nsight functions it patches (ProfiledCalls), the ncu commands it builds, the
+replay of the notebook's cells with section 1's names made here, and the guard that gives every ncu that profiles
+`--clock-control none` (NcuGuard). See scripts/record_ncu.py for the whole picture.
 """
 
 from __future__ import annotations
@@ -17,10 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+import recordings
 from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
 
+from plumbing.cells import NOT_UNDER_NCU, SECTION_ONE_NAMES, SETUP_HELPERS
+
 NSIGHT_VERSION = "1.1.0"
-RECORDER = Path(__file__).resolve().parent / "record_ncu.py"
+INNER = Path(__file__).resolve().parent / "ncu_inner.py"
 # The GPU runner is shared: its clocks must stay as they are, so every ncu there gets `--clock-control none`.
 # A call that asks for another clock control (section 4's clock_control="base") is never run here: it is served
 # from a committed recording that already holds it (made before this rule), and labelled with that recording.
@@ -136,8 +136,8 @@ def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]
 
 
 def inner_program(work: Path, key: str) -> list[str]:
-    """What ncu runs for profiled call `key` (section-index): this script, replaying that section up to the call."""
-    return [sys.executable, str(RECORDER), "--inner", "--work", str(work), "--call", key]
+    """What ncu runs for profiled call `key` (section-index): ncu_inner.py, replaying that section up to the call."""
+    return [sys.executable, str(INNER), "--work", str(work), "--call", key]
 
 
 class InnerDone(BaseException):
@@ -401,7 +401,7 @@ class NcuGuard:
     Counts and times the ncu processes the notebook's own cells start (section 10's command line)."""
 
     def __init__(self, ncu: str):
-        self.ncu, self.runs = ncu, []
+        self.ncu, self.runs, self.section, self.per_section = ncu, [], None, {}
         self.saved = subprocess.Popen
         guard = self
 
@@ -425,8 +425,9 @@ class NcuGuard:
                 f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is shared; its "
                 f"clocks stay as they are): {' '.join(argv)}"
             )
-        if str(RECORDER) not in argv:  # a profiled call's ncu is counted with its call, not here
+        if str(INNER) not in argv:  # a profiled call's ncu is counted with its call, not here
             self.runs.append(" ".join(argv))
+            self.per_section[self.section] = self.per_section.get(self.section, 0) + 1
 
     def __enter__(self):
         subprocess.Popen = self.popen
@@ -436,7 +437,69 @@ class NcuGuard:
         subprocess.Popen = self.saved
 
 
-if __name__ == "__main__":  # a library, not a script: say which script to run
-    import library_module
+# ---------------------------------------------------------------- the notebook's cells in launch mode
+LAUNCH_MODE = {
+    "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
+    "profiler": "ncu (launch mode, scripts/record_ncu.py)",
+}
 
-    sys.exit(library_module.not_a_script("ncu_launch.py", ("record_ncu.py",)))
+
+def section_one_names(namespace: dict, environment: dict | None = None):
+    """Section 1's names (plumbing/cells.py) made with section 1's own functions, after the harness and setup-helper
+    cells ran in namespace; `environment` overrides what they record."""
+    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
+    import torch
+
+    facts = namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
+    name_section_one(namespace, {**facts, **(environment or {})}, torch)
+
+
+def name_section_one(namespace: dict, environment: dict, torch) -> None:
+    """Section 1's names from the GPU machine's facts, and `display` (the cells run by exec, not in IPython)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import nsight
+    import numpy as np
+    import pandas as pd
+    from IPython.display import display
+
+    namespace["ENVIRONMENT"].update(environment)
+    namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT, display=display)
+    namespace.update(USE_NCU=True, CUPTI_REASON="")
+    values = namespace["section_one_values"](namespace["ENVIRONMENT"])
+    namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS"), values, strict=True))
+    missing = [name for name in SECTION_ONE_NAMES if name not in namespace]
+    if missing:
+        raise RecorderError(f"section 1's names {missing} are not made here: update section_one_names")
+
+
+def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
+    """What the inner process replays for a call of `section`: the shared define cells, then the section's define
+    and run cells (not the CUPTI child, not section 10's own ncu command lines)."""
+    return [
+        step
+        for step in recordings.plan(cells, [section])
+        if step[2] in ("prelude", "define", "gpu_define", "run") and step[1] not in NOT_UNDER_NCU
+    ]
+
+
+def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_line, recorded=None) -> dict:
+    """recordings.execute() in launch mode: section 1's names made after the setup helpers, nsight patched, each
+    profiled call of a run cell through `calls`. Adds "namespace" and "ncu_runs" (section -> ncu processes its own
+    cells started). In the inner process every failure propagates (the outer reports it from ncu's output).
+    `recorded`: the recording whose values stand in for a "recorded ..." step's run cells."""
+    namespace = {"__name__": "__main__", "RECORDING": recorded}
+
+    def before(section, cell_id, role):
+        calls.where, calls.allowed = (section, cell_id), role == "run"
+        if guard:
+            guard.section = section
+
+    def after(section, cell_id, role):
+        if cell_id == SETUP_HELPERS:  # then section 1's names, before any cell uses them
+            section_one_names(namespace, environment=LAUNCH_MODE)
+            calls.install()
+
+    done = recordings.execute(steps, namespace, log, before, after, propagate=calls.role == "inner")
+    return {**done, "namespace": namespace, "ncu_runs": dict(guard.per_section) if guard else {}}

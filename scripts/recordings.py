@@ -1,14 +1,7 @@
-"""The recording library: what scripts/record_ncu.py, scripts/record_cupti.py and scripts/render_recorded.py share.
-
-A recording runs the notebook's own cells, by id, on a GPU machine, following the plan in plumbing/cells.py
-(SECTION_PLAN: which cells define and which run each section). It keeps, for every cell it executed, the source as
-executed, what the cell printed (and the value its last line showed), and the values the cell bound; and per
-section its status, its cost and the commit it was recorded from. On a CPU, the tests and the recorded page run the
-same notebook's define and analysis cells on those values; a run cell is never run again there: it is shown with the
-source that printed its output (the recording's, which may be older than the notebook's).
-
-    recording.json          Nsight Compute, launch mode (scripts/record_ncu.py), in docs/verified/<gpu>-ncu-<version>/
-    cupti_recording.json    CUPTI (scripts/record_cupti.py), in docs/verified/<gpu>-cupti-recording/
+"""The recording library of scripts/record_ncu.py, record_cupti.py and render_recorded.py: the plan (which notebook
+cells a recorder runs, from plumbing/cells.py's SECTION_PLAN), the one executor of those cells, values <-> JSON, the
+recording file (recording.json for Nsight Compute, cupti_recording.json for CUPTI, in docs/verified/<folder>/) and
+what a CPU runs in place of a section's run cells (the values they bound on the GPU machine).
 """
 
 from __future__ import annotations
@@ -24,8 +17,11 @@ import math
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -342,6 +338,46 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
+def execute(steps, namespace: dict, log=log_line, before=None, after=None, stop=(None,), propagate=False) -> dict:
+    """Run the steps' cells (plan()) in namespace: the one executor of both recorders and the inner process.
+
+    Returns {"runs": {cell id: run}, "failed": {section: cell id}, "wall_s": {section: s}}. A failing cell stops its
+    section and the sections that read it (SECTION_DEPENDENCY); one of a section in `stop` stops everything;
+    `propagate`: any failure propagates instead (the inner process under ncu). before(section, cell id, role) runs
+    before each cell, after(...) after each that succeeded.
+    """
+    cells = load_cells()
+    runs, failed, wall_s = {}, {}, {}
+    for section, cell_id, role in steps:
+        blocked = failed_dependency(section, failed)
+        if blocked and section not in failed:
+            failed[section] = blocked
+        if section in failed:
+            continue
+        if before:
+            before(section, cell_id, role)
+        log(f"[record] section {section or '-'}: cell {cell_id} ({role})")
+        source = source_to_run(cells, cell_id, role)
+        started = time.perf_counter()
+        try:
+            runs[cell_id] = {**run_cell(namespace, source, cell_id), "role": role}
+        except BaseException as error:  # noqa: BLE001 - recorded with its traceback; the other sections go on
+            if propagate:
+                raise
+            output = getattr(error, "cell_output", "") + "FAILED\n" + traceback.format_exc()
+            runs[cell_id] = {"source": source, "output": output, "variables": {}, "role": role, "failed": True}
+            log(output)
+            failed[section] = cell_id
+            if section in stop:
+                break
+            continue
+        finally:
+            wall_s[section] = wall_s.get(section, 0.0) + time.perf_counter() - started
+        if after:
+            after(section, cell_id, role)
+    return {"runs": runs, "failed": failed, "wall_s": wall_s}
+
+
 # What the notebook's cells import beyond its pins (analysis cells display tables and plots): the harness's
 # requirements bring them; a fresh GPU runner gets them from scripts/setup_gpu_runner.
 CELL_MODULES = ("IPython", "matplotlib", "numpy", "pandas")
@@ -426,6 +462,22 @@ def recorded_cells(runs: dict, commit: str, created: str) -> dict:
         for cell_id, run in runs.items()
         if not run["role"].startswith("recorded ")
     }
+
+
+def new_recording(
+    mode: str, what: str, provenance: dict, namespace: dict, done: dict, sections, commit: str, created: str, cost
+) -> dict:
+    """A recording of `sections` from what execute() did in namespace; cost(section) is each section's cost."""
+    env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
+    host = {"host": socket.gethostname(), "notebook_commit": commit, "notebook_sha256": notebook_sha256()}
+    return {
+        "format": FORMAT, "what": what, "mode": mode, "created_utc": created,
+        "provenance": {"gpu": env["gpu"], "driver": env["driver"], **provenance, **host},
+        "environment": encode(env),
+        "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
+        "cells": recorded_cells(done["runs"], commit, created),
+        "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
+    }  # fmt: skip
 
 
 def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: str, created: str) -> dict:
@@ -575,9 +627,3 @@ def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
                 written.append(target / path.name)
                 shutil.copy2(path, written[-1])
     return written
-
-
-if __name__ == "__main__":  # a library, not a script: say which scripts to run
-    import library_module
-
-    sys.exit(library_module.not_a_script("recordings.py", ("record_ncu.py", "record_cupti.py", "render_recorded.py")))
