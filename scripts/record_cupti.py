@@ -50,7 +50,7 @@ def recording_of(namespace, runs, seconds, failed, sections, commit, created, wa
     """The recording of a run: provenance, every cell it ran with what it printed and bound, the sections."""
     env = namespace["ENVIRONMENT"]
     provenance = {key: env[key] for key in ("nsight_python", "libcupti", "torch", "torch_cuda", "python")}
-    provenance.update(cupti_python=recordings.importlib_version("cupti-python"), pandas=namespace["pd"].__version__)
+    provenance.update(cupti_python=recorder_input.importlib_version("cupti-python"), pandas=namespace["pd"].__version__)
     done = {"runs": runs, "failed": failed}
     recording = recordings.new_recording("cupti", WHAT, provenance, namespace, done, sections, commit, created,
                                          lambda number: {"wall_s": round(seconds.get(number, 0.0), 2)})  # fmt: skip
@@ -59,7 +59,7 @@ def recording_of(namespace, runs, seconds, failed, sections, commit, created, wa
 
 
 def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
-    recordings.require_cell_modules()
+    recorder_input.require_cell_modules()
     os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
     work = recorder_input.emptied_scratch_folder("record_cupti_work")  # checked in main too
     os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
@@ -74,7 +74,7 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
         return None, failed
     recording = recording_of(namespace, runs, seconds, failed, sections, commit, created, time.perf_counter() - started)
     env = namespace["ENVIRONMENT"]
-    dest = dest_root / f"{recordings.gpu_slug(env['gpu'])}-cupti-recording"
+    dest = dest_root / f"{recorder_input.gpu_slug(env['gpu'])}-cupti-recording"
     recordings.write_recording(dest, recording, sections)
     return dest, failed
 

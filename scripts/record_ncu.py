@@ -141,7 +141,7 @@ def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
 
 def folder_name(gpu: str, ncu_version: str) -> str:
     version = ncu_version.rsplit(".", 1)[0] if ncu_version.count(".") > 2 else ncu_version
-    return f"{recordings.gpu_slug(gpu)}-ncu-{version}"
+    return f"{recorder_input.gpu_slug(gpu)}-ncu-{version}"
 
 
 def query_metrics(ncu: str, families: list[str], bases: list[str], dest: Path, version: str):
@@ -218,7 +218,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
-    recordings.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
+    recorder_input.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
     require_gpu()
     import nsight
     import pandas as pd
@@ -247,7 +247,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     dest = dest_root / folder_name(namespace["ENVIRONMENT"]["gpu"], version)
     provenance = {
         "ncu_version": version, "ncu_version_text": ncu_says, "ncu_path": ncu, "nsight_python": nsight.__version__,
-        "ncu_report": recordings.importlib_version("ncu-report"), "torch": torch.__version__,
+        "ncu_report": recorder_input.importlib_version("ncu-report"), "torch": torch.__version__,
         "torch_cuda": torch.version.cuda, "pandas": pd.__version__, "python": sys.version.split()[0],
     }  # fmt: skip
 
