@@ -76,9 +76,6 @@ def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
 
 def label(recording: dict) -> str:
     provenance = recording["provenance"]
-    per_section = ", ".join(
-        f"section {number}: {cost_text(info['cost'])}" for number, info in recording["sections"].items()
-    )
     return f"""# Sections {listed(recordings.recorded_sections(recording))}, from a recording
 
 **What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
@@ -92,8 +89,7 @@ by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU mach
 {provenance["ncu_report"]} |
 | torch | {provenance["torch"]} (CUDA {provenance["torch_cuda"]}), Python {provenance["python"]} |
 | notebook | commit `{provenance["notebook_commit"]}`, sha256 `{provenance["notebook_sha256"][:16]}...` |
-| recorded | {recording["created_utc"]} by `scripts/record_ncu.py` |
-| cost | {per_section} |
+| recorded | {recording["created_utc"]} by `scripts/record_ncu.py` (its cost: docs/maintainers.md) |
 
 **How it was recorded.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this GPU machine has ncu
 {provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector's
@@ -106,18 +102,6 @@ from a Colab run; wall times include starting a Python process per call, so they
 Cells marked *recorded* called the profiler on the GPU machine: they are shown with the source that ran there and
 the output it printed.
 """
-
-
-def cost_text(cost: dict) -> str:
-    """A section's recording cost, from what the recording measured (a figure it lacks is not quoted)."""
-    parts = []
-    if cost.get("ncu_processes") is not None:
-        parts.append(f"{cost['ncu_processes']} ncu process(es)")
-    if cost.get("ncu_wall_s") is not None and cost.get("profiled_calls"):
-        parts.append(f"{cost['ncu_wall_s']:.1f} s of ncu wall time in {cost['profiled_calls']} profiled call(s)")
-    if cost.get("wall_s") is not None:
-        parts.append(f"{cost['wall_s']:.1f} s in all")
-    return ", ".join(parts) or "not measured"
 
 
 def served_note(recording: dict, number: int) -> str:
@@ -163,11 +147,11 @@ def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
     return node
 
 
-def drift_note(cell_id: str, entry: dict, now: str) -> str:
-    """'' where the notebook's cell is the source that ran; else a line that says the page shows the older one."""
+def drift_note(cell_id: str, entry: dict, note: str, now: str) -> str:
+    """The note, with a line saying the page shows the older source where the notebook's cell has changed since."""
     if entry["source"] == now:
-        return ""
-    return (
+        return note
+    return note + (
         f"\n\n*The notebook's cell `{cell_id}` has changed since this recording (commit "
         f"`{entry['notebook_commit'][:7]}`): the page shows the source that ran and printed the output below.*"
     )
@@ -194,38 +178,31 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                     f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)\n"
                 )
             )
-        steps = dict((cell_id, source) for cell_id, _, source in recordings.cpu_section_sources(cells, number))
+        steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
         first_run = True
         for cell in recordings.section_cells(cells, number):
-            if cell["type"] == "markdown":
-                notebook.cells.append(nbformat.v4.new_markdown_cell(cell["source"]))
-                continue
-            role = recordings.role_of(cell["id"], number)
-            if role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
-                entry = recording["cells"].get(cell["id"])
-                notebook.cells.append(recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell(""))
-                notebook.cells.append(folded(steps[cell["id"]]))
-                continue
-            if role == "run":
-                entry = recording["cells"].get(cell["id"])
-                cost = wall_note(recording, number) if first_run else ""
+            role, source = steps.get(cell["id"], ("markdown", cell["source"]))
+            entry = recording["cells"].get(cell["id"])
+            if role == "markdown":
+                notebook.cells.append(nbformat.v4.new_markdown_cell(source))
+            elif role == "run":  # shown as it ran on the GPU machine, its values stand in for it here
                 note = (
                     f"*Recorded:* the next cell ran on the {recording['provenance']['gpu']} under ncu "
-                    f"{recording['provenance']['ncu_version']} in launch mode{cost}; "
-                    "below is what it printed there." + (served_note(recording, number) if first_run else "")
+                    f"{recording['provenance']['ncu_version']} in launch mode{wall_note(recording, number) * first_run}"
+                    f"; below is what it printed there.{served_note(recording, number) * first_run}"
                 )
                 first_run = False
-                if entry is None:
-                    note = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
-                else:
-                    note += drift_note(cell["id"], entry, cell["source"])
+                missing = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
+                note = drift_note(cell["id"], entry, note, cell["source"]) if entry else missing
                 notebook.cells.append(nbformat.v4.new_markdown_cell(note))
-                if entry is not None:
-                    notebook.cells.append(recorded_cell(cell["id"], entry))
-                notebook.cells.append(folded(steps[cell["id"]]))
-                continue
-            is_folded = notebook_format.is_folded({"cell_type": "code", **cell})
-            notebook.cells.append(folded(cell["source"]) if is_folded else nbformat.v4.new_code_cell(cell["source"]))
+                notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [folded(source)]
+            elif role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
+                notebook.cells += [recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell("")]
+                notebook.cells.append(folded(source))
+            elif notebook_format.is_folded({"cell_type": "code", **cell}):
+                notebook.cells.append(folded(source))
+            else:
+                notebook.cells.append(nbformat.v4.new_code_cell(source))
     summary = next(index for index, cell in enumerate(cells) if cell["id"] == SUMMARY)
     notebook.cells.append(folded(GPU_TIMES, hide="remove-cell"))
     notebook.cells.append(nbformat.v4.new_markdown_cell(cells[summary - 1]["source"]))
