@@ -43,13 +43,7 @@ import recordings
 from ncu_launch import NcuGuard, ProfiledCalls, check_nsight_internals, child_env, replay
 from recordings import ROOT, RecorderError, encode, load_cells, log_line
 
-from plumbing.cells import (
-    NOT_UNDER_NCU,
-    REPORT_FOLDERS,
-    SECTION_DEPENDENCY,
-    SECTION_PLAN,
-    report_folders_of,
-)
+from plumbing.cells import NOT_UNDER_NCU, REPORT_FOLDERS, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 from plumbing.setup_helpers import parse_ncu_version, version_text
 
 MIN_NCU = (2025, 1)
@@ -63,16 +57,12 @@ def _code_strings(cells: list[dict]):
     """Every string constant in the notebook's code cells (an f-string's literal parts too)."""
     import ast
 
-    for cell in cells:
-        if cell["type"] != "code":
-            continue
+    for cell in (cell for cell in cells if cell["type"] == "code"):
         try:
-            tree = ast.parse(cell["source"])
+            nodes = list(ast.walk(ast.parse(cell["source"])))
         except SyntaxError:
             continue
-        yield from (
-            node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-        )
+        yield from (node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
 def notebook_metrics(cells: list[dict]) -> list[str]:
@@ -151,11 +141,8 @@ def query_metrics(ncu: str, families: list[str], bases: list[str], dest: Path, v
     lines = [line for line in listing.stdout.splitlines() if line.startswith(tuple(families))]
     header = f"# ncu {version}: `ncu --query-metrics --chip tu104`, lines of the families {', '.join(families)}\n"
     (dest / "tu104_metrics.txt").write_text(header + "\n".join(lines) + "\n")
-    suffixes = subprocess.run(
-        [ncu, "--query-metrics-mode", "suffix", "--chip", "tu104", "--metrics", ",".join(bases)],
-        capture_output=True,
-        text=True,
-    )
+    query = [ncu, "--query-metrics-mode", "suffix", "--chip", "tu104", "--metrics", ",".join(bases)]
+    suffixes = subprocess.run(query, capture_output=True, text=True)
     header = f"# ncu {version}: `ncu --query-metrics-mode suffix --chip tu104 --metrics {','.join(bases)}`\n"
     (dest / "tu104_metric_suffixes.txt").write_text(header + suffixes.stdout.strip() + "\n")
     return listing.returncode, suffixes.returncode, len(lines)
@@ -165,13 +152,11 @@ def section_cost(number: int, calls: list[dict], guard_runs: int, wall_s: float)
     """What recording section `number` cost: its wall time, the ncu processes it started and their wall time."""
     run_here = [call for call in calls if call.get("section") == number and not call.get("served_from")]
     return {
-        "wall_s": round(wall_s, 2),
-        "ncu_processes": len(run_here) + guard_runs,
-        "profiled_calls": len(run_here),
+        "wall_s": round(wall_s, 2), "ncu_processes": len(run_here) + guard_runs, "profiled_calls": len(run_here),
         "served_calls": sum(1 for call in calls if call.get("section") == number and call.get("served_from")),
         "ncu_wall_s": round(sum(call.get("ncu_wall_s") or 0 for call in run_here), 2),
         "session_s": round(sum(call.get("session_s") or 0 for call in run_here), 2),
-    }
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------- main
