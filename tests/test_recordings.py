@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import record_cupti
 import record_ncu
 import recordings
 from support import ROOT, RUN, WITHOUT_MODULES
@@ -117,5 +118,7 @@ def test_the_executor_stops_a_failing_section_and_those_that_read_it_and_everyth
     )
     stopped = recordings.execute([(None, "bad", "prelude"), (2, "other", "run")], {}, log=lambda *_: None)
     assert stopped["failed"] == {None: "bad"} and "other" not in stopped["runs"], "a failing shared cell stops all"
+    runs, _, failed = record_cupti.run_sections({}, [], [(1, "bad", "setup"), (2, "other", "run")])
+    assert failed == {1: "bad"} and "other" not in runs, "record_cupti.py: nothing runs after section 1 fails"
     with pytest.raises(ZeroDivisionError):  # the inner process under ncu: the outer reports it from ncu's output
         recordings.execute(steps, {}, log=lambda *_: None, propagate=True)
