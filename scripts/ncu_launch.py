@@ -1,10 +1,7 @@
-"""Nsight Compute launch mode for scripts/record_ncu.py: what it patches in nsight-python, the ncu commands it builds.
-
-nsight's NCUCollector.collect runs unchanged; ProfiledCalls replaces the module-level functions it calls
-(PATCHED_FUNCTIONS). In the outer process launch_ncu starts `ncu <nsight's own flags> python3 record_ncu.py --inner
---call N-k`; in the inner one (under ncu) the section's earlier calls are served and call k runs nsight's own profile
-session. Every ncu started here, and every ncu a notebook cell starts in the outer process (NcuGuard), gets
-`--clock-control none`. See scripts/record_ncu.py for the whole picture.
+"""Nsight Compute launch mode, shared by scripts/record_ncu.py (the outer process) and scripts/ncu_inner.py (what
+ncu launches for one profiled call): the nsight functions it patches (ProfiledCalls), the ncu commands it builds, the
+replay of the notebook's cells with section 1's names made here, and the guard that gives every ncu that profiles
+`--clock-control none` (NcuGuard). See scripts/record_ncu.py for the whole picture.
 """
 
 from __future__ import annotations
@@ -17,20 +14,22 @@ import sys
 import time
 from pathlib import Path
 
+import recordings
 from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
 
+from plumbing.cells import NOT_UNDER_NCU, SECTION_ONE_NAMES, SETUP_HELPERS
+
 NSIGHT_VERSION = "1.1.0"
-RECORDER = Path(__file__).resolve().parent / "record_ncu.py"
-# The GPU runner is shared: its clocks must stay as they are, so every ncu there gets `--clock-control none`.
-# A call that asks for another clock control (section 4's clock_control="base") is never run here: it is served
-# from a committed recording that already holds it (made before this rule), and labelled with that recording.
+INNER = Path(__file__).resolve().parent / "ncu_inner.py"
+# The GPU runner is shared: its clocks stay as they are, so every ncu there gets `--clock-control none`. A call that
+# asks for another (section 4's clock_control="base") is served from a committed recording that holds it.
 RUNNER_CLOCK_CONTROL = "none"
 NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, the replay of its section's cells included
 
 
 # ---------------------------------------------------------------- what the recorder patches in nsight
-# NCUCollector.collect runs unchanged; the recorder replaces the module-level functions it calls. Each entry: the
-# module, the function, and the parameters the replacement relies on (None: called without arguments that matter).
+# NCUCollector.collect runs unchanged; the recorder replaces the module-level functions it calls: the module, the
+# function, the parameters the replacement relies on.
 PATCHED_FUNCTIONS = (
     ("nsight.tools_manager", "activate", ["tool"]),
     ("nsight.collection.ncu", "begin_profiling", []),
@@ -130,14 +129,21 @@ def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]
             raise RecorderError(f"nsight's ncu command has no '{option} {value or '...'}': {' '.join(attach)}")
         at = flags.index(option)
         del flags[at : at + 2]
-    if "--clock-control" not in flags or flags[flags.index("--clock-control") + 1] != RUNNER_CLOCK_CONTROL:
-        raise RecorderError(f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL}: {' '.join(attach)}")
+    require_runner_clocks(attach)
     return [ncu, "--nvtx", *flags, *program]
 
 
+def require_runner_clocks(argv: list[str]) -> None:
+    """Refuse an ncu command that profiles without `--clock-control none` (ncu's default is base clocks)."""
+    at = argv.index("--clock-control") if "--clock-control" in argv else -1
+    if at < 0 or at + 1 >= len(argv) or argv[at + 1] != RUNNER_CLOCK_CONTROL:
+        raise RecorderError(f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is "
+                            f"shared; its clocks stay as they are): {' '.join(argv)}")  # fmt: skip
+
+
 def inner_program(work: Path, key: str) -> list[str]:
-    """What ncu runs for profiled call `key` (section-index): this script, replaying that section up to the call."""
-    return [sys.executable, str(RECORDER), "--inner", "--work", str(work), "--call", key]
+    """What ncu runs for profiled call `key` (section-index): ncu_inner.py, replaying that section up to the call."""
+    return [sys.executable, str(INNER), "--work", str(work), "--call", key]
 
 
 class InnerDone(BaseException):
@@ -147,22 +153,16 @@ class InnerDone(BaseException):
 class NcuRun:
     """What collect waits on: the ncu process running the inner replay (outer), or nothing (inner)."""
 
-    def __init__(self, calls: ProfiledCalls, call: dict | None = None, process=None, output: Path | None = None):
-        self.calls, self.call, self.process, self.output = calls, call, process, output
-
-    def wait(self) -> int:
-        if self.process is None:
-            return 0
-        return self.calls.finished(self.call, self.process, self.output)
+    def __init__(self, wait=lambda: 0):
+        self.wait = wait
 
 
 class ProfiledCalls:
     """The replacements for the functions NCUCollector.collect calls, in the outer process or in an inner one.
 
-    Outer: launch_ncu starts `ncu <nsight's own flags> python3 record_ncu.py --inner --call N-k` (call k of section
-    N); the profile session is left to that inner process; nsight's own extraction then reads the report. Inner
-    (under ncu): the section's calls before k return what the outer extracted; call k runs nsight's own profile
-    session, then the process ends.
+    Outer: launch_ncu starts `ncu <nsight's own flags> python3 ncu_inner.py --call N-k` (call k of section N) and
+    leaves the profile session to it; nsight's own extraction then reads the report. Inner (under ncu): the calls
+    before k return what the outer extracted; call k runs nsight's own profile session, then the process ends.
     """
 
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
@@ -186,18 +186,10 @@ class ProfiledCalls:
                 "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported (main() sets it)"
             )
 
-        replacements = {
-            "activate": self.activate,
-            "begin_profiling": self.no_injection,
-            "end_profiling": self.no_injection,
-            "launch_ncu": self.launch_ncu,
-            "run_profile_session": self.run_profile_session,
-            "extract_df_from_report": self.extract_df_from_report,
-        }
-        for module_name, name, _ in PATCHED_FUNCTIONS:
+        for module_name, name, _ in PATCHED_FUNCTIONS:  # each replaced by the method of its name
             module = importlib.import_module(module_name)
             self.original[name] = getattr(module, name)
-            setattr(module, name, replacements[name])
+            setattr(module, name, getattr(self, name))
 
     def uninstall(self):
         import importlib
@@ -209,12 +201,6 @@ class ProfiledCalls:
     def _stored(self, key: str) -> Path:
         return self.work / "calls" / f"{key}.pkl"  # scratch between outer and inner, never committed
 
-    def next_key(self) -> str:
-        section = self.where[0]
-        self.per_section[section] = self.per_section.get(section, -1) + 1
-        self.key = f"{section}-{self.per_section[section]}"
-        return self.key
-
     # ---- the replacements
     def activate(self, tool):
         from nsight.tools_manager import Tool
@@ -223,41 +209,39 @@ class ProfiledCalls:
             return self.original["activate"](tool)
         return None  # ncu launched this process: there is no injection library to load
 
-    def no_injection(self):
-        """begin/end profiling: in launch mode ncu profiles the NVTX ranges nsight opens; nothing to call."""
+    def begin_profiling(self):
+        """In launch mode ncu profiles the NVTX ranges nsight opens: nothing to start or end."""
+
+    end_profiling = begin_profiling
 
     def launch_ncu(self, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
         if not self.allowed:
             raise RecorderError(f"cell {self.where[1]!r} called a benchmark, but it is run only for its definitions")
-        index = self.next_key()
+        section = self.where[0]
+        self.per_section[section] = self.per_section.get(section, -1) + 1
+        index = self.key = f"{section}-{self.per_section[section]}"
         attach, log_path = nsight_attach_command(
             self.original["launch_ncu"], report_path, metrics, cache_control, clock_control, replay_mode, verbosity
         )
         if self.role == "inner":
-            return NcuRun(self), report_path, log_path
+            return NcuRun(), report_path, log_path
         if clock_control != RUNNER_CLOCK_CONTROL:  # never run here: served from a committed recording
-            call = {"index": index, "section": self.where[0], "cell": self.where[1], "serve": True}
+            call = {"index": index, "section": section, "cell": self.where[1], "serve": True}
             self.calls.append({**call, "cache_control": cache_control, "clock_control": clock_control})
-            return NcuRun(self), report_path, log_path
+            return NcuRun(), report_path, log_path
         command = launch_command(attach, self.ncu, inner_program(self.work, index))
         call = {
-            "index": index,
-            "section": self.where[0],
-            "cell": self.where[1],
-            "metrics": list(metrics),
-            "cache_control": cache_control,
-            "clock_control": clock_control,
-            "replay_mode": replay_mode,
-            "report": os.path.relpath(report_path, self.work),
-            "command": self.shown(" ".join(command)),
+            "index": index, "section": section, "cell": self.where[1], "metrics": list(metrics),
+            "cache_control": cache_control, "clock_control": clock_control, "replay_mode": replay_mode,
+            "report": os.path.relpath(report_path, self.work), "command": self.shown(" ".join(command)),
             "nsight_attach_command": self.shown(" ".join(attach)),
-        }
+        }  # fmt: skip
         self.calls.append(call)
         output = self.work / "calls" / f"{index}.out"
         with open(output, "w") as sink:
             process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
         call["started"] = time.perf_counter()
-        return NcuRun(self, call, process, output), report_path, log_path
+        return NcuRun(lambda: self.finished(call, process, output)), report_path, log_path
 
     def run_profile_session(self, func, configs, runs, *args, **kwargs):
         if self.role == "outer":  # the inner process runs it, under ncu
@@ -370,24 +354,20 @@ def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | No
             if all(call.get(key) == value for key, value in wanted.items()) and call.get("raw_frame"):
                 provenance = recording.get("provenance", {})
                 source = call.get("served_from") or {
-                    "folder": folder.name,
-                    "created_utc": recording.get("created_utc"),
-                    "notebook_commit": provenance.get("notebook_commit"),
-                    "gpu": provenance.get("gpu"),
-                    "ncu_version": provenance.get("ncu_version"),
-                    "call_index": call.get("index"),
+                    "folder": folder.name, "created_utc": recording.get("created_utc"),
+                    "notebook_commit": provenance.get("notebook_commit"), "gpu": provenance.get("gpu"),
+                    "ncu_version": provenance.get("ncu_version"), "call_index": call.get("index"),
                     "label": f"the recording of {recording.get('created_utc')} in {folder.name} (notebook commit "
                     f"{str(provenance.get('notebook_commit'))[:7]})",
-                }
+                }  # fmt: skip
                 return {"call": call, "source": source}
     return None
 
 
 def child_env(work: Path) -> dict:
-    env = dict(os.environ)
-    env.update(NSPY_NCU_INIT_AT_IMPORT="0", NSPY_TUTORIAL_OUT=str(work / "out"), MPLBACKEND="Agg")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    out = str(work / "out")
+    return {**os.environ, "NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_OUT": out, "MPLBACKEND": "Agg",
+            "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- every ncu that profiles leaves the clocks alone
@@ -401,7 +381,7 @@ class NcuGuard:
     Counts and times the ncu processes the notebook's own cells start (section 10's command line)."""
 
     def __init__(self, ncu: str):
-        self.ncu, self.runs = ncu, []
+        self.ncu, self.runs, self.section, self.per_section = ncu, [], None, {}
         self.saved = subprocess.Popen
         guard = self
 
@@ -419,14 +399,10 @@ class NcuGuard:
         argv = [str(arg) for arg in (args if isinstance(args, (list, tuple)) else [args])]
         if not argv or not self.is_ncu(argv[0]) or any(option in argv for option in QUERY_OPTIONS):
             return
-        at = argv.index("--clock-control") if "--clock-control" in argv else -1
-        if at < 0 or at + 1 >= len(argv) or argv[at + 1] != RUNNER_CLOCK_CONTROL:
-            raise RecorderError(
-                f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is shared; its "
-                f"clocks stay as they are): {' '.join(argv)}"
-            )
-        if str(RECORDER) not in argv:  # a profiled call's ncu is counted with its call, not here
+        require_runner_clocks(argv)
+        if str(INNER) not in argv:  # a profiled call's ncu is counted with its call, not here
             self.runs.append(" ".join(argv))
+            self.per_section[self.section] = self.per_section.get(self.section, 0) + 1
 
     def __enter__(self):
         subprocess.Popen = self.popen
@@ -436,7 +412,69 @@ class NcuGuard:
         subprocess.Popen = self.saved
 
 
-if __name__ == "__main__":  # a library, not a script: say which script to run
-    import library_module
+# ---------------------------------------------------------------- the notebook's cells in launch mode
+LAUNCH_MODE = {
+    "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
+    "profiler": "ncu (launch mode, scripts/record_ncu.py)",
+}
 
-    sys.exit(library_module.not_a_script("ncu_launch.py", ("record_ncu.py",)))
+
+def section_one_names(namespace: dict, environment: dict | None = None):
+    """Section 1's names (plumbing/cells.py) made with section 1's own functions, after the harness and setup-helper
+    cells ran in namespace; `environment` overrides what they record."""
+    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
+    import torch
+
+    facts = namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
+    name_section_one(namespace, {**facts, **(environment or {})}, torch)
+
+
+def name_section_one(namespace: dict, environment: dict, torch) -> None:
+    """Section 1's names from the GPU machine's facts, and `display` (the cells run by exec, not in IPython)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import nsight
+    import numpy as np
+    import pandas as pd
+    from IPython.display import display
+
+    namespace["ENVIRONMENT"].update(environment)
+    namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT, display=display)
+    namespace.update(USE_NCU=True, CUPTI_REASON="")
+    values = namespace["section_one_values"](namespace["ENVIRONMENT"])
+    namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS"), values, strict=True))
+    missing = [name for name in SECTION_ONE_NAMES if name not in namespace]
+    if missing:
+        raise RecorderError(f"section 1's names {missing} are not made here: update section_one_names")
+
+
+def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
+    """What the inner process replays for a call of `section`: the shared define cells, then the section's define
+    and run cells (not the CUPTI child, not section 10's own ncu command lines)."""
+    return [
+        step
+        for step in recordings.plan(cells, [section])
+        if step[2] in ("prelude", "define", "gpu_define", "run") and step[1] not in NOT_UNDER_NCU
+    ]
+
+
+def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_line, recorded=None) -> dict:
+    """recordings.execute() in launch mode: section 1's names made after the setup helpers, nsight patched, each
+    profiled call of a run cell through `calls`. Adds "namespace" and "ncu_runs" (section -> ncu processes its own
+    cells started). In the inner process every failure propagates (the outer reports it from ncu's output).
+    `recorded`: the recording whose values stand in for a "recorded ..." step's run cells."""
+    namespace = {"__name__": "__main__", "RECORDING": recorded}
+
+    def before(section, cell_id, role):
+        calls.where, calls.allowed = (section, cell_id), role == "run"
+        if guard:
+            guard.section = section
+
+    def after(section, cell_id, role):
+        if cell_id == SETUP_HELPERS:  # then section 1's names, before any cell uses them
+            section_one_names(namespace, environment=LAUNCH_MODE)
+            calls.install()
+
+    done = recordings.execute(steps, namespace, log, before, after, propagate=calls.role == "inner")
+    return {**done, "namespace": namespace, "ncu_runs": dict(guard.per_section) if guard else {}}

@@ -5,16 +5,10 @@
     python3 scripts/record_cupti.py --sections 8,9   # only these; the others stay as the recording has them
     python3 scripts/record_cupti.py --plan           # anywhere: print which notebook cells it would run
 
-It runs the notebook's own cells in one Python process, as Run all does with NSPY_TUTORIAL_PROFILER=cupti: section
-1 (installs into the tutorial's folders, libcupti preloaded, nsight on its CUPTI backend, the environment recorded),
-then the other sections' define cells that bind what every section uses (SHARED_NAMES), then each section of
-plumbing/cells.py's CUPTI_SECTIONS, its code cells in notebook order (SECTION_PLAN says which define and which run);
-the plan is scripts/recordings.py's, as for record_ncu.py. A section recorded without one it reads (8 reads 3's
-means) reads that one's values from the CUPTI recording in --dest. Every executed cell's source, output and
-recordable values, and each section's status and cost, go to docs/verified/<gpu>-cupti-recording/cupti_recording.json
-(scripts/recordings.py). On a CPU,
-tests/test_cupti_recordings.py then runs each section's analysis cells on what its run cells bound.
-Nothing of the benchmarks lives here: change a benchmark in the notebook and the next recording follows it.
+The plan and the executor are scripts/recordings.py's, as for record_ncu.py; what differs is the backend: the cells
+run in one Python process as Run all does with NSPY_TUTORIAL_PROFILER=cupti, section 1 included (installs, libcupti
+preloaded, nsight on CUPTI, the environment recorded). The recording goes to
+docs/verified/<gpu>-cupti-recording/cupti_recording.json.
 """
 
 from __future__ import annotations
@@ -22,15 +16,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import socket
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import recorder_input
 import recordings
-from recordings import ROOT, RecorderError, encode, load_cells, log_line
+from recordings import ROOT, RecorderError, load_cells
 
 from plumbing.cells import CUPTI_SECTIONS
 
@@ -43,69 +35,31 @@ def plan(cells: list[dict], sections=SECTIONS) -> list[tuple[int | None, str, st
 
 
 def run_sections(namespace: dict, cells: list[dict], steps) -> tuple[dict, dict, dict]:
-    """Execute the steps; return ({cell id: run}, {section: wall s}, {section (None: prelude): failed cell id})."""
-    runs, seconds, failed = {}, {}, {}
-    for number, cell_id, role in steps:
-        blocked = recordings.failed_dependency(number, failed)
-        if blocked and number not in failed:
-            failed[number] = blocked
-        if number in failed:
-            continue
-        started = time.perf_counter()
-        log_line(f"[record cupti] section {number or '-'}: cell {cell_id} ({role})")
-        source = recordings.source_to_run(cells, cell_id, role)
-        try:
-            runs[cell_id] = {**recordings.run_cell(namespace, source, cell_id), "role": role}
-        except BaseException as error:  # noqa: BLE001 - recorded; section 1 or a prelude cell failing ends the run
-            output = getattr(error, "cell_output", "") + "FAILED\n" + traceback.format_exc()
-            runs[cell_id] = {"source": source, "output": output, "variables": {}, "role": role, "failed": True}
-            log_line(output)
-            failed[number] = cell_id
-            if number in (1, None):
-                break
-        seconds[number] = seconds.get(number, 0.0) + time.perf_counter() - started
-    return runs, seconds, failed
+    """recordings.execute(): ({cell id: run}, {section: wall s}, {section (None: prelude): failed cell id})."""
+    done = recordings.execute(steps, namespace, stop=(1, None))
+    return done["runs"], done["wall_s"], done["failed"]
+
+
+WHAT = (
+    "CUPTI frames of the notebook's sections, recorded by scripts/record_cupti.py: the notebook's own cells ran in "
+    "one process with NSPY_TUTORIAL_PROFILER=cupti, as Run all does on CUPTI."
+)
 
 
 def recording_of(namespace, runs, seconds, failed, sections, commit, created, wall_s) -> dict:
-    """The recording of a run: its provenance, every cell it ran with what it printed and bound, the figures and
-    status of each recorded section."""
-    env = dict(namespace["ENVIRONMENT"])
-    status = namespace.get("SECTIONS", {})
-    recording = {
-        "format": recordings.FORMAT,
-        "what": "CUPTI frames of the notebook's sections, recorded by scripts/record_cupti.py: the notebook's own "
-        "cells ran in one process with NSPY_TUTORIAL_PROFILER=cupti, as Run all does on CUPTI.",
-        "mode": "cupti",
-        "created_utc": created,
-        "provenance": {
-            "gpu": env["gpu"],
-            "driver": env["driver"],
-            "nsight_python": env["nsight_python"],
-            "cupti_python": recordings.importlib_version("cupti-python"),
-            "libcupti": env["libcupti"],
-            "torch": env["torch"],
-            "torch_cuda": env["torch_cuda"],
-            "pandas": namespace["pd"].__version__,
-            "python": env["python"],
-            "host": socket.gethostname(),
-            "notebook_commit": commit,
-            "notebook_sha256": recordings.notebook_sha256(),
-            "wall_s": round(wall_s, 1),
-        },
-        "environment": encode(env),
-        "sections": {},
-        "cells": recordings.recorded_cells(runs, commit, created),
-        "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
-    }
-    for number in sections:
-        cost = {"wall_s": round(seconds.get(number, 0.0), 2)}
-        recording["sections"][str(number)] = recordings.section_entry(number, status, failed, cost, commit, created)
+    """The recording of a run: provenance, every cell it ran with what it printed and bound, the sections."""
+    env = namespace["ENVIRONMENT"]
+    provenance = {key: env[key] for key in ("nsight_python", "libcupti", "torch", "torch_cuda", "python")}
+    provenance.update(cupti_python=recorder_input.importlib_version("cupti-python"), pandas=namespace["pd"].__version__)
+    done = {"runs": runs, "failed": failed}
+    recording = recordings.new_recording("cupti", WHAT, provenance, namespace, done, sections, commit, created,
+                                         lambda number: {"wall_s": round(seconds.get(number, 0.0), 2)})  # fmt: skip
+    recording["provenance"]["wall_s"] = round(wall_s, 1)
     return recording
 
 
 def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
-    recordings.require_cell_modules()
+    recorder_input.require_cell_modules()
     os.environ.update(NSPY_TUTORIAL_PROFILER="cupti", MPLBACKEND="Agg")
     work = recorder_input.emptied_scratch_folder("record_cupti_work")  # checked in main too
     os.environ["NSPY_TUTORIAL_OUT"] = str(work / "out")
@@ -120,7 +74,7 @@ def record(dest_root: Path, sections: list[int]) -> tuple[Path | None, dict]:
         return None, failed
     recording = recording_of(namespace, runs, seconds, failed, sections, commit, created, time.perf_counter() - started)
     env = namespace["ENVIRONMENT"]
-    dest = dest_root / f"{recordings.gpu_slug(env['gpu'])}-cupti-recording"
+    dest = dest_root / f"{recorder_input.gpu_slug(env['gpu'])}-cupti-recording"
     recordings.write_recording(dest, recording, sections)
     return dest, failed
 

@@ -10,8 +10,12 @@ startup, before their GPU checks), and emptied_scratch_folder() checks again at 
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
 from recordings import ROOT, RecorderError
@@ -85,3 +89,33 @@ def parse_sections(text: str | None, allowed) -> list[int]:
     if wrong:
         raise RecorderError(f"--sections {text!r}: {valid}, not {wrong}")
     return sorted(numbers)
+
+
+def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -> None:
+    """Stop before anything runs, naming what to install, unless this Python can import what the cells import."""
+
+    def importable(name):
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ImportError:  # a finder that refuses it
+            return False
+
+    missing = [name for name in modules if not importable(name)]
+    if missing:
+        raise RecorderError(
+            f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
+            "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
+            "python3 -m pip install -r requirements-harness.txt"
+        )
+
+
+def importlib_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def gpu_slug(gpu: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200': the start of a recording folder's name."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")

@@ -1,14 +1,7 @@
-"""The recording library: what scripts/record_ncu.py, scripts/record_cupti.py and scripts/render_recorded.py share.
-
-A recording runs the notebook's own cells, by id, on a GPU machine, following the plan in plumbing/cells.py
-(SECTION_PLAN: which cells define and which run each section). It keeps, for every cell it executed, the source as
-executed, what the cell printed (and the value its last line showed), and the values the cell bound; and per
-section its status, its cost and the commit it was recorded from. On a CPU, the tests and the recorded page run the
-same notebook's define and analysis cells on those values; a run cell is never run again there: it is shown with the
-source that printed its output (the recording's, which may be older than the notebook's).
-
-    recording.json          Nsight Compute, launch mode (scripts/record_ncu.py), in docs/verified/<gpu>-ncu-<version>/
-    cupti_recording.json    CUPTI (scripts/record_cupti.py), in docs/verified/<gpu>-cupti-recording/
+"""The recording library of scripts/record_ncu.py, record_cupti.py and render_recorded.py: the plan (which notebook
+cells a recorder runs, from plumbing/cells.py's SECTION_PLAN), the one executor of those cells, values <-> JSON, the
+recording file (recording.json for Nsight Compute, cupti_recording.json for CUPTI, in docs/verified/<folder>/) and
+what a CPU runs in place of a section's run cells (the values they bound on the GPU machine).
 """
 
 from __future__ import annotations
@@ -22,16 +15,18 @@ import linecache
 import lzma
 import math
 import os
-import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
     sys.path.insert(0, str(ROOT))
-from plumbing.cells import (  # noqa: E402
+from plumbing.cells import (  # noqa: E402  # noqa: E402
     HARNESS,
     REPORT_FOLDERS,
     SECTION_DEPENDENCY,
@@ -44,6 +39,9 @@ from plumbing.cells import (  # noqa: E402
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 RECORDING_FILES = {"ncu": "recording.json", "cupti": "cupti_recording.json"}
 FORMAT = 2  # 2: per-cell sources, outputs and values, per-section status and cost
+ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is analysis
+REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
+PLAIN = (int, float, str, bool, list, tuple, dict, Path, type(None))  # what a recording keeps, with pandas, numpy
 
 
 class RecorderError(RuntimeError):
@@ -52,32 +50,20 @@ class RecorderError(RuntimeError):
 
 # ---------------------------------------------------------------- the notebook's cells and the plan
 def load_cells(path: Path = NOTEBOOK) -> list[dict]:
-    notebook = json.loads(Path(path).read_text())
-    return [
-        {"id": cell.get("id"), "type": cell["cell_type"], "source": "".join(cell["source"])}
-        for cell in notebook["cells"]
-    ]
+    cells = json.loads(Path(path).read_text())["cells"]
+    return [{"id": cell.get("id"), "type": cell["cell_type"], "source": "".join(cell["source"])} for cell in cells]
 
 
 def cell_source(cells: list[dict], cell_id: str) -> str:
-    for cell in cells:
-        if cell["id"] == cell_id:
-            if cell["type"] != "code":
-                raise RecorderError(f"notebook cell {cell_id!r} is {cell['type']}, not code")
-            return cell["source"]
-    raise RecorderError(
-        f"the notebook has no code cell with id {cell_id!r}; the recorders run the notebook's cells by id "
-        "(plumbing/cells.py: SECTION_PLAN). Update SECTION_PLAN there if the notebook's cell ids changed."
-    )
+    cell = next((cell for cell in cells if cell["id"] == cell_id), None)
+    if cell is None or cell["type"] != "code":
+        raise RecorderError(f"the notebook has no code cell with id {cell_id!r}: update SECTION_PLAN in "
+                            "plumbing/cells.py if the notebook's cell ids changed")  # fmt: skip
+    return cell["source"]
 
 
 def section_cells(cells: list[dict], number: int) -> list[dict]:
-    """The cells of section `number` (plumbing/cells.py), in notebook order."""
-    return [cell for cell in cells if section_of(cell["id"]) == number]
-
-
-ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is analysis
-REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
+    return [cell for cell in cells if section_of(cell["id"]) == number]  # in notebook order
 
 
 def role_of(cell_id: str, number: int) -> str:
@@ -85,33 +71,27 @@ def role_of(cell_id: str, number: int) -> str:
     return next((role for role in ROLES if cell_id in SECTION_PLAN[number].get(role, ())), "analysis")
 
 
-def planned_cells(number: int) -> set[str]:
-    return {cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
-
-
 def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
     """(cell id, role) of section `number`'s code cells, in notebook order; every planned cell must exist."""
     if number not in SECTION_PLAN:
         raise RecorderError(f"section {number} is not in plumbing/cells.py's SECTION_PLAN: {sorted(SECTION_PLAN)}")
-    code = [cell["id"] for cell in section_cells(cells, number) if cell["type"] == "code"]
-    steps = [(cell_id, role_of(cell_id, number)) for cell_id in code]
-    missing = sorted(planned_cells(number) - {cell_id for cell_id, _ in steps})
+    steps = [
+        (cell["id"], role_of(cell["id"], number)) for cell in section_cells(cells, number) if cell["type"] == "code"
+    ]
+    planned = {cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
+    missing = sorted(planned - {cell_id for cell_id, _ in steps})
     if missing:
-        raise RecorderError(
-            f"section {number}'s plan names cells the notebook does not have in that section: {missing}. "
-            "Update SECTION_PLAN in plumbing/cells.py to the notebook's cell ids."
-        )
+        raise RecorderError(f"section {number}'s plan names cells the notebook lacks in that section: {missing}. "
+                            "Update SECTION_PLAN in plumbing/cells.py to the notebook's cell ids.")  # fmt: skip
     return steps
 
 
 def top_level_names(source: str) -> set[str]:
-    """Names a cell binds at top level (def, class, assignment), those inside its `if` blocks too (`if USE_NCU:`
-    wraps the body of every cell that needs Nsight Compute)."""
+    """Names a cell binds at top level (def, class, assignment), inside its `if` blocks too (`if USE_NCU:`)."""
     try:
-        tree = ast.parse(source)
+        return _bound_names(ast.parse(source).body)
     except SyntaxError:
         return set()
-    return _bound_names(tree.body)
 
 
 def _bound_names(body) -> set[str]:
@@ -120,8 +100,7 @@ def _bound_names(body) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
         elif isinstance(node, ast.If):
             names |= _bound_names(node.body) | _bound_names(node.orelse)
@@ -130,14 +109,11 @@ def _bound_names(body) -> set[str]:
 
 def prelude_cell_ids(cells: list[dict]) -> list[str]:
     """The harness cells, then, in notebook order, the define cells of sections that bind SHARED_NAMES."""
-    ids = [HARNESS, SETUP_HELPERS]
-    missing = set(SHARED_NAMES)
+    ids, missing = [HARNESS, SETUP_HELPERS], set(SHARED_NAMES)
     for cell in cells:
-        if cell["type"] != "code" or cell["id"] in ids or section_of(cell["id"]) in (None, 1):
-            continue
-        defined = top_level_names(cell["source"]) & set(SHARED_NAMES)
-        if defined:
-            ids.append(cell["id"])
+        if cell["type"] == "code" and cell["id"] not in ids and section_of(cell["id"]) not in (None, 1):
+            defined = top_level_names(cell["source"]) & set(SHARED_NAMES)
+            ids += [cell["id"]] if defined else []
             missing -= defined
     if missing:
         raise RecorderError(f"no notebook cell defines {sorted(missing)} (plumbing/cells.py: SHARED_NAMES)")
@@ -145,13 +121,12 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
 
 
 def plan(cells: list[dict], sections, run_section_one: bool = False) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role): which cells a recorder runs for `sections`, in the order it runs them.
+    """(section, cell id, role): which cells a recorder runs for `sections`, in order.
 
-    First what every section needs: section 1's code cells (`run_section_one`, role "setup": record_cupti.py runs
-    them as Run all does) or only its harness cells (record_ncu.py makes section 1's names itself), then the define
-    cells that bind SHARED_NAMES (role "prelude"). Then each section's code cells in notebook order. A section the
-    recorded ones read (SECTION_DEPENDENCY: 8 reads 3, 10 reads 6 and 7) that is not recorded with them runs just
-    before, from a recording (role "recorded <role>": its run cells replaced by the values they bound there).
+    First section 1's code cells (`run_section_one`, role "setup": record_cupti.py runs them as Run all does) or
+    only its harness cells (record_ncu.py makes section 1's names itself), then the define cells that bind
+    SHARED_NAMES ("prelude"), then each section's code cells in notebook order. A section the recorded ones read
+    (SECTION_DEPENDENCY) but not recorded with them runs before them from a recording ("recorded <role>").
     """
     one = [cell["id"] for cell in cells if run_section_one and cell["type"] == "code" and section_of(cell["id"]) == 1]
     steps = [(1, cell_id, "setup") for cell_id in one]
@@ -181,17 +156,13 @@ def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
 
 
 def dependency_recording(sections: list[int], dest_root: Path, mode: str) -> Path | None:
-    """The newest recording of `mode` in dest_root that holds the sections the recorded ones read but are not
-    recorded with them; None when there are none; a RecorderError that says what to record when none holds them."""
+    """The newest recording of `mode` in dest_root holding the sections the recorded ones read but are not recorded
+    with them; None when there are none; a RecorderError that says what to record when none holds them."""
     missing = missing_dependencies(sections)
     if not missing:
         return None
-    held = sorted(path.parent for path in Path(dest_root).glob(f"*/{RECORDING_FILES[mode]}"))
-    usable = [
-        folder for folder in held
-        if all(str(dep) in json.loads((folder / RECORDING_FILES[mode]).read_text()).get("sections", {})
-               for dep in missing)
-    ]  # fmt: skip
+    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILES[mode]}"))
+              if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
     if not usable:
         raise RecorderError(
             f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
@@ -201,17 +172,11 @@ def dependency_recording(sections: list[int], dest_root: Path, mode: str) -> Pat
 
 
 def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
-    """Names the sections' visible define cells bind: the benchmark settings a recording must match.
-
-    The folded define cells (section 9's CUPTI child) are plumbing, not settings.
-    """
-    names = set()
-    for number in sections:
-        for cell_id in (*SECTION_PLAN[number].get("define", ()), *SECTION_PLAN[number].get("gpu_define", ())):
-            source = cell_source(cells, cell_id)
-            if not source.lstrip().startswith("# @title"):
-                names |= top_level_names(source)
-    return names
+    """Names the sections' visible define cells bind: the benchmark settings a recording must match (folded define
+    cells, section 9's CUPTI child, are plumbing)."""
+    sources = [cell_source(cells, cell_id) for number in sections for role in ("define", "gpu_define")
+               for cell_id in SECTION_PLAN[number].get(role, ())]  # fmt: skip
+    return set().union(*(top_level_names(s) for s in sources if not s.lstrip().startswith("# @title")))
 
 
 # ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
@@ -221,10 +186,9 @@ def encode(value):
     import pandas as pd
 
     if isinstance(value, pd.DataFrame):
-        columns = [str(column) for column in value.columns]
-        data = {str(column): [encode(item) for item in value[column].tolist()] for column in value.columns}
-        dtypes = {str(column): str(dtype) for column, dtype in value.dtypes.items()}
-        spec = {"columns": columns, "dtypes": dtypes, "data": data}
+        spec = {"columns": [str(column) for column in value.columns],
+                "dtypes": {str(column): str(dtype) for column, dtype in value.dtypes.items()},
+                "data": {str(c): [encode(item) for item in value[c].tolist()] for c in value.columns}}  # fmt: skip
         if not isinstance(value.index, pd.RangeIndex) or value.index.name or value.columns.name:
             spec.update(
                 index=encode(value.index.tolist()), index_name=value.index.name, columns_name=value.columns.name
@@ -235,20 +199,16 @@ def encode(value):
                                "values": encode(value.tolist()), "dtype": str(value.dtype)}}  # fmt: skip
     if isinstance(value, dict):
         return {"__dict__": [[encode(key), encode(item)] for key, item in value.items()]}
-    if isinstance(value, tuple):
-        return {"__tuple__": [encode(item) for item in value]}
-    if isinstance(value, list):
-        return [encode(item) for item in value]
+    if isinstance(value, (tuple, list)):
+        items = [encode(item) for item in value]
+        return {"__tuple__": items} if isinstance(value, tuple) else items
     if value is None or value is pd.NA or value is pd.NaT:
         return None
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
+    for kind, plain in (((np.bool_, bool), bool), ((np.integer, int), int), ((str, Path), str)):
+        if isinstance(value, kind):
+            return plain(value)
     if isinstance(value, (np.floating, float)):
         return float(value) if math.isfinite(value) else None  # JSON has no NaN or infinity
-    if isinstance(value, (str, Path)):
-        return str(value)
     return {"__repr__": repr(value)}
 
 
@@ -263,10 +223,10 @@ def decode(value):
         spec = value["__frame__"]
         frame = pd.DataFrame({column: spec["data"][column] for column in spec["columns"]}, columns=spec["columns"])
         for column, dtype in spec["dtypes"].items():
-            if dtype == "object":
-                frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
-            else:
-                frame[column] = frame[column].astype(dtype)
+            column_ = frame[column]
+            frame[column] = (
+                column_.astype(object).where(column_.notna(), None) if dtype == "object" else column_.astype(dtype)
+            )
         if "index" in spec:
             frame.index = pd.Index(decode(spec["index"]), name=spec["index_name"])
             frame.columns.name = spec["columns_name"]
@@ -279,26 +239,14 @@ def decode(value):
         return {_hashable(decode(key)): decode(item) for key, item in value["__dict__"]}
     if "__tuple__" in value:
         return tuple(decode(item) for item in value["__tuple__"])
-    if "__repr__" in value:
-        return value["__repr__"]
-    return {key: decode(item) for key, item in value.items()}
+    return value["__repr__"] if "__repr__" in value else {key: decode(item) for key, item in value.items()}
 
 
 def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
 
 
-PLAIN_TYPES = (int, float, str, bool, list, tuple, dict, Path, type(None))
-
-
-def recordable(value) -> bool:
-    """A value a recording keeps: plain data, frames, series, numpy scalars (not tensors, functions or modules)."""
-    if isinstance(value, PLAIN_TYPES):
-        return True
-    return type(value).__module__.split(".")[0] in ("pandas", "numpy")
-
-
-# ---------------------------------------------------------------- running one cell
+# ---------------------------------------------------------------- running the cells
 def log_line(text: str) -> None:
     """A recorder's own log: straight to the terminal, never into a cell's captured output."""
     sys.__stdout__.write(f"{text}\n")
@@ -308,9 +256,8 @@ def log_line(text: str) -> None:
 def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> dict:
     """Execute one cell's source in namespace as a notebook would (the last expression's value is shown).
 
-    Returns {"source", "output", "variables"}: the source as executed, what it printed (plus the shown value's
-    text), and the recordable values it bound or rebound. An exception propagates, after the output so far is kept
-    in the exception's `cell_output` attribute.
+    Returns {"source", "output", "variables"}: the source, what it printed, and the recordable values it bound or
+    rebound. An exception propagates with the output so far in its `cell_output` attribute.
     """
     buffer = io.StringIO()
 
@@ -327,43 +274,52 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     try:
         with contextlib.redirect_stdout(Tee()):
             exec(compile(tree, filename, "exec"), namespace)
-            if shown is not None:
-                value = eval(compile(ast.Expression(shown.value), filename, "eval"), namespace)
-                if value is not None:
-                    print(value)
+            value = None if shown is None else eval(compile(ast.Expression(shown.value), filename, "eval"), namespace)
+            if value is not None:
+                print(value)
     except BaseException as error:
         error.cell_output = buffer.getvalue()
         raise
-    bound = {
-        name: value
-        for name, value in namespace.items()
-        if not name.startswith("_") and before.get(name) != id(value) and recordable(value)
-    }
+    bound = {name: value for name, value in namespace.items()  # data, frames, numpy scalars: no modules or tensors
+             if not name.startswith("_") and before.get(name) != id(value) and (isinstance(value, PLAIN)
+                 or type(value).__module__.split(".")[0] in ("pandas", "numpy"))}  # fmt: skip
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
-# What the notebook's cells import beyond its pins (analysis cells display tables and plots): the harness's
-# requirements bring them; a fresh GPU runner gets them from scripts/setup_gpu_runner.
-CELL_MODULES = ("IPython", "matplotlib", "numpy", "pandas")
+def execute(steps, namespace: dict, log=log_line, before=None, after=None, stop=(None,), propagate=False) -> dict:
+    """Run the steps' cells (plan()) in namespace: the one executor of both recorders and the inner process.
 
-
-def require_cell_modules(modules=CELL_MODULES) -> None:
-    """Stop before anything runs, naming what to install, unless this Python can import what the cells import."""
-    import importlib.util
-
-    def importable(name):
+    Returns {"runs": {cell id: run}, "failed": {section: cell id}, "wall_s": {section: s}}. A failing cell stops its
+    section and the sections that read it; one of a section in `stop` stops everything; with `propagate` (the inner
+    process under ncu) it propagates. before(section, cell id, role) runs before each cell, after() after each ok.
+    """
+    cells, runs, failed, wall_s = load_cells(), {}, {}, {}
+    for section, cell_id, role in steps:
+        if section not in failed and failed_dependency(section, failed):
+            failed[section] = failed_dependency(section, failed)
+        if section in failed:
+            continue
+        if before:
+            before(section, cell_id, role)
+        log(f"[record] section {section or '-'}: cell {cell_id} ({role})")
+        source, started = source_to_run(cells, cell_id, role), time.perf_counter()
         try:
-            return importlib.util.find_spec(name) is not None
-        except ImportError:  # a finder that refuses it
-            return False
-
-    missing = [name for name in modules if not importable(name)]
-    if missing:
-        raise RecorderError(
-            f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
-            "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
-            "python3 -m pip install -r requirements-harness.txt"
-        )
+            runs[cell_id] = {**run_cell(namespace, source, cell_id), "role": role}
+        except BaseException as error:  # noqa: BLE001 - recorded with its traceback; the other sections go on
+            if propagate:
+                raise
+            output = getattr(error, "cell_output", "") + "FAILED\n" + traceback.format_exc()
+            runs[cell_id] = {"source": source, "output": output, "variables": {}, "role": role, "failed": True}
+            log(output)
+            failed[section] = cell_id
+            if section in stop:
+                break
+            continue
+        finally:
+            wall_s[section] = wall_s.get(section, 0.0) + time.perf_counter() - started
+        if after:
+            after(section, cell_id, role)
+    return {"runs": runs, "failed": failed, "wall_s": wall_s}
 
 
 # ---------------------------------------------------------------- provenance
@@ -378,54 +334,21 @@ def notebook_sha256(path: Path = NOTEBOOK) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def source_sha256(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
-
-
-def importlib_version(name: str) -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def gpu_slug(gpu: str) -> str:
-    """'NVIDIA H200' -> 'nvidia-h200': the start of a recording folder's name."""
-    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-
-
 # ---------------------------------------------------------------- the recording file
-def cell_entry(number, role: str, run: dict, commit: str, created: str, failed: bool = False) -> dict:
-    return {
-        "section": number,
-        "role": role,
-        "source": run["source"],
-        "sha256": source_sha256(run["source"]),
-        "output": run["output"],
-        "failed": failed,
-        "variables": {name: encode(value) for name, value in sorted(run.get("variables", {}).items())},
-        "notebook_commit": commit,
-        "recorded_utc": created,
-    }
-
-
 def recorded_cells(runs: dict, commit: str, created: str) -> dict:
-    """The recording's cells: every cell a recorder ran (a prelude cell belongs to no section), except the cells of
-    a section read from a recording, which keeps its own entries."""
+    """Every cell a recorder ran (a prelude cell belongs to no section), except those of a section read from a
+    recording (it keeps its own entries)."""
     return {
-        cell_id: cell_entry(
-            section_of(cell_id) if run["role"] != "prelude" else None,
-            run["role"],
-            run,
-            commit,
-            created,
-            run.get("failed", False),
-        )
+        cell_id: {
+            "section": None if run["role"] == "prelude" else section_of(cell_id), "role": run["role"],
+            "source": run["source"], "sha256": hashlib.sha256(run["source"].encode()).hexdigest(),
+            "output": run["output"], "failed": run.get("failed", False),
+            "variables": {name: encode(value) for name, value in sorted(run.get("variables", {}).items())},
+            "notebook_commit": commit, "recorded_utc": created,
+        }
         for cell_id, run in runs.items()
         if not run["role"].startswith("recorded ")
-    }
+    }  # fmt: skip
 
 
 def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: str, created: str) -> dict:
@@ -434,12 +357,23 @@ def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: s
     return {
         "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
         "reason": f"cell {failed[number]} failed" if number in failed else info.get("reason", ""),
-        "headline": info.get("headline", ""),
-        "failed_cell": failed.get(number),
-        "cost": cost,
-        "notebook_commit": commit,
-        "recorded_utc": created,
-    }
+        "headline": info.get("headline", ""), "failed_cell": failed.get(number), "cost": cost,
+        "notebook_commit": commit, "recorded_utc": created,
+    }  # fmt: skip
+
+
+def new_recording(mode, what, provenance, namespace, done, sections, commit, created, cost) -> dict:
+    """A recording of `sections` from what execute() did in namespace; cost(section) is each section's cost."""
+    env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
+    host = {"host": socket.gethostname(), "notebook_commit": commit, "notebook_sha256": notebook_sha256()}
+    return {
+        "format": FORMAT, "what": what, "mode": mode, "created_utc": created,
+        "provenance": {"gpu": env["gpu"], "driver": env["driver"], **provenance, **host},
+        "environment": encode(env),
+        "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
+        "cells": recorded_cells(done["runs"], commit, created),
+        "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
+    }  # fmt: skip
 
 
 def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
@@ -447,13 +381,13 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
     if not old or old.get("format") != FORMAT or old.get("mode") != new["mode"]:
         return new
     keep = set(map(str, sections))
-    merged = dict(new)
-    merged["sections"] = {**{k: v for k, v in old["sections"].items() if k not in keep}, **new["sections"]}
-    kept_cells = {k: v for k, v in old["cells"].items() if v["section"] is not None and str(v["section"]) not in keep}
-    shared = {k: v for k, v in new["cells"].items() if v["section"] is None and k not in kept_cells}
-    recorded = {k: v for k, v in new["cells"].items() if v["section"] is not None}
-    merged["cells"] = {**shared, **kept_cells, **recorded}
-    merged["cells"] = dict(sorted(merged["cells"].items(), key=lambda item: _cell_order(item[1])))
+    merged = {**new, "sections": {**{k: v for k, v in old["sections"].items() if k not in keep}, **new["sections"]}}
+    kept = {k: v for k, v in old["cells"].items() if v["section"] is not None and str(v["section"]) not in keep}
+    shared = {k: v for k, v in new["cells"].items() if v["section"] is None and k not in kept}
+    cells = {**shared, **kept, **{k: v for k, v in new["cells"].items() if v["section"] is not None}}
+    merged["cells"] = dict(
+        sorted(cells.items(), key=lambda item: -1 if item[1]["section"] is None else item[1]["section"])
+    )
     for key in ("calls", "figures"):  # figures are stored encoded ({"__dict__": ...}): read their section decoded
         if key in new:
             others = [item for item in old.get(key, []) if str(decode(item).get("section")) not in keep]
@@ -466,14 +400,9 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
     return merged
 
 
-def _cell_order(entry: dict) -> int:
-    return -1 if entry["section"] is None else entry["section"]
-
-
 def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
     path = Path(dest) / RECORDING_FILES[recording["mode"]]
-    old = json.loads(path.read_text()) if path.exists() else None
-    merged = merge(old, recording, sections)
+    merged = merge(json.loads(path.read_text()) if path.exists() else None, recording, sections)
     Path(dest).mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(merged, indent=1, allow_nan=False) + "\n")
     return path
@@ -492,8 +421,7 @@ def load_recording(folder: Path) -> dict:
     recording = json.loads(recording_file(folder).read_text())
     if recording.get("format") != FORMAT:
         raise RecorderError(f"{folder}: recording format {recording.get('format')}, this library reads {FORMAT}")
-    recording["environment"] = decode(recording["environment"])
-    recording["variables"] = {}
+    recording["environment"], recording["variables"] = decode(recording["environment"]), {}
     for entry in recording["cells"].values():
         entry["variables"] = {name: decode(value) for name, value in entry["variables"].items()}
         recording["variables"].update(entry["variables"])
@@ -510,11 +438,7 @@ def recorded_sections(recording: dict) -> list[int]:
 
 # ---------------------------------------------------------------- a recording on a CPU (tests, recorded page)
 def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
-    """A folded cell for a kernel that ran the harness: section 1's names, from a recording, without a GPU.
-
-    No torch: the define cells name it only inside benchmark bodies, which never run here; the recorded values
-    stand in for the profiled calls. The backend comes from the recorded environment.
-    """
+    """A folded cell for a kernel that ran the harness: section 1's names from a recording, without GPU or torch."""
     return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)
 import os
 import sys
@@ -562,22 +486,11 @@ def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, 
 def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
     """Put the recorded report folders (reports decompressed) where out_prefix(<folder name>) points."""
     written = []
-    for name in REPORT_FOLDERS:
-        if not (Path(folder) / name).is_dir():
-            continue
-        target = Path(out_dir) / name
-        target.mkdir(parents=True, exist_ok=True)
-        for path in sorted((Path(folder) / name).iterdir()):
-            if path.suffix == ".xz":
-                written.append(target / path.stem)
-                written[-1].write_bytes(lzma.decompress(path.read_bytes()))
-            else:
-                written.append(target / path.name)
-                shutil.copy2(path, written[-1])
+    for path in sorted(path for name in REPORT_FOLDERS for path in (Path(folder) / name).glob("*")):
+        written.append(Path(out_dir) / path.parent.name / (path.stem if path.suffix == ".xz" else path.name))
+        written[-1].parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".xz":
+            written[-1].write_bytes(lzma.decompress(path.read_bytes()))
+        else:
+            shutil.copy2(path, written[-1])
     return written
-
-
-if __name__ == "__main__":  # a library, not a script: say which scripts to run
-    import library_module
-
-    sys.exit(library_module.not_a_script("recordings.py", ("record_ncu.py", "record_cupti.py", "render_recorded.py")))

@@ -5,18 +5,15 @@
     python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
     python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb   # CUPTI-mode page
 
-Writes recorded_sections.ipynb (executed), recorded_sections.html and figures.json into the recording's folder.
-With --executed it turns a notebook that scripts/run_headless executed into its HTML page instead: a section
-that summary.json (beside it) says was SKIPPED shows its heading and one line pointing to the recorded page, the
-CUPTI fallback reason (summary.json's environment) is printed once, and every plot gets alt text from its cell's
-title and axis labels. Every output and plot on the page comes from the notebook's own cells, run by id in a real
-kernel (nbclient): the harness, section 1's names from the recording, the define cells, then each section's
-analysis cells. The cells that called the profiler (the run cells) are not run again: each is shown with the
-source the recording kept for it and the output that source printed on the GPU machine (where the notebook's cell
-has changed since, a note says so). Folded '# @title' cells run with their input dropped (tag remove-input).
-
-Re-rendering unchanged data changes no file: cell ids are fixed (page-<n>), no execution times are kept, and
-when nothing but the rendering time would change, nothing is written.
+Writes recorded_sections.ipynb (executed), recorded_sections.html and summary.json into the recording's folder.
+The notebook's own cells run by id in a real kernel (nbclient): the harness, section 1's names from the recording,
+the define cells, each section's analysis cells, and the notebook's summary cell, which writes summary.json as a
+headless run does (each section's time the GPU machine's; created_utc the recording's). A run cell is not run
+again: it is shown with the source the recording kept and the output it printed on the GPU machine. Folded
+'# @title' cells run with their input dropped. Re-rendering unchanged data changes no file.
+With --executed it turns a notebook that scripts/run_headless executed into its HTML page instead: a SKIPPED
+section (summary.json beside it) is its heading and one line pointing to the recorded page, the CUPTI reason is
+printed once, and every plot gets alt text from its cell's title and axis labels.
 Needs nbformat, nbclient and nbconvert (requirements-harness.txt; the test suite's .ci/venv has them).
 """
 
@@ -24,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import datetime
 import html as html_text
 import json
 import os
@@ -52,14 +48,20 @@ import recordings
 from recordings import ROOT
 
 import plumbing.figures  # noqa: E402
-from plumbing.cells import HARNESS, reads_report_folders
+from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
 from plumbing.executed_run import section_or_none
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
 PAGE = "recorded_sections"
-VOLATILE = ("rendered_utc",)  # figures.json keys that change with every rendering, not with the data
-PAGE_DATA = "_page.json"  # what the page's last cell writes into the kernel's output folder: status and figures
+# Before the notebook's summary cell: each section's time is the GPU machine's (the recording's cost), not this
+# CPU's, and section 1 is the recorder's own (its names were made on the GPU machine, then recorded).
+GPU_TIMES = """# @title The GPU machine's times stand in for this CPU's (recorded)
+for _number, _info in RECORDING["sections"].items():
+    SECTIONS.get(int(_number), {})["seconds"] = _info["cost"].get("wall_s")
+SECTIONS[1] = {"status": "ok", "reason": "", "environment_limit": False, "seconds": None,
+               "headline": f"recorded on the {ENVIRONMENT['gpu']} by {ENVIRONMENT['profiler']}"}
+"""
 
 
 def listed(numbers) -> str:
@@ -74,9 +76,6 @@ def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
 
 def label(recording: dict) -> str:
     provenance = recording["provenance"]
-    per_section = ", ".join(
-        f"section {number}: {cost_text(info['cost'])}" for number, info in recording["sections"].items()
-    )
     return f"""# Sections {listed(recordings.recorded_sections(recording))}, from a recording
 
 **What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
@@ -85,40 +84,24 @@ by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU mach
 | | |
 | --- | --- |
 | GPU | {provenance["gpu"]} (driver {provenance["driver"]}) |
-| Nsight Compute | `ncu` {provenance["ncu_version"]}, **launch mode** (`ncu ... python3 record_ncu.py`), not attach |
+| Nsight Compute | `ncu` {provenance["ncu_version"]}, **launch mode** (`ncu ... python3 ncu_inner.py`), not attach |
 | nsight-python | {provenance["nsight_python"]} (its own profiling session, extraction and aggregation), ncu-report \
 {provenance["ncu_report"]} |
 | torch | {provenance["torch"]} (CUDA {provenance["torch_cuda"]}), Python {provenance["python"]} |
 | notebook | commit `{provenance["notebook_commit"]}`, sha256 `{provenance["notebook_sha256"][:16]}...` |
-| recorded | {recording["created_utc"]} by `scripts/record_ncu.py` |
-| cost | {per_section} |
+| recorded | {recording["created_utc"]} by `scripts/record_ncu.py` (its cost: docs/maintainers.md) |
 
 **How it was recorded.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this GPU machine has ncu
-{provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector replaced:
-each profiled call ran nsight's own profiling session in a fresh Python process *under* the ncu command line, with
-the flags nsight's attach command passes (`--nvtx --nvtx-include regex:nsight-python@.+ --cache-control ...
---clock-control none --replay-mode ... --metrics ...`), and nsight's own `extract_df_from_report` and aggregation
-turned each report into the frame `to_dataframe()` returns. The machine is shared and its clocks stay as they are,
-so every ncu run there gets `--clock-control none`; a call that asks for base clocks is shown from the earlier
-recording that ran it, named where it appears. The counters, replays, cache and clock control and
-everything the notebook does with the frames are the real thing; only the trigger differs from a Colab run. Wall
-times measured this way include starting a Python process per call, so they are not what attach costs.
+{provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector's
+functions replaced: each profiled call ran nsight's own profiling session in a fresh Python process *under* the ncu
+command line, with the flags nsight's attach command passes (always `--clock-control none`: the machine is shared
+and its clocks stay as they are; a call that asks for base clocks is shown from the earlier recording that ran it),
+and nsight's own extraction and aggregation built the frames `to_dataframe()` returns. Only the trigger differs
+from a Colab run; wall times include starting a Python process per call, so they are not what attach costs.
 
 Cells marked *recorded* called the profiler on the GPU machine: they are shown with the source that ran there and
 the output it printed.
 """
-
-
-def cost_text(cost: dict) -> str:
-    """A section's recording cost, from what the recording measured (a figure it lacks is not quoted)."""
-    parts = []
-    if cost.get("ncu_processes") is not None:
-        parts.append(f"{cost['ncu_processes']} ncu process(es)")
-    if cost.get("ncu_wall_s") is not None and cost.get("profiled_calls"):
-        parts.append(f"{cost['ncu_wall_s']:.1f} s of ncu wall time in {cost['profiled_calls']} profiled call(s)")
-    if cost.get("wall_s") is not None:
-        parts.append(f"{cost['wall_s']:.1f} s in all")
-    return ", ".join(parts) or "not measured"
 
 
 def served_note(recording: dict, number: int) -> str:
@@ -164,11 +147,11 @@ def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
     return node
 
 
-def drift_note(cell_id: str, entry: dict, now: str) -> str:
-    """'' where the notebook's cell is the source that ran; else a line that says the page shows the older one."""
+def drift_note(cell_id: str, entry: dict, note: str, now: str) -> str:
+    """The note, with a line saying the page shows the older source where the notebook's cell has changed since."""
     if entry["source"] == now:
-        return ""
-    return (
+        return note
+    return note + (
         f"\n\n*The notebook's cell `{cell_id}` has changed since this recording (commit "
         f"`{entry['notebook_commit'][:7]}`): the page shows the source that ran and printed the output below.*"
     )
@@ -195,50 +178,35 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                     f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)\n"
                 )
             )
-        steps = dict((cell_id, source) for cell_id, _, source in recordings.cpu_section_sources(cells, number))
+        steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
         first_run = True
         for cell in recordings.section_cells(cells, number):
-            if cell["type"] == "markdown":
-                notebook.cells.append(nbformat.v4.new_markdown_cell(cell["source"]))
-                continue
-            role = recordings.role_of(cell["id"], number)
-            if role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
-                entry = recording["cells"].get(cell["id"])
-                notebook.cells.append(recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell(""))
-                notebook.cells.append(folded(steps[cell["id"]]))
-                continue
-            if role == "run":
-                entry = recording["cells"].get(cell["id"])
-                cost = wall_note(recording, number) if first_run else ""
+            role, source = steps.get(cell["id"], ("markdown", cell["source"]))
+            entry = recording["cells"].get(cell["id"])
+            if role == "markdown":
+                notebook.cells.append(nbformat.v4.new_markdown_cell(source))
+            elif role == "run":  # shown as it ran on the GPU machine, its values stand in for it here
                 note = (
                     f"*Recorded:* the next cell ran on the {recording['provenance']['gpu']} under ncu "
-                    f"{recording['provenance']['ncu_version']} in launch mode{cost}; "
-                    "below is what it printed there." + (served_note(recording, number) if first_run else "")
+                    f"{recording['provenance']['ncu_version']} in launch mode{wall_note(recording, number) * first_run}"
+                    f"; below is what it printed there.{served_note(recording, number) * first_run}"
                 )
                 first_run = False
-                if entry is None:
-                    note = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
-                else:
-                    note += drift_note(cell["id"], entry, cell["source"])
+                missing = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
+                note = drift_note(cell["id"], entry, note, cell["source"]) if entry else missing
                 notebook.cells.append(nbformat.v4.new_markdown_cell(note))
-                if entry is not None:
-                    notebook.cells.append(recorded_cell(cell["id"], entry))
-                notebook.cells.append(folded(steps[cell["id"]]))
-                continue
-            is_folded = notebook_format.is_folded({"cell_type": "code", **cell})
-            notebook.cells.append(folded(cell["source"]) if is_folded else nbformat.v4.new_code_cell(cell["source"]))
-    notebook.cells.append(
-        folded(
-            "# @title Section status and figures, for figures.json\n"
-            "import json as _json\n"
-            "\n"
-            '_RUN_TIMES = ("started", "seconds")  # this CPU rendering\'s timings: not the GPU\'s, and never the same\n'
-            f"_page = {{n: {{k: v for k, v in SECTIONS[n].items() if k not in _RUN_TIMES}} for n in {numbers}}}\n"
-            f'_data = {{"sections": _page, "figures": FIGURES}}\n'
-            f'(OUT_DIR / "{PAGE_DATA}").write_text(_json.dumps(_data, default=str))\n',
-            hide="remove-cell",
-        )
-    )
+                notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [folded(source)]
+            elif role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
+                notebook.cells += [recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell("")]
+                notebook.cells.append(folded(source))
+            elif notebook_format.is_folded({"cell_type": "code", **cell}):
+                notebook.cells.append(folded(source))
+            else:
+                notebook.cells.append(nbformat.v4.new_code_cell(source))
+    summary = next(index for index, cell in enumerate(cells) if cell["id"] == SUMMARY)
+    notebook.cells.append(folded(GPU_TIMES, hide="remove-cell"))
+    notebook.cells.append(nbformat.v4.new_markdown_cell(cells[summary - 1]["source"]))
+    notebook.cells.append(folded(cells[summary]["source"]))  # the notebook's own: writes OUT_DIR/summary.json
     for number, cell in enumerate(notebook.cells):
         cell.id = f"page-{number:03d}"  # fixed ids: a re-rendering gives the same page, byte for byte
     return notebook, recording
@@ -421,11 +389,10 @@ def sections_not_ok(sections: dict) -> dict:
 
 
 def render(folder: Path) -> tuple[Path, bool]:
-    """Render the page into folder; write only what changed (keep rendered_utc when nothing else did)."""
+    """Render the page into folder, with the summary.json its summary cell wrote; write only what changed."""
     notebook, recording = build(folder)
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["NSPY_TUTORIAL_OUT"] = str(Path(scratch) / "out")
-        page_data = Path(scratch) / "out" / PAGE_DATA
         os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
         os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the plots into the page
         NotebookClient(
@@ -436,45 +403,32 @@ def render(folder: Path) -> tuple[Path, bool]:
             resources={"metadata": {"path": str(ROOT)}},
             config=Config({"KernelManager": {"transport": "ipc", "ip": str(Path(scratch) / "k")}}),  # no TCP ports
         ).execute()
-        if not page_data.exists():
-            raise SystemExit(f"{folder.name}: the page's last cell wrote no {PAGE_DATA}: a cell above it stopped")
-        page = json.loads(page_data.read_text())
+        written = Path(scratch) / "out" / "summary.json"
+        if not written.exists():
+            raise SystemExit(f"{folder.name}: the notebook's summary cell wrote no summary.json: a cell above stopped")
+        summary = json.loads(written.read_text())
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = joined_streams(cell.outputs)
     notebook.metadata.get("language_info", {}).pop("version", None)  # the rendering machine's Python, not the data's
-    problems = sections_not_ok(page["sections"])
+    numbers = recordings.recorded_sections(recording)
+    problems = sections_not_ok({str(s["number"]): s for s in summary["sections"] if s["number"] in numbers})
     if problems:
         raise SystemExit(f"sections not ok on the recorded data: {problems}")
-    page.update(
-        rendered_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        recording_created_utc=recording["created_utc"],
-        notebook_sha256=recordings.notebook_sha256(),
-    )
-    html = export_html(notebook)
+    summary["created_utc"] = recording["created_utc"]  # when the data was made, not when it was rendered
     text = nbformat.writes(notebook)
-    files = {f"{PAGE}.ipynb": text if text.endswith("\n") else text + "\n", f"{PAGE}.html": html}
-    changed = write_if_changed(folder, page, files)
-    return folder / f"{PAGE}.html", changed
-
-
-def write_if_changed(folder: Path, page: dict, files: dict[str, str]) -> bool:
-    """Write figures.json and the page files, unless only the rendering time would differ from what is there."""
-    try:
-        old_page = json.loads((folder / "figures.json").read_text())
-    except (OSError, ValueError):
-        old_page = {}
-    same_page = {k: v for k, v in old_page.items() if k not in VOLATILE} == {
-        k: v for k, v in page.items() if k not in VOLATILE
+    files = {
+        f"{PAGE}.ipynb": text if text.endswith("\n") else text + "\n",
+        f"{PAGE}.html": export_html(notebook),
+        "summary.json": json.dumps(summary, indent=2, default=str) + "\n",
     }
-    same_files = all((folder / name).exists() and (folder / name).read_text() == text for name, text in files.items())
-    if same_page and same_files:
-        return False
-    (folder / "figures.json").write_text(json.dumps(page, indent=1) + "\n")
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    return True
+    changed = [
+        name for name, text in files.items() if not (folder / name).exists() or (folder / name).read_text() != text
+    ]
+    for name in changed:
+        (folder / name).write_text(files[name])
+    return folder / f"{PAGE}.html", bool(changed)
 
 
 def recording_problem(folder: Path) -> str | None:

@@ -4,14 +4,10 @@
     python scripts/verified_table.py          # rewrite the tables between their markers
     python scripts/verified_table.py --check  # exit 1 if a table differs from the files
 
-README.md carries the narrow table (what ran where, and what it showed); docs/maintainers.md the whole one and the
-recording's cost per section.
-
-Each docs/verified/<gpu>-<profiler>/ folder holds summary.json and the HTML rendering exactly as
-scripts/run_headless wrote them. Each docs/verified/<gpu>-ncu-<version>/ folder holds a Nsight Compute
-recording (recording.json, by scripts/record_ncu.py on the GPU machine) and the page that
-scripts/render_recorded.py made from it (figures.json, recorded_sections.html). The tables are never typed by hand:
-the "Verified on" table, and the recording's cost per section (ncu processes, their wall time, the section's).
+One row per docs/verified/*/summary.json, the file the notebook's own summary cell writes: a headless run's
+(scripts/run_headless, with run_info.json beside it) or a recording's page (scripts/render_recorded.py runs that
+cell on the recording, with recording.json beside it). README.md carries the narrow table, docs/maintainers.md the
+whole one and each Nsight Compute recording's cost per section (recording.json).
 """
 
 from __future__ import annotations
@@ -49,10 +45,9 @@ HEADER = (
 
 # Who writes each file the tables read: what to run when one cannot be read.
 WRITTEN_BY = {
-    "summary.json": "scripts/run_headless on the GPU machine",
+    "summary.json": "scripts/run_headless on the GPU machine (a recording's: scripts/render_recorded.py)",
     "run_info.json": "scripts/run_headless on the GPU machine",
     "recording.json": "scripts/record_ncu.py on the GPU machine",
-    "figures.json": "scripts/render_recorded.py",
 }
 
 
@@ -100,47 +95,31 @@ def row(summary_path: Path) -> str:
 
 
 def row_cells(summary_path: Path) -> list:
-    summary = read_json(summary_path)
+    """A table row of what summary.json says; its wall time and commit from run_info.json or recording.json."""
+    summary, folder = read_json(summary_path), summary_path.parent
     env, counts = summary["environment"], summary["counts"]
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
-    figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
-    folder = summary_path.parent.relative_to(ROOT).as_posix()
+    profiler = env.get("profiler", "?")
+    if profiler.startswith("ncu") and env.get("ncu_version"):
+        profiler = f"ncu {env['ncu_version']}{profiler[3:]}"
     wall = f"{summary['total_seconds']:.0f} s in sections"
-    run_info_path = summary_path.parent / "run_info.json"
-    if run_info_path.exists():  # written by scripts/run_headless: the whole run, installs and kernel start included
-        run_info = read_json(run_info_path)
+    if (folder / "run_info.json").exists():  # the whole run, installs and kernel start included
+        run_info = read_json(folder / "run_info.json")
         wall += f", {run_info['wall_seconds']} s whole run (commit {run_info['commit'][:7]})"
-    cells = [
-        env.get("gpu", "?"), env.get("driver", "?"), env.get("profiler", "?"), env.get("nsight_python", "?"),
-        env.get("torch", "?"), summary["created_utc"][:10], f"{counts['ok']} / {counts['SKIPPED']} / {failed}",
-        wall, figures, f"[{folder}]({folder}/)",
+    elif (folder / "recording.json").exists():  # what ncu cost there, profiled call by call
+        sections = read_json(folder / "recording.json")["sections"].values()
+        processes = sum(info["cost"].get("ncu_processes") or 0 for info in sections)
+        ncu_s = sum(info["cost"].get("ncu_wall_s") or 0 for info in sections)
+        commits = ", ".join(sorted({info["notebook_commit"][:7] for info in sections}))
+        wall += f", {processes} ncu processes, {ncu_s:.0f} s of timed ncu wall time (commit {commits})"
+    page = folder / "recorded_sections.html"
+    link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
+    figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
+    return [
+        env.get("gpu", "?"), env.get("driver", "?"), profiler, env.get("nsight_python", "?"), env.get("torch", "?"),
+        summary["created_utc"][:10], f"{counts['ok']} / {counts['SKIPPED']} / {failed}", wall, figures,
+        f"[{link}]({link}{'' if page.exists() else '/'})",
     ]  # fmt: skip
-    return cells
-
-
-def recorded_row(recording_path: Path) -> list:
-    """A row for a Nsight Compute recording and the page rendered from it on a CPU."""
-    recording = read_json(recording_path)
-    folder = recording_path.parent
-    provenance, sections = recording["provenance"], recording["sections"]
-    page = read_json(folder / "figures.json")
-    statuses = [info["status"] for info in page["sections"].values()]
-    ok, skipped = statuses.count("ok"), statuses.count("SKIPPED")
-    costs = [info["cost"] for info in sections.values()]
-    processes = sum(cost.get("ncu_processes") or 0 for cost in costs)
-    ncu_seconds = sum(cost.get("ncu_wall_s") or 0 for cost in costs)
-    commits = sorted({info["notebook_commit"][:7] for info in sections.values()})
-    link = folder.relative_to(ROOT).as_posix()
-    cells = [
-        provenance["gpu"], provenance["driver"],
-        f"ncu {provenance['ncu_version']}, launch mode (recorded; sections {', '.join(page['sections'])})",
-        provenance["nsight_python"], provenance["torch"], recording["created_utc"][:10],
-        f"{ok} / {skipped} / {len(statuses) - ok - skipped}",
-        f"{ncu_seconds:.0f} s of timed ncu wall time, {processes} ncu processes (commit {', '.join(commits)})",
-        "; ".join(figure_text(figure) for figure in page["figures"]) or "none",
-        f"[{link}/recorded_sections.html]({link}/recorded_sections.html)",
-    ]  # fmt: skip
-    return cells
 
 
 COST_HEADER = (
@@ -184,7 +163,6 @@ def cost_table(root: Path = ROOT) -> str:
 
 def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
     rows = each(sorted((root / "docs" / "verified").glob("*/summary.json")), row_cells)
-    rows += each(sorted((root / "docs" / "verified").glob("*/recording.json")), recorded_row)
     if not rows:
         return "No verified run is committed yet."
     return header + "\n" + "\n".join(_line(cells if columns is None else [cells[i] for i in columns]) for cells in rows)

@@ -1,7 +1,5 @@
 """scripts/ncu_launch.py on CPU: the ncu command it builds from nsight's own, the check that names what moved in a
-new nsight-python, nsight's collect driven through the patched functions up to the report, and an ncu that hangs
-or fails. The recorder that uses it is tested in test_record_ncu.py.
-"""
+new nsight-python, nsight's collect driven through the patches to a fake ncu, and an ncu that hangs or fails."""
 
 from __future__ import annotations
 
@@ -45,37 +43,41 @@ def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache, cloc
     assert command[2:-2] == flags, "every other flag must be nsight's own, in nsight's order"
 
 
-def test_an_attach_command_without_the_attach_options_is_refused():
-    with pytest.raises(recordings.RecorderError, match="--mode attach"):
-        ncu_launch.launch_command(["ncu", "--metrics", "x", "-o", "r"], "ncu", ["python3"])
+@pytest.mark.parametrize(
+    ("attach", "refused"),
+    [(["ncu", "--metrics", "x", "-o", "r"], "--mode attach"),  # not nsight's attach command
+     (["ncu", "--mode", "attach", "--process-id", "1", "--clock-control", "base", "python3"], "--clock-control none"),
+     (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "--clock-control none")],  # ncu's default: base
+)  # fmt: skip
+def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
+    with pytest.raises(recordings.RecorderError, match=refused):
+        ncu_launch.launch_command(attach, "ncu", ["python3"])
 
 
-def test_the_installed_nsight_has_everything_the_recorder_patches():
-    assert ncu_launch.nsight_internals_problems() == []
+def _swapped_launch_ncu(report_path, metrics, clock_control, cache_control, replay_mode, verbosity):
+    raise AssertionError("never called")
 
 
-def test_a_function_gone_from_nsight_is_named(monkeypatch):
-    monkeypatch.delattr(nsight_ncu, "begin_profiling")
-    with pytest.raises(recordings.RecorderError, match=r"nsight\.collection\.ncu\.begin_profiling is gone"):
+def _collect_calling_nothing(self, func, configs, settings):
+    return nsight_ncu.launch_ncu
+
+
+@pytest.mark.parametrize(
+    ("attribute", "replacement", "named"),
+    [(None, None, None), ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
+     ("launch_ncu", _swapped_launch_ncu, "launch_ncu takes"),
+     ("collect", _collect_calling_nothing, "no longer calls begin_profiling.*no longer calls extract_df_from_report")],
+)  # fmt: skip
+def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
+    if attribute == "begin_profiling":
+        monkeypatch.delattr(nsight_ncu, attribute)
+    elif attribute:
+        monkeypatch.setattr(nsight_ncu.NCUCollector if attribute == "collect" else nsight_ncu, attribute, replacement)
+    if named is None:
+        assert ncu_launch.nsight_internals_problems() == [], "the installed nsight must have all the recorder patches"
+        return
+    with pytest.raises(recordings.RecorderError, match=named):
         ncu_launch.check_nsight_internals()
-
-
-def test_a_changed_signature_is_named(monkeypatch):
-    def launch_ncu(report_path, metrics, clock_control, cache_control, replay_mode, verbosity):  # swapped
-        raise AssertionError("never called")
-
-    monkeypatch.setattr(nsight_ncu, "launch_ncu", launch_ncu)
-    problems = ncu_launch.nsight_internals_problems()
-    assert problems and "launch_ncu takes" in problems[0], problems
-
-
-def test_a_collect_that_stopped_calling_a_patched_function_is_named(monkeypatch):
-    def collect(self, func, configs, settings):
-        return nsight_ncu.launch_ncu  # no longer calls begin/end profiling, run_profile_session, extraction
-
-    monkeypatch.setattr(nsight_ncu.NCUCollector, "collect", collect)
-    problems = " ".join(ncu_launch.nsight_internals_problems())
-    assert "no longer calls begin_profiling" in problems and "no longer calls extract_df_from_report" in problems
 
 
 def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(patched):
@@ -96,15 +98,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
     argv = json.loads(log.read_text())
     assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
-    assert argv[-7:] == [
-        sys.executable,
-        str(ROOT / "scripts" / "record_ncu.py"),
-        "--inner",
-        "--work",
-        str(work),
-        "--call",
-        "4-0",
-    ]
+    assert argv[-6:] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py"), "--work", str(work), "--call", "4-0"]
     call = calls.calls[0]
     assert (call["section"], call["benchmark"], call["runs"], call["session_s"]) == (4, "bench", 2, 0.5)
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"

@@ -1,7 +1,6 @@
-"""scripts/recordings.py's own decisions, the library both recorders and the page builder use: what a cell run keeps,
-which sections a --sections text means, how a partial recording merges with the committed one, what a section's
-cost counts, and the checks made before anything runs (the Python's imports, the commit a recording names).
-"""
+"""scripts/recordings.py, the library of both recorders and the page builder: what a cell run keeps, values <-> JSON,
+how a partial recording merges with the committed one, what a section's cost counts, and the checks made before
+anything runs (the Python's imports, the commit a recording names)."""
 
 from __future__ import annotations
 
@@ -11,12 +10,12 @@ import subprocess
 import sys
 
 import pytest
+import record_cupti
 import record_ncu
-import recorder_input
 import recordings
 from support import ROOT, RUN, WITHOUT_MODULES
 
-from plumbing.cells import HARNESS, SECTION_PLAN
+from plumbing.cells import HARNESS
 
 
 def test_a_cell_run_keeps_its_source_what_it_printed_the_value_it_showed_and_the_data_it_bound():
@@ -36,9 +35,17 @@ def test_a_failing_cell_keeps_what_it_printed_before_it_failed():
     assert raised.value.cell_output == "before\n"
 
 
-@pytest.mark.parametrize(("text", "sections"), [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(SECTION_PLAN))])
-def test_sections_are_read_as_the_numbers_given_and_all_by_default(text, sections):
-    assert recorder_input.parse_sections(text, SECTION_PLAN) == sections
+def test_frames_with_an_index_and_series_survive_the_json_round_trip():
+    import pandas as pd
+
+    table = pd.DataFrame({"fp32": [1.5, 2.5], "fp16": [3.0, 4.0]}, index=pd.Index([512, 1024], name="n"))
+    table.columns.name = "Annotation"
+    row = pd.Series({"AvgValue": 1.5e5, "Kernel": "ampere_sgemm", "NumRuns": 10}, name=0)
+    plain = pd.DataFrame({"n": [1, 2], "Unit": ["ns", "ns"]})
+    back = recordings.decode(json.loads(json.dumps(recordings.encode({"t": table, "r": row, "p": plain}))))
+    pd.testing.assert_frame_equal(back["t"], table)
+    pd.testing.assert_series_equal(back["r"], row)
+    pd.testing.assert_frame_equal(back["p"], plain)
 
 
 def _recording(sections: dict, commit: str) -> dict:
@@ -94,3 +101,24 @@ def test_the_recorded_commit_is_the_one_the_recorder_is_told_else_the_clones_hea
     monkeypatch.delenv("NSPY_RECORD_COMMIT")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert recordings.notebook_commit() == (head or "unknown")
+
+
+def test_the_executor_stops_a_failing_section_and_those_that_read_it_and_everything_when_a_shared_cell_fails(
+    monkeypatch,
+):
+    sources = {"shared": "x = 1", "bad": "print('half')\n1 / 0", "reader": "y = 2", "other": "z = 3"}
+    monkeypatch.setattr(recordings, "source_to_run", lambda cells, cell_id, role: sources[cell_id])
+    steps = [(None, "shared", "prelude"), (5, "bad", "run"), (9, "reader", "define"), (2, "other", "run")]
+    done = recordings.execute(steps, {}, log=lambda *_: None)
+    assert done["failed"] == {5: "bad", 9: "bad (section 5, which it reads)"}, "9 reads 5 (SECTION_DEPENDENCY)"
+    assert list(done["runs"]) == ["shared", "bad", "other"] and done["runs"]["other"]["variables"] == {"z": 3}
+    assert (
+        done["runs"]["bad"]["output"].startswith("half\nFAILED")
+        and "ZeroDivisionError" in done["runs"]["bad"]["output"]
+    )
+    stopped = recordings.execute([(None, "bad", "prelude"), (2, "other", "run")], {}, log=lambda *_: None)
+    assert stopped["failed"] == {None: "bad"} and "other" not in stopped["runs"], "a failing shared cell stops all"
+    runs, _, failed = record_cupti.run_sections({}, [], [(1, "bad", "setup"), (2, "other", "run")])
+    assert failed == {1: "bad"} and "other" not in runs, "record_cupti.py: nothing runs after section 1 fails"
+    with pytest.raises(ZeroDivisionError):  # the inner process under ncu: the outer reports it from ncu's output
+        recordings.execute(steps, {}, log=lambda *_: None, propagate=True)

@@ -19,6 +19,7 @@ import nbformat
 import pytest
 import recordings
 import render_recorded
+import verified_table
 from support import ROOT
 
 RUNS = sorted(path.parent for path in (ROOT / "docs" / "verified").glob("*-cupti/nsight_python_t4_tutorial.ipynb"))
@@ -128,3 +129,45 @@ def test_a_recorded_page_is_refused_unless_every_section_it_shows_is_ok():
     sections = {number: {"status": status, "reason": ""} for number, status in statuses.items()}
     refused = render_recorded.sections_not_ok(sections)
     assert sorted(refused) == ["3", "4", "5"], f"a NOT RUN, FAILED or SKIPPED section is no page: {refused}"
+
+
+@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+def test_the_recorded_pages_summary_json_says_what_the_gpu_run_said_section_by_section(folder):
+    """The page runs the notebook's summary cell on the recording: its summary.json (the README's row) must hold the
+    recording's figures, and each recorded section's verdict and time as the GPU machine recorded them."""
+    recording = recordings.load_recording(folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["created_utc"] == recording["created_utc"], "the page was rendered from another recording"
+    assert summary["figures"] == recordings.decode(recording["figures"]), "figures differ from the GPU run's"
+    by_number = {info["number"]: info for info in summary["sections"]}
+    for number, info in recording["sections"].items():
+        page = by_number[int(number)]
+        assert (page["status"], page["headline"]) == (info["status"], info["headline"]), f"section {number}"
+        assert page["seconds"] == info["cost"]["wall_s"], f"section {number}'s time must be the GPU machine's"
+
+
+def test_a_recordings_table_row_reads_its_summary_and_the_recordings_ncu_cost(tmp_path, monkeypatch):
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
+    folder = tmp_path / "docs" / "verified" / "gpu-ncu-2025.3.1"
+    folder.mkdir(parents=True)
+    figure = {"name": "fp16 product", "value": 752.3, "unit": "TFLOP/s", "pct_of_peak": 76.1, "check": "ok"}
+    summary = {"environment": {"gpu": "G", "profiler": "ncu (launch mode)", "ncu_version": "2025.3.1"},
+               "created_utc": "2026-12-01T23:58:20+00:00", "counts": {"ok": 8, "SKIPPED": 1, "FAILED": 1, "NOT RUN": 0},
+               "figures": [figure], "total_seconds": 190.2}  # fmt: skip
+    (folder / "summary.json").write_text(json.dumps(summary))
+    cost = {"ncu_processes": 2, "ncu_wall_s": 10.4}
+    sections = {"2": {"cost": cost, "notebook_commit": "0c0cdae6"}, "9": {"cost": {"ncu_processes": 1,
+                "ncu_wall_s": None}, "notebook_commit": "1234567a"}}  # fmt: skip
+    (folder / "recording.json").write_text(json.dumps({"sections": sections}))
+    (folder / "recorded_sections.html").write_text("<html></html>")
+    header = verified_table.HEADER.splitlines()[0].strip("| ").split(" | ")
+    cells = dict(zip(header, verified_table.row_cells(folder / "summary.json"), strict=True))
+    assert cells["profiler"] == "ncu 2025.3.1 (launch mode)" and cells["date (UTC)"] == "2026-12-01"
+    assert cells["sections ok / skipped / failed"] == "8 / 1 / 1"
+    assert (
+        cells["total wall time"]
+        == "190 s in sections, 3 ncu processes, 10 s of timed ncu wall time (commit 0c0cdae, 1234567)"
+    )
+    assert cells["headline figures (% of datasheet peak)"] == "fp16 product: 752.3 TFLOP/s (76.1%)"
+    page = "docs/verified/gpu-ncu-2025.3.1/recorded_sections.html"
+    assert cells["run"] == f"[{page}]({page})", "a recording's row links its page"

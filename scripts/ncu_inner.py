@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""What ncu launches for one profiled call of scripts/record_ncu.py (never run by hand):
+
+    ncu <nsight's own flags> python3 scripts/ncu_inner.py --work WORK --call N-k
+
+It replays the shared define cells and section N's define and run cells (ncu_launch.inner_plan), serves the
+section's calls before k from what the outer extracted (WORK/calls/), runs call k with nsight's own
+run_profile_session, and exits 0; 3 when the section's cells ended before call k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, required=True, help="the outer recorder's scratch folder")
+    parser.add_argument("--call", required=True, help="the profiled call: <section>-<k>")
+    args = parser.parse_args(argv)
+    os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu launched this process
+    from ncu_launch import InnerDone, ProfiledCalls, check_nsight_internals, inner_plan, replay
+    from recordings import load_cells
+
+    check_nsight_internals()
+    section = int(args.call.split("-")[0])
+    try:
+        calls = ProfiledCalls(args.work, "inner", target=args.call)
+        replay(inner_plan(load_cells(), section), calls, log=lambda *_: None)
+    except InnerDone:
+        return 0
+    print(f"[record inner] section {section}'s cells ended before profiled call {args.call}", file=sys.stderr)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
