@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import recordings
 from kernel_session import CellError, KernelSession
+from pytest import approx
 
 from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, section_of
 from plumbing.harness import lookup_peaks
@@ -33,10 +34,7 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-RERECORD = (
-    "re-record that section on the GPU runner (README: Re-recording the Nsight Compute data; --sections N records "
-    "only it), then python scripts/render_recorded.py, and commit the folder"
-)
+RERECORD = "re-record that section on the GPU runner (--sections N), run scripts/render_recorded.py, commit the folder"
 
 
 # The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
@@ -56,11 +54,10 @@ def frame_rows(frame, regions: int, metrics: int) -> dict:
 
 def gpu_listing() -> str:
     """What `nvidia-smi -L` lists, or '' when there is no NVIDIA GPU (or no driver)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return ""
     try:
-        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [shutil.which("nvidia-smi") or "nvidia-smi", "-L"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout if done.returncode == 0 and "GPU" in done.stdout else ""
@@ -81,10 +78,9 @@ def ncu_namespace(*cell_ids: str, **names) -> dict:
 
 
 def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode:
-    for cell in nb.cells:
-        if cell.get("id") == cell_id:
-            return cell
-    raise AssertionError(f"the notebook has no cell with id {cell_id!r}; tests address cells by id")
+    found = [cell for cell in nb.cells if cell.get("id") == cell_id]
+    assert found, f"the notebook has no cell with id {cell_id!r}; tests address cells by id"
+    return found[0]
 
 
 def cells_with_section(nb: nbformat.NotebookNode):
@@ -110,11 +106,8 @@ def load_json(path: Path) -> dict:
 
 
 def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow.
-
-    Under CUPTI exactly the sections that need Nsight Compute (plumbing/cells.py) are SKIPPED, for a declared
-    environment limit; under Nsight Compute none is. So a section that quietly became SKIPPED fails the run.
-    """
+    """Sections whose status the backend does not allow: under CUPTI exactly the sections that need Nsight Compute
+    are SKIPPED, for a declared environment limit; under Nsight Compute none is."""
     profiler = summary["environment"].get("profiler")
     if profiler not in ("ncu", "cupti"):
         return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
@@ -164,13 +157,8 @@ def parse(template: str, findings: list[str]) -> list:
     found = [match.groups() for match in map(pattern.match, findings) if match]
     assert len(found) == 1, f"one finding should read {template!r}; the section printed {findings}"
 
-    def number(text):
-        try:
-            return float(text.replace(",", "").removesuffix("x").removesuffix("%"))
-        except ValueError:
-            return text
-
-    return [number(text) for text in found[0]]
+    numeric = re.compile(r"[+-]?[\d,]*\.?\d+[x%]?")
+    return [float(t.replace(",", "").rstrip("x%")) if numeric.fullmatch(t) else t for t in found[0]]
 
 
 class RecordedNotebook:
@@ -183,8 +171,7 @@ class RecordedNotebook:
         self.cells = recordings.load_cells()
         skipped = NCU_ONLY_SECTIONS if self.recording["mode"] == "cupti" else ()  # SKIPPED there by design
         self.sections = [n for n in recordings.recorded_sections(self.recording) if n not in skipped]
-        self.pending = list(self.sections)
-        self.outputs, self.failure = {}, None
+        self.pending, self.outputs, self.failure = list(self.sections), {}, None
         self.session = KernelSession(
             env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
             cwd=tmp_path,
@@ -239,14 +226,18 @@ class RecordedNotebook:
         return [line[len(mark) :] for line in self.section(number).splitlines() if line.startswith(mark)]
 
     def shown(self, number: int, template: str) -> list:
-        """The holes of the finding section `number` printed in the form `template` (support.parse)."""
         return parse(template, self.findings(number))
 
-    def figure(self, number: int, name: str) -> dict:
+    def check_figure(self, number: int, name: str, value: float, unit: str, peak_kind: str, rel=1e-3) -> None:
+        """Section `number`'s figure `name` is `value` (worked out from the raw rows) in `unit` against `peak_kind`."""
         self.section(number)
         figures = {figure["name"]: figure for figure in self.value("FIGURES") if figure["section"] == number}
-        assert name in figures, f"section {number} recorded no figure {name!r} (check_figure): {sorted(figures)}"
-        return figures[name]
+        shown = figures.get(name, {})
+        found = (shown.get("value"), shown.get("unit"), shown.get("peak_kind"))
+        assert found == (approx(value, rel=rel), unit, peak_kind), (
+            f"section {number}'s figure {name!r} is {shown or sorted(figures)}; its rows give {value:.2f} {unit} "
+            f"against {peak_kind}: check the row, the count and the unit factor of its check_figure call"
+        )
 
     def peaks(self) -> dict:
         label, peaks = lookup_peaks(self.recording["provenance"]["gpu"])

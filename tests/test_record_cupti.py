@@ -99,9 +99,8 @@ def test_a_recording_keeps_every_value_each_cell_bound_and_the_figures_of_the_re
     for cell_id, cell in committed["cells"].items():
         kept = {name: recordings.decode(value) for name, value in made["cells"][cell_id]["variables"].items()}
         assert sorted(kept) == sorted(cell["variables"]), f"{cell_id}: the recording lost what the cell bound"
-        for name, value in cell["variables"].items():
-            if isinstance(value, pd.DataFrame):
-                pd.testing.assert_frame_equal(kept[name], value, obj=f"{cell_id}'s {name}")
+        for name in (name for name, value in cell["variables"].items() if isinstance(value, pd.DataFrame)):
+            pd.testing.assert_frame_equal(kept[name], cell["variables"][name], obj=f"{cell_id}'s {name}")
     assert recordings.decode(made["figures"]) == figures, "the recorded sections' figures, and only theirs"
     assert {int(n): entry["status"] for n, entry in made["sections"].items()} == dict.fromkeys(sections, "ok")
 

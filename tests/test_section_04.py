@@ -10,7 +10,7 @@ VERDICT = (
     "{} (cold / warm time: {} MB {}x, {} MB {}x, {} MB {}x); base clock held the SMs at {} MHz against {}, and the "
     "large input took {}x as long"
 )
-TIME, SM_CLOCK, DRAM_READ = "gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second", "dram__bytes_read.sum"
+TIME, SM_CLOCK = "gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second"
 SPED_UP, NOT_FASTER = "a warm L2 sped up the smallest input", "no input ran measurably faster warm"
 
 
@@ -55,6 +55,7 @@ def test_section_4s_verdict_gives_cold_over_warm_time_per_size_and_the_base_and_
         f"the verdict's clocks {[base_mhz, boost_mhz]} MHz are not the base-clock and cold calls' SM clock at the "
         f"large input, {clocks} (Hz -> MHz)"
     )
+    assert clocks[0] < 0.97 * clocks[1], f"clock_control='base' did not slow the SMs in the recording: {clocks}"
     assert slower == approx(runs["base clock"][TIME, large] / runs["cold"][TIME, large], abs=6e-4), (
         "the verdict's slow-down is not base-clock time / cold time at the large input"
     )
@@ -70,11 +71,3 @@ def test_section_4_says_a_warm_l2_sped_up_the_smallest_input_only_above_3_percen
     )
     findings = recorded.altered(4, change)["findings"]
     assert parse(VERDICT, findings)[0] == said, f"the smallest input {gain}x as fast warm: {findings}"
-
-
-def test_section_4s_recorded_conditions_are_physically_plausible(recorded):
-    runs, (eighth, _, large) = measured(recorded), sizes(recorded)
-    assert runs["base clock"][SM_CLOCK, large] < 0.97 * runs["cold"][SM_CLOCK, large], "base did not slow the SMs"
-    assert runs["cold"][DRAM_READ, large] == approx(4 * large, rel=0.1), "a cold x * 2 reads its input once"
-    assert runs["warm"][DRAM_READ, eighth] < runs["cold"][DRAM_READ, eighth], "a warm small input read more DRAM"
-    assert 0.95 < runs["cold"][TIME, large] / runs["warm"][TIME, large] < 1.05, "the flush mattered at 16x L2?"

@@ -45,12 +45,7 @@ def test_section_5s_sweep_verdict_and_figures_are_the_largest_and_smallest_produ
     )
     assert share == approx(100 * mine["float16", smallest] / fp16, abs=0.6), "float16's share at the smallest size"
     for precision, want in (("float32", fp32), ("float16", fp16)):
-        figure = recorded.figure(5, f"{precision} product, n={largest}")
-        assert (figure["value"], figure["unit"], figure["peak_kind"]) == (
-            approx(want, rel=0.01),
-            "TFLOP/s",
-            PEAK_KEYS[precision],
-        ), f"the {precision} figure {figure} is not n={largest}'s {want:.1f} TFLOP/s against {PEAK_KEYS[precision]}"
+        recorded.check_figure(5, f"{precision} product, n={largest}", want, "TFLOP/s", PEAK_KEYS[precision], rel=0.01)
     assert 1 < mine["float16", smallest] / mine["float32", smallest] < fp16 / fp32, "the gap no longer widens (s5-read)"
 
 
