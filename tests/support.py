@@ -64,9 +64,8 @@ def gpu_listing() -> str:
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:
-    """A namespace as Run all on Nsight Compute leaves it for a section's cells, in this process: the shared cells of
-    the recording plan (the harness, the setup helpers, the define cells later sections use), then `cell_ids`.
-    `names` stand in for what section 1 would have bound (ENVIRONMENT, L2_BYTES, ...), kept over every cell."""
+    """In this process, the recording plan's shared cells then `cell_ids`, as Run all on Nsight Compute runs them;
+    `names` stand in for section 1's (ENVIRONMENT, L2_BYTES, ...) over every cell."""
     import nsight
 
     cells = recordings.load_cells()
@@ -212,7 +211,7 @@ class RecordedNotebook:
             self.failure = f"{where} ended {status['status']}: {status['reason']}\n{self.outputs[number][-2000:]}"
         assert self.failure is None, f"{self.failure}\nFix the cell named (or {RERECORD} if its benchmarks changed)"
 
-    def value(self, expression: str):
+    def value(self, expression: str):  # a JSON value, from the kernel
         return self.session.value(expression)
 
     def bound(self, number: int) -> dict:
