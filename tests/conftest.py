@@ -50,28 +50,32 @@ def patched(tmp_path, monkeypatch):
     calls.uninstall()
 
 
-def _recordings(*kinds):
-    import recordings
+def pytest_generate_tests(metafunc):
+    """`recorded` takes each committed recording of the backends a module names in BACKENDS (default: both), unless
+    the test parametrizes it itself."""
+    own = any("recorded" in str(mark.args[0]) for mark in metafunc.definition.iter_markers("parametrize"))
+    if "recorded" in metafunc.fixturenames and not own:
+        import recordings
 
-    return [folder for kind in kinds for folder in recordings.recording_folders(kind)]
+        kinds = getattr(metafunc.module, "BACKENDS", ("ncu", "cupti"))
+        folders = [folder for kind in kinds for folder in recordings.recording_folders(kind)]
+        metafunc.parametrize("recorded", folders, ids=[folder.name for folder in folders], indirect=True)
 
 
-def _recorded_notebook(request, notebook, tmp_path_factory):
+@pytest.fixture(scope="session")
+def recorded_kernels():
+    kernels = {}
+    yield kernels
+    for kernel in kernels.values():
+        kernel.close()
+
+
+@pytest.fixture
+def recorded(request, recorded_kernels, tmp_path_factory):
+    """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording and test
+    process: .section(N) runs the recorded sections up to N in notebook order, once."""
     from support import RecordedNotebook
 
-    runner = RecordedNotebook(notebook, request.param, tmp_path_factory.mktemp(request.param.name))
-    yield runner
-    runner.close()
-
-
-@pytest.fixture(scope="module", params=_recordings("ncu"), ids=lambda folder: folder.name)
-def ncu_recorded(request, notebook, tmp_path_factory):
-    """The notebook's harness and define cells in a real kernel, on each committed Nsight Compute recording; a test
-    runs a section there with .section(N) and reads its names with .value(expression)."""
-    yield from _recorded_notebook(request, notebook, tmp_path_factory)
-
-
-@pytest.fixture(scope="module", params=_recordings("ncu", "cupti"), ids=lambda folder: folder.name)
-def recorded(request, notebook, tmp_path_factory):
-    """The same on every committed recording of either backend, for a section that runs on both."""
-    yield from _recorded_notebook(request, notebook, tmp_path_factory)
+    if request.param not in recorded_kernels:
+        recorded_kernels[request.param] = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
+    return recorded_kernels[request.param]

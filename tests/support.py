@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import nbformat
 import recordings
-from kernel_session import KernelSession
+from kernel_session import CellError, KernelSession
+from pytest import approx
 
-from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, reads_report_folders, section_of
+from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, section_of
+from plumbing.harness import lookup_peaks
 
 RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
 
@@ -31,45 +34,38 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-RERECORD = (
-    "re-record that section on the GPU runner (README: Re-recording the Nsight Compute data; --sections N records "
-    "only it), then python scripts/render_recorded.py, and commit the folder"
-)
+RERECORD = "re-record that section on the GPU runner (--sections N), run scripts/render_recorded.py, commit the folder"
 
 
 # The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
 # harness's, so that a wrong factor there is caught by a test rather than shared with it.
 TO_BASE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
-           "second": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "%": 1.0}  # fmt: skip
+           "second": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "hz": 1.0, "Hz": 1.0, "MHz": 1e6,
+           "GHz": 1e9, "%": 1.0}  # fmt: skip
 
 
-def frame_rows(recorded, frame: str, regions: int, metrics: int) -> dict:
-    """{(annotation, metric): AvgValue in seconds, bytes or %} of a frame a run cell bound, one row each."""
-    records = recorded.value(f"{frame}[['Annotation', 'Metric', 'AvgValue', 'Unit']].to_dict(orient='records')")
-    keys = [(r["Annotation"], r["Metric"]) for r in records]
-    assert len(keys) == len(set(keys)) == regions * metrics, (
-        f"{frame} should hold {regions} regions x {metrics} metrics, one row each: {keys}"
-    )
-    assert all(r["Unit"] in TO_BASE for r in records), f"a unit this test cannot scale: {records}"
-    return {(r["Annotation"], r["Metric"]): r["AvgValue"] * TO_BASE[r["Unit"]] for r in records}
+def frame_rows(frame, regions: int, metrics: int) -> dict:
+    """{(annotation, metric): AvgValue in seconds, bytes, Hz or %} of a recorded frame, one row each."""
+    keys = list(zip(frame.Annotation, frame.Metric, strict=True))
+    assert len(keys) == len(set(keys)) == regions * metrics, f"not {regions} regions x {metrics} metrics: {keys}"
+    assert set(frame.Unit) <= set(TO_BASE), f"a unit this test cannot scale: {set(frame.Unit)}"
+    return {key: value * TO_BASE[unit] for key, value, unit in zip(keys, frame.AvgValue, frame.Unit, strict=True)}
 
 
 def gpu_listing() -> str:
     """What `nvidia-smi -L` lists, or '' when there is no NVIDIA GPU (or no driver)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return ""
     try:
-        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [shutil.which("nvidia-smi") or "nvidia-smi", "-L"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout if done.returncode == 0 and "GPU" in done.stdout else ""
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:
-    """A namespace as Run all on Nsight Compute leaves it for a section's cells, in this process: the shared cells of
-    the recording plan (the harness, the setup helpers, the define cells later sections use), then `cell_ids`.
-    `names` stand in for what section 1 would have bound (ENVIRONMENT, L2_BYTES, ...), kept over every cell."""
+    """In this process, the recording plan's shared cells then `cell_ids`, as Run all on Nsight Compute runs them;
+    `names` stand in for section 1's (ENVIRONMENT, L2_BYTES, ...) over every cell."""
     import nsight
 
     cells = recordings.load_cells()
@@ -81,10 +77,9 @@ def ncu_namespace(*cell_ids: str, **names) -> dict:
 
 
 def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode:
-    for cell in nb.cells:
-        if cell.get("id") == cell_id:
-            return cell
-    raise AssertionError(f"the notebook has no cell with id {cell_id!r}; tests address cells by id")
+    found = [cell for cell in nb.cells if cell.get("id") == cell_id]
+    assert found, f"the notebook has no cell with id {cell_id!r}; tests address cells by id"
+    return found[0]
 
 
 def cells_with_section(nb: nbformat.NotebookNode):
@@ -110,11 +105,8 @@ def load_json(path: Path) -> dict:
 
 
 def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow.
-
-    Under CUPTI exactly the sections that need Nsight Compute (plumbing/cells.py) are SKIPPED, for a declared
-    environment limit; under Nsight Compute none is. So a section that quietly became SKIPPED fails the run.
-    """
+    """Sections whose status the backend does not allow: under CUPTI exactly the sections that need Nsight Compute
+    are SKIPPED, for a declared environment limit; under Nsight Compute none is."""
     profiler = summary["environment"].get("profiler")
     if profiler not in ("ncu", "cupti"):
         return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
@@ -130,62 +122,135 @@ def section_problems(summary: dict) -> list[str]:
     return problems
 
 
-class RecordedNotebook:
-    """A kernel with the harness, section 1's names from a recording, and the shared define cells; then, on demand,
-    a section: its own cells in notebook order, each run cell replaced by the values it bound on the GPU machine."""
+# Noted at a recorded kernel's start: the sha256 of each PNG the cells display (section 7 shows nsight's bar plot).
+DISPLAY_SPY = """import base64 as _base64, hashlib as _hashlib
+_DISPLAYED_PNGS, _publish = [], get_ipython().display_pub.publish
+def _spy(data, *args, **kwargs):
+    if "image/png" in data:
+        _png = data["image/png"]
+        _DISPLAYED_PNGS.append(_hashlib.sha256(_base64.b64decode(_png) if isinstance(_png, str) else _png).hexdigest())
+    return _publish(data, *args, **kwargs)
+get_ipython().display_pub.publish = _spy
+"""
+# Section `number`'s analysis cells again, in a copy of the namespace where `change` ran first; SECTIONS and FIGURES
+# are put back after. str.format with number, change, sources (JSON) and read.
+ALTERED = """import copy as _copy, json as _json
+_saved = _copy.deepcopy(SECTIONS), _copy.deepcopy(FIGURES)
+try:
+    _scratch = dict(globals())
+    exec({change!r}, _scratch)
+    SECTIONS.pop({number}, None)
+    for _source in _json.loads({sources!r}):
+        exec(_source, _scratch)
+    _altered = {{"findings": SECTIONS[{number}]["findings"], "read": eval({read!r}, _scratch)}}
+finally:
+    SECTIONS.clear()
+    SECTIONS.update(_saved[0])
+    FIGURES[:] = _saved[1]
+"""
 
-    def __init__(self, notebook, folder, tmp_path):
-        self.notebook, self.folder, self.out = notebook, folder, tmp_path / "out"
+
+def parse(template: str, findings: list[str]) -> list:
+    """The holes ({}) of the one finding written as `template`, numbers as floats ("1,234" and "1.5x" too)."""
+    pattern = re.compile(re.escape(template).replace(r"\{\}", "(.+?)") + "$")
+    found = [match.groups() for match in map(pattern.match, findings) if match]
+    assert len(found) == 1, f"one finding should read {template!r}; the section printed {findings}"
+
+    numeric = re.compile(r"[+-]?[\d,]*\.?\d+[x%]?")
+    return [float(t.replace(",", "").rstrip("x%")) if numeric.fullmatch(t) else t for t in found[0]]
+
+
+class RecordedNotebook:
+    """A kernel with the harness, section 1's names from a recording and the shared define cells; then the recorded
+    sections in notebook order, each run cell replaced by the values it bound on the GPU machine."""
+
+    def __init__(self, folder: Path, tmp_path: Path):
+        self.folder, self.out = folder, tmp_path / "out"
         self.recording = recordings.load_recording(folder)
         self.cells = recordings.load_cells()
+        skipped = NCU_ONLY_SECTIONS if self.recording["mode"] == "cupti" else ()  # SKIPPED there by design
+        self.sections = [n for n in recordings.recorded_sections(self.recording) if n not in skipped]
+        self.pending, self.outputs, self.failure = list(self.sections), {}, None
         self.session = KernelSession(
             env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
             cwd=tmp_path,
         )
         try:
-            self.session.run(cell_by_id(notebook, HARNESS).source)
-            self.session.run(recordings.cpu_section_one_source(folder))
+            self.session.run(recordings.cell_source(self.cells, HARNESS))
+            self.session.run(recordings.cpu_section_one_source(folder) + DISPLAY_SPY)
             for cell_id in recordings.prelude_cell_ids(self.cells)[1:]:
-                self.session.run(cell_by_id(notebook, cell_id).source)
+                self.session.run(recordings.cell_source(self.cells, cell_id))
+            recordings.restore_report_folders(folder, self.out)  # the files sections 7, 8 and 10 wrote and read
         except BaseException:
             self.session.close()  # a kernel never outlives a failed set-up
             raise
-        self.outputs: dict[int, str] = {}
 
     def section(self, number: int) -> str:
-        """Run section `number` on the recording; fail, naming the section's cells, unless it ends ok."""
-        if number in self.outputs:
-            return self.outputs[number]
-        if reads_report_folders(number):  # the files it reads, as recorded
-            recordings.restore_report_folders(self.folder, self.out)
-        steps = recordings.cpu_section_sources(self.cells, number)
-        printed = [self.session.run(source, timeout=300) for _, _, source in steps]
-        self.outputs[number] = "\n".join(printed)
-        status = self.value(f"SECTIONS[{number}]")
-        assert status["status"] == "ok", (
-            f"section {number}'s own cells {[cell_id for cell_id, _, _ in steps]} failed on the recorded values in "
-            f"{self.folder.name}: {status['reason']}\nFix the notebook cell named in the traceback (or {RERECORD} "
-            f"if its benchmarks changed).\n{self.outputs[number][-3000:]}"
+        """What section `number` printed. The recorded sections before it run first, in notebook order, once per
+        kernel; a section that fails (or does not end ok) fails every later call, naming its cells."""
+        assert number in self.sections, (
+            f"{self.folder.name} runs no section {number} (not recorded, or SKIPPED there by design): {RERECORD}"
         )
+        while number not in self.outputs:
+            assert self.failure is None, self.failure
+            self._run(self.pending.pop(0))
         return self.outputs[number]
 
-    def value(self, expression: str):
+    def _run(self, number: int) -> None:
+        steps, printed = recordings.cpu_section_sources(self.cells, number), []
+        where = f"section {number}'s cells {[cell_id for cell_id, _, _ in steps]} on {self.folder.name}"
+        for cell_id, _, source in steps:
+            try:
+                printed.append(self.session.run(source, timeout=300))
+            except CellError as error:
+                self.failure = f"{where}: {cell_id} raised {error}\n{error.stdout[-2000:]}"
+                raise AssertionError(self.failure) from None
+        self.outputs[number] = "\n".join(printed)
+        status = self.value(f"SECTIONS.get({number}, {{'status': 'NOT RUN', 'reason': 'no verdict'}})")
+        if status["status"] != "ok":
+            self.failure = f"{where} ended {status['status']}: {status['reason']}\n{self.outputs[number][-2000:]}"
+        assert self.failure is None, f"{self.failure}\nFix the cell named (or {RERECORD} if its benchmarks changed)"
+
+    def value(self, expression: str):  # a JSON value, from the kernel
         return self.session.value(expression)
 
-    def verdicts(self, number: int) -> list[str]:
-        """The findings section `number` printed as "On this <gpu>: <finding>" lines, in order."""
+    def bound(self, number: int) -> dict:
+        """What section `number`'s run cells bound on the GPU machine (the raw frames its analysis reads)."""
+        ids = [*SECTION_PLAN[number].get("gpu_define", ()), *SECTION_PLAN[number]["run"]]
+        return {name: value for cell_id in ids for name, value in self.recording["cells"][cell_id]["variables"].items()}
+
+    def findings(self, number: int) -> list[str]:
+        """What section `number` printed as "On this <gpu>: <finding>" lines, in order."""
         mark = f"On this {self.recording['provenance']['gpu']}: "
         return [line[len(mark) :] for line in self.section(number).splitlines() if line.startswith(mark)]
 
-    def figure(self, number: int) -> dict:
-        figures = [figure for figure in self.value("FIGURES") if figure["section"] == number]
-        assert figures, f"section {number}'s record cell recorded no figure"
-        return figures[0]
+    def shown(self, number: int, template: str) -> list:
+        return parse(template, self.findings(number))
+
+    def check_figure(self, number: int, name: str, value: float, unit: str, peak_kind: str, rel=1e-3) -> None:
+        """Section `number`'s figure `name` is `value` (worked out from the raw rows) in `unit` against `peak_kind`."""
+        self.section(number)
+        figures = {figure["name"]: figure for figure in self.value("FIGURES") if figure["section"] == number}
+        shown = figures.get(name, {})
+        found = (shown.get("value"), shown.get("unit"), shown.get("peak_kind"))
+        assert found == (approx(value, rel=rel), unit, peak_kind), (
+            f"section {number}'s figure {name!r} is {shown or sorted(figures)}; its rows give {value:.2f} {unit} "
+            f"against {peak_kind}: check the row, the count and the unit factor of its check_figure call"
+        )
 
     def peaks(self) -> dict:
-        label, peaks = self.value("lookup_peaks(ENVIRONMENT['gpu'])")
+        label, peaks = lookup_peaks(self.recording["provenance"]["gpu"])
         assert peaks, f"{self.recording['provenance']['gpu']} has no datasheet peaks in the harness's GPU_PEAKS"
         return peaks
+
+    def altered(self, number: int, change: str, read: str = "None") -> dict:
+        """{"findings": what section `number`'s analysis cells conclude after `change` (code run in a copy of the
+        namespace), "read": `read` evaluated there}; the kernel's own results are put back."""
+        self.section(number)
+        sources = [source for _, role, source in recordings.cpu_section_sources(self.cells, number)
+                   if role == "analysis"]  # fmt: skip
+        self.session.run(ALTERED.format(number=number, change=change, sources=json.dumps(sources), read=read))
+        return self.value("_altered")
 
     def close(self) -> None:
         self.session.close()
