@@ -15,10 +15,6 @@ from fake_env import fresh_clone, pip_installs, requirement_pins, script_machine
 from fake_env import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
 
-PINS = {
-    name: version
-    for name, version in (pin.split("==") for pin in make_wheelhouse.read_requirements(ROOT / "requirements.txt")[0])
-}
 # A pip that "downloads": an empty wheel for each pin, each line of a -r file, and (without --no-deps) a dependency.
 DOWNLOADING_PIP = textwrap.dedent(
     """\
