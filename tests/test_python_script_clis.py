@@ -47,11 +47,14 @@ def test_a_library_module_run_as_a_script_says_it_is_one_and_which_script_to_run
     assert list(tmp_path.iterdir()) == []
 
 
-def test_render_recorded_without_nbformat_says_what_to_run_instead():
-    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts/render_recorded.py")], capture_output=True,
-                          text=True, cwd=ROOT)  # fmt: skip  # -S: like a system python3 without nbformat
+@pytest.mark.parametrize(
+    ("script", "said"), [("render_recorded", "lacks nbformat"), ("make_wheelhouse", "lacks pandas")]
+)
+def test_a_script_in_a_python_without_its_packages_says_what_it_lacks_and_what_to_run(script, said):
+    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / f"{script}.py")], capture_output=True,
+                          text=True, cwd=ROOT)  # fmt: skip  # -S: like a system python3 without site-packages
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-    assert "lacks nbformat" in done.stderr and ".ci/venv/bin/python scripts/render_recorded.py" in done.stderr
+    assert said in done.stderr and ".ci/venv/bin/python" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(
