@@ -1,16 +1,13 @@
 #!/usr/bin/env python3
 """Download every wheel the notebook and the headless harness need, for an offline GPU machine.
 
-    python scripts/make_wheelhouse.py --dest .whl                       # cp312, manylinux x86_64
-    python scripts/make_wheelhouse.py --dest .whl --skip-installed scripts/gpu-runner-installed.txt
+    python scripts/make_wheelhouse.py --dest wheelhouse --python-version 3.12 \\
+        --skip-installed scripts/gpu-runner-installed.txt
 
-Run it on a machine with internet. The wheelhouse has two parts, as the notebook installs them:
-  DEST/        nsight-python and its dependencies, plus the harness (pytest, nbmake, ipykernel, ...)
-  DEST/cupti/  the CUPTI set from requirements.txt, installed by the notebook with --target
-On the GPU machine, `pip install --no-index --find-links DEST -r requirements-harness.txt` installs
-the harness, and NSPY_TUTORIAL_WHEELHOUSE=DEST makes the notebook's own install cells use DEST.
---skip-installed takes a `pip freeze` (or a list of names) of the target's Python and drops the
-wheels it already has, except the notebook's own pins, to keep the wheelhouse small.
+Run it on a machine with internet. DEST/ holds nsight-python, its dependencies and the harness; DEST/cupti/ the CUPTI
+set of requirements.txt (the notebook installs it with --target). On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST
+makes scripts/run_headless and the notebook's install cells use it. --skip-installed takes a `pip freeze` of the
+target's Python and drops the wheels this run downloaded that it already has, except the notebook's own pins.
 """
 
 from __future__ import annotations
@@ -22,8 +19,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
-from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402
-from plumbing.setup_helpers import pins_from_requirements
+try:  # plumbing/setup_helpers.py imports plumbing/harness.py, which needs pandas
+    from plumbing.setup_helpers import cupti_pins as cupti_set
+    from plumbing.setup_helpers import pins_from_requirements
+except ModuleNotFoundError as missing:
+    sys.exit(f"make_wheelhouse.py: this Python lacks {missing.name}, which the notebook's plumbing imports: pip "
+             f"install {missing.name} (or run it with the test suite's .ci/venv/bin/python)")  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [
@@ -103,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dest.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
-    # Only what this run downloads may be dropped: a wheel that was in --dest before stays, whatever it is.
-    before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}
+    before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
     platforms = args.platform or DEFAULT_PLATFORMS
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
     requirements = list(main_pins)
@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     pinned = {normalize(re.split(r"[=<>!~ ]", pin)[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):
-        # What the target already has is dropped, except what the notebook pins itself.
         if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
             wheel.unlink()
     if "cuda-bindings" not in cupti_set({"cuda-bindings": installed.get("cuda-bindings")}):  # the notebook's rule
@@ -130,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kept the {len(before)} wheels that were in {args.dest} before this run (only wheels it downloaded "
               "are dropped for --skip-installed)")  # fmt: skip
     for folder in (args.dest, args.dest / "cupti"):
-        names = sorted(path.name for path in folder.glob("*.whl"))
-        print(f"{folder}: {len(names)} wheels, {size_mb(folder):.1f} MiB")
+        print(f"{folder}: {len(list(folder.glob('*.whl')))} wheels, {size_mb(folder):.1f} MiB")
     print(f"wheelhouse total: {size_mb(args.dest, recursive=True):.1f} MiB in {args.dest}")
     return 0
 

@@ -27,10 +27,6 @@ LIMITS = {  # measure: (most allowed, what it counts)
 }
 
 
-def _lines(source: str) -> int:
-    return sum(1 for line in source.splitlines() if line.strip())
-
-
 def page_size(path: Path) -> dict[str, float]:
     """Each measure of LIMITS for a notebook."""
     visible, folded, words = [], 0, 0
@@ -39,9 +35,9 @@ def page_size(path: Path) -> dict[str, float]:
         if cell["cell_type"] == "markdown":
             words += len(source.split())
         elif cell["cell_type"] == "code" and source.lstrip().startswith("# @title"):
-            folded += _lines(source)
+            folded += sum(1 for line in source.splitlines() if line.strip())
         elif cell["cell_type"] == "code":
-            visible.append(_lines(source))
+            visible.append(sum(1 for line in source.splitlines() if line.strip()))
     return {
         "visible_lines": sum(visible),
         "largest_visible_cell": max(visible, default=0),

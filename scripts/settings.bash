@@ -1,10 +1,8 @@
-# Checks of the settings that scripts/run_headless and scripts/run_tests share, sourced by both (not a script).
-# Each function either sets REPLY (not a nameref: macOS's bash 3.2 runs run_tests too) or calls the caller's
-# refuse MESSAGE..., which prints the message and exits 2: a bad setting stops the script before it changes anything.
+# The checks of the settings scripts/run_headless and scripts/run_tests share (sourced, not a script). Each sets
+# REPLY (bash 3.2 has no nameref) or calls the caller's refuse MESSAGE..., which prints it and exits 2.
 
-# A folder setting as the user meant it: a leading ~ or ~user expanded (quoted in the setting, the shell did not
-# do it), a relative path resolved against the current folder (not the clone: the scripts cd there later).
-# usage: absolute_folder SETTING VALUE   (SETTING names it in the message, e.g. NSPY_TUTORIAL_OUT=...)
+# usage: absolute_folder SETTING VALUE   the folder as the user meant it: a leading ~ or ~user expanded (the shell
+# did not, the setting quoted it), a relative one taken from the current folder (the scripts cd to the clone later)
 absolute_folder() {
   local setting="$1" value="$2" user rest home
   case "$value" in
@@ -22,10 +20,8 @@ absolute_folder() {
   REPLY="$value"
 }
 
-# PYTHON, checked and made absolute (the scripts cd to the clone and register it as a kernel, where a relative
-# path means something else). The version probe must print a version: a program that is not Python, or /bin/true,
-# would otherwise pass a mere exit-status check.
-# usage: check_python GIVEN WHO   (WHO names what needs 3.11+, e.g. "run_headless")
+# usage: check_python GIVEN WHO   PYTHON checked and made absolute (WHO names what needs 3.11+). The probe must
+# print a version: a program that is not Python, or /bin/true, would pass an exit-status check.
 check_python() {
   local given="$1" who="$2" path version status=0
   local fix="Set PYTHON to a Python 3.11 or newer, e.g. PYTHON=/usr/bin/python3.12"
@@ -39,8 +35,7 @@ check_python() {
   elif [ -z "$path" ] || [ ! -e "$path" ]; then
     refuse "PYTHON=$given: not found (no such command or file). $fix."
   elif [ -d "$path" ] || [ ! -x "$path" ]; then
-    refuse "PYTHON=$given is not an executable Python ($([ -d "$path" ] && echo "a folder" || echo "a file without" \
-           "execute permission")). $fix."
+    refuse "PYTHON=$given is not an executable Python (a folder, or a file without execute permission). $fix."
   fi
   case "$path" in /*) ;; *) path="$PWD/$path" ;; esac  # not resolving symlinks: a venv's python is one
   version="$("$path" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1)" || status=$?

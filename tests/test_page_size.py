@@ -1,4 +1,4 @@
-"""scripts/page_size.py measures what a reader must take in, and the notebook keeps to the issue's limits.
+"""scripts/page_size.py measures what a reader must take in, and the tutorial keeps to the issue's limits.
 
 Visible code: non-blank lines of every code cell Colab does not fold (`# @title` cells are folded), in all, in the
 largest cell and in the median one. Folded code: the folded cells' lines. Prose: words of markdown cells.
@@ -11,47 +11,55 @@ import sys
 
 import nbformat
 import page_size
+import pytest
 from support import NOTEBOOK, ROOT
 
+code, markdown = nbformat.v4.new_code_cell, nbformat.v4.new_markdown_cell
 
-def _notebook(tmp_path, cells):
+
+def page(tmp_path, cells):
     notebook = nbformat.v4.new_notebook()
     notebook.cells = cells
-    path = tmp_path / "page.ipynb"
-    nbformat.write(notebook, path)
-    return path
+    nbformat.write(notebook, tmp_path / "page.ipynb")
+    return tmp_path / "page.ipynb"
 
 
-def test_counts_visible_and_folded_code_lines_without_blanks_and_markdown_words(tmp_path):
-    path = _notebook(
-        tmp_path,
-        [
-            nbformat.v4.new_markdown_cell("## A heading\n\nFive words of prose here."),
-            nbformat.v4.new_code_cell("x = 1\n\n\ny = 2\n"),  # two visible lines
-            nbformat.v4.new_code_cell("a = 1\nb = 2\nc = 3\nd = 4"),  # four
-            nbformat.v4.new_code_cell("# @title Folded plumbing\nz = 3\nw = 4"),  # three folded lines
-            nbformat.v4.new_raw_cell("raw text is neither"),
-        ],
+@pytest.mark.parametrize(
+    ("cells", "measures"),
+    [([markdown("## A heading\n\nFive words of prose here."), code("x = 1\n\n\ny = 2\n"), code("a\nb\nc\nd"),
+       code("# @title Folded plumbing\nz = 3\nw = 4"), nbformat.v4.new_raw_cell("raw text is neither")],
+      {"visible_lines": 6, "largest_visible_cell": 4, "median_visible_cell": 3, "folded_lines": 3, "words": 8}),
+     ([], {"visible_lines": 0, "largest_visible_cell": 0, "median_visible_cell": 0, "folded_lines": 0, "words": 0}),
+     ([code("  # @title indented still folds\nx = 1"), code("\n\n")],
+      {"visible_lines": 0, "largest_visible_cell": 0, "median_visible_cell": 0, "folded_lines": 2, "words": 0})],
+)  # fmt: skip
+def test_page_size_counts_visible_and_folded_lines_without_blanks_and_the_words_of_prose(tmp_path, cells, measures):
+    assert page_size.page_size(page(tmp_path, cells)) == measures
+
+
+@pytest.mark.parametrize(("lines", "status"), [(20, 0), (21, 1)])
+def test_page_size_exits_1_naming_the_measure_over_its_limit_and_0_at_it(tmp_path, lines, status):
+    small = [code("x = 1") for _ in range(3)]  # the median stays within its limit
+    path = page(tmp_path, [code("\n".join(f"x{i} = {i}" for i in range(lines))), *small])
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/page_size.py"), str(path)], capture_output=True, text=True
     )
-    assert page_size.page_size(path) == {
-        "visible_lines": 6, "largest_visible_cell": 4, "median_visible_cell": 3, "folded_lines": 3, "words": 8,
-    }  # fmt: skip
+    assert done.returncode == status, done.stdout
+    said = f"{lines} lines in the largest visible cell (at most 20)"
+    assert f"{said}  <- OVER" in done.stdout if status else said + "\n" in done.stdout, done.stdout
 
 
-def test_exits_1_naming_the_measure_over_its_limit(tmp_path):
-    over = _notebook(tmp_path, [nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(21)))])
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "page_size.py"), str(over)], capture_output=True)
-    assert done.returncode == 1, done.stdout
-    assert b"21 lines in the largest visible cell (at most 20)  <- OVER" in done.stdout, done.stdout
+@pytest.mark.parametrize("content", ["not a notebook", '{"cells": [{"cell_type": "code"', "[1, 2]", ""])
+def test_page_size_names_a_file_that_is_no_notebook(tmp_path, capsys, content):
+    (tmp_path / "notes.ipynb").write_text(content)
+    assert page_size.main([str(tmp_path / "notes.ipynb")]) == 2
+    said = capsys.readouterr().err
+    assert f"NOTEBOOK {tmp_path / 'notes.ipynb'} cannot be read as a notebook" in said and ".ipynb" in said, said
 
 
-def test_the_tutorial_keeps_to_the_limits_on_visible_code_and_prose():
-    over = set(page_size.over_limits(page_size.page_size(NOTEBOOK))) - {"folded_lines"}
-    assert not over, (
-        f"the tutorial is over its limits on {sorted(over)}: run python scripts/page_size.py, then split the cell, "
-        "move plumbing into a folded helper or tighten the prose"
+@pytest.mark.parametrize("measure", page_size.LIMITS)
+def test_the_tutorial_keeps_to_the_limit_on(measure):
+    assert measure not in page_size.over_limits(page_size.page_size(NOTEBOOK)), (
+        f"the tutorial is over its limit on {measure}: run python scripts/page_size.py, then split the cell, move "
+        "plumbing into a folded helper or tighten the prose"
     )
-
-
-def test_the_tutorials_folded_code_keeps_to_its_limit():
-    assert "folded_lines" not in page_size.over_limits(page_size.page_size(NOTEBOOK))

@@ -1,0 +1,169 @@
+"""scripts/make_wheelhouse.py: the wheels an offline GPU runner needs, the CUPTI set kept apart, only what this run
+downloaded dropped for --skip-installed; its arguments checked at their edges; the README's offline recipe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import make_wheelhouse
+import pytest
+from fake_env import fresh_clone, pip_installs, requirement_pins, script_machine
+from fake_env import make_wheelhouse as fake_make_wheelhouse
+from support import ROOT
+
+# A pip that "downloads": an empty wheel for each pin, each line of a -r file, and (without --no-deps) a dependency.
+DOWNLOADING_PIP = textwrap.dedent(
+    """\
+    import json, os, re, sys
+    from pathlib import Path
+
+    args = sys.argv[1:]
+    with open(os.environ["PIP_LOG"], "a") as log:
+        log.write(json.dumps(args) + "\\n")
+    dest = Path(args[args.index("--dest") + 1])
+    wanted = [arg for arg in args if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", arg)]
+    if "-r" in args:
+        lines = Path(args[args.index("-r") + 1]).read_text().splitlines()
+        wanted += [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+    if "--no-deps" not in args:
+        wanted.append("jinja2==3.1.6")
+    for pin in wanted:
+        name, version = pin.split("==")
+        (dest / f"{name.replace('-', '_').lower()}-{version}-py3-none-any.whl").write_text("")
+    """
+)
+
+
+def connected_machine(tmp_path) -> dict[str, str]:
+    """The environment of a machine with internet: the real Python, whose pip downloads as DOWNLOADING_PIP does."""
+    shim = tmp_path / "shim" / "pip"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("")
+    (shim / "__main__.py").write_text(DOWNLOADING_PIP)
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # with the suite's packages
+    (tmp_path / "py" / "python3").chmod(0o755)
+    path = f"{tmp_path / 'py'}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PYTHONPATH": str(shim.parent), "PIP_LOG": str(tmp_path / "pip.log"), "PATH": path}
+
+
+def wheels(folder) -> set[str]:
+    return {path.name for path in folder.glob("*.whl")}
+
+
+OWN = {"numpy-2.0.0-cp312-none-any.whl": "", "cupti/cuda_bindings-12.9.0-cp312-none-any.whl": "cupti"}
+
+
+@pytest.mark.parametrize("bindings", ["13.3.1", "12.9.7"])
+def test_skip_installed_drops_what_the_runner_has_but_the_notebooks_pins_and_never_the_users_own(tmp_path, bindings):
+    dest = tmp_path / "wheelhouse"
+    for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(b"the user's own wheel")
+    installed = tmp_path / "freeze.txt"  # the runner's pip freeze
+    installed.write_text(f"# a comment\nnumpy==2.5.2\nJinja2==3.1.6\nnsight-python==1.1.0\nCuda_Bindings=={bindings}\n")
+    command = [sys.executable, str(ROOT / "scripts/make_wheelhouse.py"), "--dest", str(dest), "--skip-installed",
+               str(installed), "--python-version", "3.13"]  # fmt: skip
+    done = subprocess.run(command, env=connected_machine(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    main, cupti = wheels(dest), wheels(dest / "cupti")
+    harness = {f"{name.replace('-', '_')}-{version}-py3-none-any.whl" for name, version in
+               requirement_pins(ROOT / "requirements-harness.txt").items()}  # fmt: skip
+    assert harness <= main, f"the offline runner could not install the harness: {sorted(harness - main)} lack"
+    assert "nsight_python-1.1.0-py3-none-any.whl" in main, (
+        "the notebook installs its own pins even where the runner has them"
+    )
+    assert not any(name.startswith("jinja2") for name in main), "a dependency the runner has is dropped"
+    assert all((dest / name).read_bytes() == b"the user's own wheel" for name in OWN), (
+        "a wheel it did not download went"
+    )
+    assert any(name.startswith("cuda_bindings-13") for name in cupti) == (bindings != "13.3.1"), (
+        f"cuda-bindings goes into cupti/ exactly where the runner lacks 13 (it has {bindings}): {sorted(cupti)}"
+    )
+    assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= {name.split("-")[0] for name in cupti}, cupti
+    calls = [json.loads(line) for line in (tmp_path / "pip.log").read_text().splitlines()]
+    (cupti_call,) = [call for call in calls if str(dest / "cupti") in call]
+    assert "--no-deps" in cupti_call and "3.13" in cupti_call and "jinja2-" not in str(cupti), (
+        "the CUPTI set, as pinned"
+    )
+    assert f"kept the 2 wheels that were in {dest} before this run" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [(["--python-version", ""], "--python-version '': give the GPU machine's Python as 3.X or 3.X.Y, 3.11 or newer"),
+     (["--python-version", "3.10"], "--python-version '3.10'"),
+     (["--python-version", "3.10.14"], "--python-version '3.10.14'"),  # a patch level does not lift 3.10
+     (["--python-version", "3"], "--python-version '3'"),
+     (["--python-version", "3.12."], "--python-version '3.12.'"),
+     (["--dest", "README.md"], "--dest README.md is a file, not a folder"),
+     (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels: cannot make the wheelhouse folder"),
+     (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt: no such file"),
+     (["--skip-installed", "."], "--skip-installed .: no such file")],
+)  # fmt: skip
+def test_make_wheelhouse_refuses_an_argument_it_cannot_use_before_pip_runs(
+    arguments, said, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("mine")
+    monkeypatch.setattr(make_wheelhouse, "download", lambda *a, **k: pytest.fail("pip ran despite a bad argument"))
+    with pytest.raises(SystemExit) as stopped:
+        make_wheelhouse.main(arguments if "--dest" in arguments else [*arguments, "--dest", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and said in err, f"name the argument and what it must be: {err}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md"], "nothing may be made"
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.12.3", "3.13"])
+def test_make_wheelhouse_takes_a_python_version_with_or_without_its_patch_level(version, tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(make_wheelhouse, "download", lambda requirements, dest, python, *a, **k: asked.append(python))
+    assert make_wheelhouse.main(["--dest", str(tmp_path / "w"), "--python-version", version]) == 0
+    assert asked == [version, version], f"pip must download for Python {version}, the main set and the CUPTI set"
+
+
+def test_the_runners_package_list_names_only_what_the_runner_has():
+    installed = make_wheelhouse.read_installed(ROOT / "scripts/gpu-runner-installed.txt")
+    assert installed["torch"] == "2.11.0" and installed["cuda-bindings"] == "13.3.1"
+    for absent in ("nsight-python", "nbmake", "ipykernel", "cupti-python", "ncu-report"):
+        assert absent not in installed, f"{absent} is not on the runner; listing it would drop its wheel"
+
+
+def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_installs_from(tmp_path):
+    """docs/maintainers.md 'Offline, from a wheelhouse', verbatim: step 1 on a connected machine, step 3 on the GPU
+    machine (tests/fake_env.py) in the same clone."""
+    section = (
+        (ROOT / "docs/maintainers.md").read_text().split("### Offline, from a wheelhouse", 1)[1].split("\n### ")[0]
+    )
+    make, run = [block.strip() for block in section.split("```bash\n")[1:] for block in [block.split("```")[0]]]
+    clone = tmp_path / "clone"
+    fresh_clone(clone)
+    (clone / "scripts").joinpath("make_wheelhouse.py").write_bytes((ROOT / "scripts/make_wheelhouse.py").read_bytes())
+    (clone / "scripts" / "gpu-runner-installed.txt").write_bytes(
+        (ROOT / "scripts/gpu-runner-installed.txt").read_bytes()
+    )
+    done = subprocess.run(
+        ["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
+    runner = make_wheelhouse.read_installed(ROOT / "scripts/gpu-runner-installed.txt")
+    harness = requirement_pins(ROOT / "requirements-harness.txt")
+    on_runner = {name: version for name, version in harness.items() if runner.get(name) == version}
+    lacking = {
+        n for n in harness if n not in on_runner and not list((clone / "wheelhouse").glob(f"{n.replace('-', '_')}-*"))
+    }
+    assert not lacking, (
+        f"pip on the runner could not install {sorted(lacking)}: neither in the wheelhouse nor installed"
+    )
+    fake_make_wheelhouse(clone / "wheelhouse", on_runner, {})  # the fake runner's pip only knows wheels: add those
+    gpu = tmp_path / "gpu"
+    env = script_machine(gpu)
+    env.update(FAKE_HARNESS_MISSING="1", FAKE_EXECUTED="none")
+    done = subprocess.run(["bash", "-c", run], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"`{run}` failed with the wheelhouse step 1 made:\n{done.stdout}{done.stderr}"
+    (install,) = pip_installs(gpu)
+    assert install["index"] is None and install["find_links"] == str(clone / "wheelhouse"), install

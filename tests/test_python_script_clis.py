@@ -1,0 +1,239 @@
+"""The command lines of the Python scripts (record_ncu, record_cupti, render_recorded, verified_table,
+notebook_format, make_wheelhouse, page_size): usage, refusals with exit 2 that name the input and how to make it
+again with nothing written, the tables' columns meaning what their headers say, and the re-recording recipe."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_env import FakeMachine, fresh_clone, make_wheelhouse
+from support import ROOT
+
+SCRIPTS = ("record_cupti", "record_ncu", "make_wheelhouse", "notebook_format", "page_size", "verified_table",
+           "render_recorded")  # fmt: skip
+
+
+def command_line(monkeypatch, script: str, *args) -> int:
+    """`python scripts/<script>.py ARGS` in this process: its exit status."""
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "scripts" / f"{script}.py"), *map(str, args)])
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit as stopped:
+        return stopped.code if isinstance(stopped.code, int) else 2
+    return 0
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(script, monkeypatch, capsys):
+    assert command_line(monkeypatch, script, "--help") == 0 and capsys.readouterr().out.startswith("usage: ")
+    unknown = ["--check", "--no-such-option"] if script == "notebook_format" else ["--no-such-option"]
+    assert command_line(monkeypatch, script, *unknown) == 2, f"scripts/{script}.py must refuse an unknown argument"
+    assert "--no-such-option" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["recordings", "ncu_launch"])
+def test_a_library_module_run_as_a_script_says_it_is_one_and_which_script_to_run(module, tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{module}.py")], capture_output=True, text=True,
+                          cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "is a module" in done.stderr and "scripts/record_ncu.py" in done.stderr, done
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("script", "said"), [("render_recorded", "lacks nbformat"), ("make_wheelhouse", "lacks pandas")]
+)
+def test_a_script_in_a_python_without_its_packages_says_what_it_lacks_and_what_to_run(script, said):
+    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / f"{script}.py")], capture_output=True,
+                          text=True, cwd=ROOT)  # fmt: skip  # -S: like a system python3 without site-packages
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr and ".ci/venv/bin/python" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("no such folder", "{folder} is not a folder"), ("an empty folder", "{folder} holds no recording.json"),
+     ("a cut-short recording.json", "{folder}/recording.json cannot be read as a recording")],
+)  # fmt: skip
+def test_render_recorded_names_a_recording_it_cannot_read_and_how_to_make_it_again(kind, said, tmp_path, monkeypatch,
+                                                                                  capsys):  # fmt: skip
+    folder = tmp_path / "recording"
+    if kind != "no such folder":
+        folder.mkdir()
+    if "cut-short" in kind:
+        (folder / "recording.json").write_text('{"format": 2, "cells": {"a-cell": {"sou')
+    before = sorted(tmp_path.rglob("*"))
+    assert command_line(monkeypatch, "render_recorded", folder) == 2, f"render_recorded.py on {kind} must exit 2"
+    err = capsys.readouterr().err
+    assert said.format(folder=folder) in err and "record_ncu.py" in err, f"name it and how to record it again: {err}"
+    assert sorted(tmp_path.rglob("*")) == before, "nothing may be written for a recording that cannot be read"
+
+
+CUPTI_RUN = {
+    "environment": {"gpu": "Tesla T4", "driver": "580.1", "profiler": "cupti", "nsight_python": "1.1.0",
+                    "torch": "2.9.0"},
+    "created_utc": "2026-11-30T12:00:00+00:00", "counts": {"ok": 6, "SKIPPED": 2, "FAILED": 1, "NOT RUN": 1},
+    "figures": [{"name": "fp16 matmul", "value": 795.1, "unit": "TFLOP/s", "pct_of_peak": 80.4, "check": "ok"},
+                {"name": "fp32 matmul", "value": 0.8, "unit": "TFLOP/s", "pct_of_peak": 0.1, "check": "SUSPECT"}],
+    "total_seconds": 24.9,
+}  # fmt: skip
+COST = {"4": {"ncu_processes": 2, "profiled_calls": 2, "served_calls": 1, "ncu_wall_s": 19.09, "session_s": 6.13,
+              "wall_s": 30.0},
+        "10": {"ncu_processes": 1, "profiled_calls": 0, "ncu_wall_s": None, "wall_s": 7.25}}  # fmt: skip
+RECORDING = {
+    "provenance": {"gpu": "NVIDIA L4", "driver": "590.2", "ncu_version": "2099.1", "nsight_python": "1.1.0",
+                   "torch": "2.10.0"},
+    "created_utc": "2026-12-01T00:00:00+00:00",
+    "sections": {n: {"status": "ok", "notebook_commit": "0123456789ab", "cost": cost} for n, cost in COST.items()},
+}  # fmt: skip
+FIGURES = {
+    "sections": {"4": {"status": "ok"}, "10": {"status": "SKIPPED"}},
+    "figures": [{"name": "scaling", "value": 4289.4, "unit": "GB/s", "pct_of_peak": None, "check": "ok"}],
+}
+
+
+def table_repo(tmp_path) -> Path:
+    """A copy of what scripts/verified_table.py reads and writes, with one CUPTI run and one recording of our own."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "plumbing", repo / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "verified_table.py", repo / "scripts")
+    for page in ("README.md", "docs/maintainers.md"):
+        (repo / page).parent.mkdir(exist_ok=True)
+        shutil.copy2(ROOT / page, repo / page)
+    for folder, files in {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": {"wall_seconds": 31,
+                                                                                   "commit": "abcdef0" * 5}},
+                          "l4-ncu-2099.1": {"recording.json": RECORDING, "figures.json": FIGURES}}.items():  # fmt: skip
+        (repo / "docs" / "verified" / folder).mkdir(parents=True)
+        for name, content in files.items():
+            (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content))
+    return repo
+
+
+def rows_after(page: Path, marker: str) -> list[dict[str, str]]:
+    """The rows of the generated table after marker, each as {header: cell}."""
+    lines = page.read_text().split(marker, 1)[1].split("-->", 1)[1].strip().splitlines()
+    table = itertools.takewhile(lambda line: line.startswith("|"), lines)
+    cells = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in table]
+    header = cells[0]
+    return [dict(zip(header, row, strict=True)) for row in cells[2:]]
+
+
+def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path):
+    repo = table_repo(tmp_path)
+    done = subprocess.run([sys.executable, "scripts/verified_table.py"], capture_output=True, text=True, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    cupti, ncu = rows_after(repo / "docs/maintainers.md", "verified-table:begin")
+    assert cupti == {
+        "GPU": "Tesla T4", "driver": "580.1", "profiler": "cupti", "nsight-python": "1.1.0", "torch": "2.9.0",
+        "date (UTC)": "2026-11-30", "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
+        "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
+        "headline figures (% of datasheet peak)":
+            "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
+        "run": "[docs/verified/t4-cupti](verified/t4-cupti/)",
+    }  # fmt: skip
+    assert {key: ncu[key] for key in ("GPU", "driver", "nsight-python", "torch", "date (UTC)")} == {
+        "GPU": "NVIDIA L4",
+        "driver": "590.2",
+        "nsight-python": "1.1.0",
+        "torch": "2.10.0",
+        "date (UTC)": "2026-12-01",
+    }
+    assert (
+        ncu["profiler"].startswith("ncu 2099.1, launch mode") and ncu["sections ok / skipped / failed"] == "1 / 1 / 0"
+    )
+    assert ncu["total wall time"].startswith("19 s of timed ncu wall time, 3 ncu processes (commit 0123456)"), ncu
+    assert ncu["headline figures (% of datasheet peak)"] == "scaling: 4,289.4 GB/s (n/a)"
+    narrow = rows_after(repo / "README.md", "evidence-table:begin")
+    assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
+    assert (
+        narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2"
+        and "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"]
+    )
+    assert rows_after(repo / "docs/maintainers.md", "recording-cost:begin") == [
+        dict(zip(["recording", "section", "ncu processes", "profiled calls (+ served from an older recording)",
+                  "ncu wall time", "in nsight's session", "section wall time", "notebook commit"], row, strict=True))
+        for row in (["l4-ncu-2099.1", "4", "2", "2 (+1 served)", "19.1 s", "6.1 s", "30.0 s", "0123456"],
+                    ["l4-ncu-2099.1", "10", "1", "0", "not measured", "not measured", "7.2 s", "0123456"])
+    ], "rows in section order, each figure from the recording, one not measured said to be so"  # fmt: skip
+    check = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], capture_output=True, cwd=repo)
+    assert check.returncode == 0, "the tables it just wrote must pass its own --check"
+
+
+def test_verified_table_names_a_broken_summary_and_leaves_the_pages_as_they_were(tmp_path):
+    repo = table_repo(tmp_path)
+    summary = repo / "docs" / "verified" / "t4-cupti" / "summary.json"
+    summary.write_text(summary.read_text()[:25])  # a copy cut short
+    pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
+    done = subprocess.run([sys.executable, "scripts/verified_table.py"], capture_output=True, text=True, cwd=repo)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{summary} cannot be read" in done.stderr and "scripts/run_headless" in done.stderr, done.stderr
+    assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [('{"cells": [{"cell_type": "code", "source": "import nsight"', "cannot read it as JSON"),
+     ("[1, 2]", "it is JSON but not a notebook")],
+)  # fmt: skip
+@pytest.mark.parametrize("mode", ["--check", "--fix"])
+def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(tmp_path, content, said, mode):
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text(content)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/notebook_format.py"), mode, str(broken)],
+                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr and "git checkout" in done.stderr and "Fix with" not in done.stdout, done
+    assert broken.read_text() == content, f"{mode} changed a file it cannot read"
+
+
+def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
+    notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
+    notebook["cells"][0]["metadata"] = {"collapsed": True}  # Colab noise: --fix removes it
+    edited = tmp_path / "edited.ipynb"
+    edited.write_text(json.dumps(notebook))
+    check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
+    done = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    advice = done.stdout.strip().splitlines()[-1]
+    assert advice.startswith("Fix with: python "), advice
+    fixed = subprocess.run([sys.executable, *advice.removeprefix("Fix with: python ").split()], cwd=tmp_path)
+    assert fixed.returncode == 0 and subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0
+
+
+def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
+    """docs/maintainers.md 'Re-recording the Nsight Compute data', verbatim, with a recorder that reports what it
+    would import and from where."""
+    section = (ROOT / "docs/maintainers.md").read_text().split("### Re-recording the Nsight Compute data", 1)[1]
+    recipe = section.split("```bash\n", 1)[1].split("```")[0]
+    env = FakeMachine(tmp_path / "machine").build()
+    clone = fresh_clone(tmp_path / "clone")
+    from make_wheelhouse import read_requirements
+
+    main, cupti = (dict(pin.split("==") for pin in pins) for pins in read_requirements(ROOT / "requirements.txt"))
+    make_wheelhouse(clone / "wheelhouse", main, cupti)
+    (clone / "scripts" / "record_ncu.py").write_text(
+        "import importlib.metadata as m, json, os, pathlib\n"
+        "found = {}\n"
+        "for d in m.distributions():  # the first on sys.path wins, as for imports\n"
+        "    found.setdefault(d.metadata['Name'], str(d.locate_file('')))\n"
+        "cupti = pathlib.Path(os.environ['NSPY_TUTORIAL_CUPTI_DIR'])\n"
+        "print(json.dumps({'found': found, 'libcupti': [str(p) for p in cupti.glob('nvidia/*/lib/libcupti.so.13')]}))\n"
+    )
+    (tmp_path / "python_bin").mkdir()
+    (tmp_path / "python_bin" / "python3").symlink_to(sys.executable)
+    env["PATH"] = f"{tmp_path / 'python_bin'}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(["bash", "-c", recipe], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"the re-recording recipe failed:\n{done.stdout}\n{done.stderr}"
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    wrong = [name for name in main if Path(report["found"].get(name, "")).name != "packages"]
+    assert not wrong, f"the recorder did not import {wrong} from record_env/packages"
+    assert report["libcupti"], "the CUPTI set (libcupti.so.13) is not in NSPY_TUTORIAL_CUPTI_DIR"
+    assert all("--no-deps" in call["argv"] for call in FakeMachine(tmp_path / "machine").calls("pip"))

@@ -1,0 +1,258 @@
+"""scripts/run_headless and scripts/setup_gpu_runner, run for real (bash) on a fake python3 and nvidia-smi
+(tests/fake_env.py): every input checked at its edges before anything is installed or written, and the README's
+first command run end to end on a fresh clone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_env import fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
+from support import NOTEBOOK, ROOT, WITHOUT_MODULES
+
+from plumbing.harness import OUTPUT_FOLDER, choose_output_dir
+
+HEADLESS = "scripts/run_headless"
+HARNESS = requirement_pins(ROOT / "requirements-harness.txt")
+CHANGES = ("-m pip install", "-m ipykernel install", "-m pytest")  # what a refused run must not ask python to do
+IN_ROOT = ("pytest.log", "run_info.json", NOTEBOOK.name)  # where an empty output folder would have put them
+ANSWERS_FOLDER = {"FAKE_EXECUTED": "none"}  # the fake pytest leaves no executed notebook: no page, a quick run
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file under folder but the fake machine's own (bin/, python.log), and its bytes."""
+    files = {str(path.relative_to(folder)): path for path in folder.rglob("*") if path.is_file()}
+    return {name: path.read_bytes() for name, path in files.items() if not name.startswith(("bin/", "python.log"))}
+
+
+def assert_refused(result, named: str) -> None:
+    status, output, asked = result
+    assert status == 2, f"the input must be refused with exit 2 before anything is done; got {status}:\n{output}"
+    assert named in output, f"the refusal must name {named!r}:\n{output}"
+    done = [line for line in asked if line.startswith(CHANGES)]
+    assert not done, f"refused, yet the script asked python to {done}: check the input before that step"
+
+
+@pytest.fixture
+def clone(tmp_path) -> Path:
+    return fresh_clone(tmp_path / "clone")
+
+
+A_FILE = "{tmp}/results.txt"
+REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's folder, {clone}: the fresh clone
+    ([], {"gpu": False}, "no NVIDIA GPU"),
+    ([], {"NSPY_TUTORIAL_OUT": "/proc/nspy_no_such/x"}, "NSPY_TUTORIAL_OUT=/proc/nspy_no_such/x cannot be created"),
+    ([], {"NSPY_TUTORIAL_OUT": A_FILE}, f"NSPY_TUTORIAL_OUT={A_FILE} is a file"),
+    ([], {"NSPY_TUTORIAL_OUT": A_FILE + "/run"}, f"NSPY_TUTORIAL_OUT={A_FILE}/run cannot be created"),
+    ([], {"NSPY_TUTORIAL_OUT": "~nspy_no_such_user/x"}, "no user 'nspy_no_such_user'"),
+    (["/proc/nspy_no_such/x"], {}, "output folder argument (/proc/nspy_no_such/x)"),
+    (["."], {}, "output folder argument (.) is the clone's top folder"),
+    ([], {"NSPY_TUTORIAL_OUT": "{clone}"}, "NSPY_TUTORIAL_OUT={clone} is the clone's top folder"),
+    ([], {"NSPY_TUTORIAL_OUT": ".."}, "NSPY_TUTORIAL_OUT=.. (") ,
+    (["{tmp}/other"], {}, "holds the tutorial notebook itself"),  # another clone
+    (["{tmp}/link"], {}, "is the clone's top folder"),  # a symlink to the clone
+    (["--out"], {}, "unknown option --out"),
+    (["a", "b"], {}, "one output folder at most, got 2"),
+    (["--prepare-only", "EXTRA"], {}, "--prepare-only writes no results, so it takes no output folder: got EXTRA"),
+    *(([], {"NSPY_TUTORIAL_CELL_TIMEOUT": value}, f"NSPY_TUTORIAL_CELL_TIMEOUT={value} is not a whole number")
+      for value in ("0", "86401", "abc", "-5", "1e3", "99999999999999999999")),
+    *(([], {"NSPY_TUTORIAL_COMMIT": value}, "NSPY_TUTORIAL_COMMIT=")
+      for value in ("abcdef", "a" * 41, "ABCDEF0", "main", 'abc"def0', "abcdef0\\", "abcdef0\nabcdef0")),
+    ([], {"NSPY_TUTORIAL_WHEELHOUSE": "{tmp}/none"}, "NSPY_TUTORIAL_WHEELHOUSE={tmp}/none is not a folder"),
+    ([], {"NSPY_TUTORIAL_WHEELHOUSE": "{tmp}/empty"}, "NSPY_TUTORIAL_WHEELHOUSE={tmp}/empty holds no wheels"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "settings", "named"), REFUSED)
+def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, tmp_path, args, settings, named):
+    (tmp_path / "results.txt").write_text("not a folder")
+    (tmp_path / "empty" / "cupti").mkdir(parents=True)  # a wheelhouse without a wheel
+    fresh_clone(tmp_path / "other")
+    (tmp_path / "link").symlink_to(clone)
+    fill = {"tmp": tmp_path, "clone": clone}
+    args = [arg.format(**fill) for arg in args]
+    settings = {key: value.format(**fill) if isinstance(value, str) else value for key, value in settings.items()}
+    before, in_root = files_of(tmp_path), [name for name in IN_ROOT if (Path("/") / name).exists()]
+    result = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=clone, FAKE_HARNESS_MISSING=1, **settings)
+    assert_refused(result, named.format(**fill))
+    if "WHEELHOUSE" in named:
+        assert "scripts/make_wheelhouse.py --dest wheelhouse" in result[1], "say how to make a wheelhouse"
+    assert files_of(tmp_path) == before, "a refused run must write nothing"
+    assert [name for name in IN_ROOT if (Path("/") / name).exists()] == in_root, "a refused run wrote into /"
+
+
+@pytest.mark.parametrize(
+    ("args", "settings", "results"),
+    [([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
+     (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
+     (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
+     (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
+     (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
+     (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "86400", "NSPY_TUTORIAL_COMMIT": "0123456789" * 4}, "work/out")],
+)  # fmt: skip
+def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_told(clone, tmp_path, args, settings,
+                                                                                   results):  # fmt: skip
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    args = [arg.format(clone=clone) for arg in args]
+    for _ in range(2):  # the second run finds the first one's files there: it may replace them
+        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=work, HOME=home, **ANSWERS_FOLDER,
+                                       **settings)  # fmt: skip
+        assert status == 0, f"{args} {settings} must be accepted:\n{output[-1500:]}"
+    info = json.loads((tmp_path / results / "run_info.json").read_text())
+    assert info["commit"] == settings.get("NSPY_TUTORIAL_COMMIT", "unknown"), (
+        "run_info.json names the commit it is told"
+    )
+    assert not (work / "~").exists() and not (clone / "runs" / "b").exists()
+
+
+def test_run_headless_without_a_folder_writes_where_the_notebook_run_in_the_clone_would(clone, tmp_path, monkeypatch):
+    status, output, _ = run_script(str(clone / HEADLESS), tmp_path, **ANSWERS_FOLDER)  # run from outside the clone
+    assert status == 0, output[-1500:]
+    monkeypatch.chdir(clone)
+    assert (choose_output_dir({}, on_colab=False) / "run_info.json").exists(), (
+        "with no argument and no NSPY_TUTORIAL_OUT the run must write into plumbing/harness.py's default folder"
+    )
+
+
+@pytest.mark.parametrize("pytest_exit", [0, 5])
+def test_run_headless_exits_with_pytests_status_and_records_the_run(tmp_path, pytest_exit):
+    status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=pytest_exit,
+                                       **ANSWERS_FOLDER)  # fmt: skip
+    assert status == pytest_exit, f"pytest's exit status (5: nothing ran) must be the run's:\n{output[-800:]}"
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert (
+        info["pytest_exit"] == pytest_exit
+        and info["notebook_sha256"] == hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
+    )
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", info["started_utc"]) and info["wall_seconds"] >= 0, info
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert info["commit"] == (head or "unknown"), "run_info.json must name the full commit that ran"
+    assert [line for line in asked if line.startswith("-m pytest")] == [
+        "-m pytest -m gpu tests/test_notebook_gpu.py -v -p no:cacheprovider"
+    ], "run_headless runs the GPU test once"
+
+
+def test_the_gpu_tests_run_headless_selects_skip_with_a_reason_where_there_is_no_gpu(tmp_path):
+    """pyproject's addopts deselect the gpu marker; the run's own pytest call selects them again, and without a GPU
+    they are skipped with the reason shown by default, never passed; a bad timeout does not break collection."""
+    _, _, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), **ANSWERS_FOLDER)
+    (call,) = [shlex.split(line) for line in asked if line.startswith("-m pytest")]
+    no_gpu = tmp_path / "no_gpu"
+    script_machine(no_gpu, gpu=False)
+    os.remove(no_gpu / "bin" / "python3")
+    env = {**os.environ, "PATH": f"{no_gpu / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "NSPY_TUTORIAL_OUT": str(tmp_path / "gpu_out"), "NSPY_TUTORIAL_CELL_TIMEOUT": "abc"}  # fmt: skip
+    done = subprocess.run([sys.executable, *call], cwd=ROOT, env=env, capture_output=True, text=True)
+    skipped = re.search(r"(\d+) skipped", done.stdout)
+    assert done.returncode == 0 and skipped and " passed" not in done.stdout, done.stdout[-2000:]
+    assert "no NVIDIA GPU here" in done.stdout and not (tmp_path / "gpu_out").exists(), done.stdout[-2000:]
+    plain = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_notebook_gpu.py"],
+                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert f"{skipped.group(1)} deselected" in plain.stdout and "::" not in plain.stdout, (
+        f"plain pytest (the CPU suite) must deselect every GPU test:\n{plain.stdout[-800:]}"
+    )
+
+
+@pytest.mark.parametrize("wheelhouse", [None, "complete"])
+def test_prepare_only_installs_the_missing_harness_into_python_holding_torch(tmp_path, wheelhouse):
+    settings = {"NSPY_TUTORIAL_WHEELHOUSE": make_wheelhouse(tmp_path / "wh", HARNESS, {})} if wheelhouse else {}
+    status, output, asked = run_script(HEADLESS, tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1, **settings)
+    assert status == 0, output
+    (install,) = pip_installs(tmp_path)
+    assert install["python"] == str(tmp_path / "bin" / "python3") and install["requirements"] == HARNESS
+    assert install["index"] == (None if wheelhouse else "PyPI"), "offline: from the wheelhouse only"
+    assert install["find_links"] == (str(tmp_path / "wh") if wheelhouse else None)
+    assert install["constraints"].get("torch") == "2.11.0", "pip must hold the installed torch at its version"
+    assert "-m ipykernel install --user --name python3" in asked and not any("-m pytest" in line for line in asked)
+    (tmp_path / "again").mkdir()
+    assert run_script(HEADLESS, tmp_path / "again", "--prepare-only")[0] == 0
+    assert not pip_installs(tmp_path / "again"), "a complete harness is not installed again"
+
+
+def test_run_headless_blames_the_wheelhouse_not_the_network_when_it_lacks_a_harness_wheel(tmp_path):
+    wheelhouse = make_wheelhouse(tmp_path / "wh", {"nbmake": HARNESS["nbmake"]}, {})
+    status, output, _ = run_script(HEADLESS, tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1,
+                                   NSPY_TUTORIAL_WHEELHOUSE=wheelhouse)  # fmt: skip
+    assert status == 2 and not pip_installs(tmp_path), output
+    assert f"from NSPY_TUTORIAL_WHEELHOUSE={wheelhouse}" in output and "make_wheelhouse.py" in output, output
+    assert "network access, set" not in output, "offline, the advice to get network access does not help"
+
+
+def test_a_page_that_cannot_be_made_is_reported_by_the_python_it_was_given_and_the_status_stays_pytests(tmp_path):
+    cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
+    cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
+    (tmp_path / "summary.json").write_text("{}")
+    env = script_machine(tmp_path)
+    given = tmp_path / "given" / "python3"  # PYTHON has the harness; a python3 on PATH may lack it
+    given.parent.mkdir()
+    shutil.copy2(tmp_path / "bin" / "python3", given)
+    (tmp_path / "bin" / "python3").write_text("#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")
+    env.update(PYTHON=str(given), FAKE_EXECUTED=str(cut_short), FAKE_PYTEST_EXIT="1")
+    done = subprocess.run(
+        ["bash", str(ROOT / HEADLESS), str(tmp_path / "run")], env=env, capture_output=True, text=True
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, f"a page that cannot be made must not change the run's result:\n{output}"
+    assert "could not render" in output and "render_recorded.py --executed" in output and "Traceback" not in output
+    assert "WRONG PYTHON" not in output, "every step must use PYTHON, not the python3 on PATH"
+    assert json.loads((tmp_path / "run" / "run_info.json").read_text())["pytest_exit"] == 1
+
+
+SITECUSTOMIZE = WITHOUT_MODULES.split("sys.argv")[0]  # the runner's Python outside the notebook's kernel lacks these
+
+
+def test_readme_first_command_runs_on_a_fresh_clone_and_writes_the_readers_page(tmp_path):
+    readme = (ROOT / "README.md").read_text().split("## Two commands on a fresh clone", 1)[1]
+    first = re.search(r"```bash\n(.*?)\n", readme).group(1).split("#")[0].strip()
+    clone = fresh_clone(tmp_path / "clone")
+    env = script_machine(tmp_path)
+    del env["PYTHON"]  # as a user runs it: python3 from PATH
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(
+        SITECUSTOMIZE.format(absent=("nsight", "ncu_report", "IPython"))
+    )
+    env.update(FAKE_HARNESS_MISSING="1", PYTHONPATH=str(tmp_path / "site"))
+    done = subprocess.run(["bash", "-c", first], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"README's first command failed on a fresh clone:\n{done.stdout}{done.stderr}"
+    assert pip_installs(tmp_path)[0]["index"] == "PyPI" and "could not render" not in done.stderr, done.stderr
+    html = (clone / OUTPUT_FOLDER / "nsight_python_t4_tutorial.html").read_text()  # the default output folder
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "Skipped in this run" in text, "the CUPTI run's SKIPPED sections must be collapsed to a heading and a line"
+    assert "def choose_ncu(" not in text and "def verdict(" not in text, "the folded cells' code must be dropped"
+    assert "Output folder:" in text and " 1. ok " in text, "the folded cells' outputs must stay on the page"
+    images = re.findall(r'<img([^>]*)src="data:image/png', html)
+    assert images and all('alt="Plot. title: ' in image for image in images), "every plot needs alt text"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "status"),
+    [(HEADLESS, ["--help"], 0), (HEADLESS, ["-h"], 0), ("scripts/setup_gpu_runner", ["--help"], 0),
+     ("scripts/setup_gpu_runner", ["-h"], 0), ("scripts/setup_gpu_runner", ["DIR"], 2),
+     ("scripts/setup_gpu_runner", ["--prepare-only"], 2), ("scripts/setup_gpu_runner", ["--hlep"], 2),
+     ("scripts/setup_gpu_runner", ["DIR", "--help"], 2)],
+)  # fmt: skip
+def test_help_prints_the_usage_and_any_argument_to_setup_gpu_runner_is_refused_before_it_installs(
+    tmp_path, script, args, status
+):
+    code, output, asked = run_script(script, tmp_path, *args, FAKE_HARNESS_MISSING=1)
+    assert code == status and output.startswith(f"usage: {script}"), output
+    assert status == 0 or ("takes no arguments" in output and args[0] in output), output
+    assert asked == [] and sorted(p.name for p in tmp_path.iterdir()) == ["bin", "python.log"], f"{args} did {asked}"
+
+
+def test_folders_the_recipes_make_are_ignored_by_git():
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for folder in ("wheelhouse", "record_env", "record_ncu_work", OUTPUT_FOLDER):
+        done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x.whl"], cwd=ROOT)
+        assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"

