@@ -47,8 +47,9 @@ def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evid
 
 
 def test_every_verified_run_is_complete_clean_and_names_its_gpu():
-    for summary_path in sorted((ROOT / "docs/verified").glob("*/summary.json")):
-        summary, folder = json.loads(summary_path.read_text()), summary_path.parent
+    for run_info_path in sorted((ROOT / "docs/verified").glob("*/run_info.json")):  # headless runs, not recordings
+        folder = run_info_path.parent
+        summary = json.loads((folder / "summary.json").read_text())
         (html,) = folder.glob("*.html")
         assert summary["environment"]["gpu"] in html.read_text(), f"{html} must carry the GPU's name"
         assert folder.name.endswith(f"-{summary['environment']['profiler']}")
