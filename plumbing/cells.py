@@ -71,13 +71,13 @@ def reads_report_folders(number):
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
 UNNUMBERED_CELLS = {
-    "title": None,
+    "tutorial-title": None,
     "overview": None,
     "gpu-check": 1,
     "helpers-title": 1,
     "harness": 1,
     "setup-helpers": 1,
-    "summary": None,
+    "summary-heading": None,
     "summary-code": None,
     "takeaways": None,
 }
