@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
 COLAB_SITE = {"cuda-core": "0.3.2", "cuda-bindings": "12.9.7", "numba-cuda": "0.22.2"}  # environments.md
 
 TOOL = """#!{python}
@@ -107,7 +108,6 @@ class FakeMachine:
     root: Path
     gpu: str | None = "Tesla T4, 7.5"  # what nvidia-smi answers for name,compute_cap
     path_ncus: list[str] = field(default_factory=lambda: ["2025.1.1"])  # ncu versions on PATH, in PATH order
-    ncu_path_version: str | None = None  # an ncu in a folder that NCU_PATH names (not on PATH)
     apt: str = "works"  # works | unreachable | hangs
     site: dict[str, str] = field(default_factory=lambda: dict(COLAB_SITE))
     injection: str = "missing"  # missing | loadable: whether the injection folder ncu names has the library
@@ -132,8 +132,6 @@ class FakeMachine:
         env = {"PATH": os.pathsep.join(map(str, path)), "HOME": str(self.root / "home"), "MPLBACKEND": "Agg",
                "PYTHONPATH": f"{self.root / 'py'}{os.pathsep}{self.root / 'site'}",
                "NSPY_TUTORIAL_OUT": str(self.root / "out")}  # fmt: skip
-        if self.ncu_path_version:
-            env["NCU_PATH"] = str(self.ncu_folder(self.ncu_path_version, name="given"))
         return {**env, **self.env}
 
     def save(self) -> None:
@@ -248,15 +246,10 @@ def script_pip(python: str, args: list[str]) -> int:
         elif not word.startswith("-"):
             name, _, version = word.partition("==")
             record["requirements"][name.lower()] = version or None
-    if os.environ.get("FAKE_PIP_FAILS"):
-        print("ERROR: Could not install: network unreachable", file=sys.stderr)
-        return 1
     for name, version in record["requirements"].items():
         wheel = f"{name.replace('-', '_')}-{version or ''}*.whl"
         if record["index"] is None and not (record["find_links"] and list(Path(record["find_links"]).glob(wheel))):
-            print(
-                f"ERROR: No matching distribution found for {name}=={version} (no index, no {wheel})", file=sys.stderr
-            )
+            sys.stderr.write(f"ERROR: No matching distribution found for {name}=={version} (no index, no {wheel})\n")
             return 1
     with open(os.environ["FAKE_INSTALLS"], "a") as log:
         log.write(json.dumps(record) + "\n")
@@ -269,10 +262,8 @@ def pip_installs(folder: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-NVIDIA_SMI_LISTING = {
-    True: "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'\n",
-    False: "#!/bin/sh\necho 'No devices were found'\nexit 6\n",
-}
+NVIDIA_SMI_LISTING = {True: "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'\n",
+                      False: "#!/bin/sh\necho 'No devices were found'\nexit 6\n"}  # fmt: skip
 
 
 def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
@@ -284,21 +275,10 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
         (bin_dir / name).chmod(0o755)
     log = folder / "python.log"
     log.touch()
-    env = clean_environment()
-    from support import ROOT
-
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
-    env.update(
-        PYTHON=str(bin_dir / "python3"),
-        FAKE_LOG=str(log),
-        FAKE_REAL_PYTHON=sys.executable,
-        FAKE_PIP=__file__,
-        FAKE_INSTALLS=str(folder / "pip_installs.jsonl"),
-        FAKE_EXECUTED=str(executed[-1]),
-        HOME=str(folder),
-        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-    )
-    return env
+    return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),
+            "FAKE_REAL_PYTHON": sys.executable, "FAKE_PIP": __file__, "FAKE_EXECUTED": str(executed[-1]),
+            "FAKE_INSTALLS": str(folder / "pip_installs.jsonl"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
 
 
 def invoked(asked: list[str], what: str) -> list[str]:
@@ -307,11 +287,8 @@ def invoked(asked: list[str], what: str) -> list[str]:
 
 
 def fresh_clone(folder: Path) -> Path:
-    """The files the shell scripts need, as a fresh clone has them (and nothing a user made, like wheelhouse/).
-
-    A copy, so that a script that writes where it must not harms the copy, never the developer's tree."""
-    from support import ROOT
-
+    """A copy of the files the shell scripts need, as a fresh clone has them (nothing a user made, like wheelhouse/):
+    a script that writes where it must not harms the copy, never the developer's tree."""
     names = """scripts/run_headless scripts/run_tests scripts/setup_gpu_runner scripts/settings.bash
         scripts/render_recorded.py scripts/recordings.py scripts/record_ncu.py scripts/ncu_launch.py
         scripts/notebook_format.py requirements-harness.txt requirements-dev.txt requirements.txt constraints-ci.txt
@@ -324,17 +301,10 @@ def fresh_clone(folder: Path) -> Path:
 
 
 def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
-    """Run one of our shell scripts with the fake python3 (and a GPU unless gpu=False).
-
-    Returns (exit status, what it printed, what python was asked: one line per call).
-    """
-    from support import ROOT
-
-    env = script_machine(tmp_path, gpu)
-    env.update({key: str(value) for key, value in fake.items()})
-    done = subprocess.run(
-        ["bash", str(ROOT / script), *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True
-    )
+    """Run one of our shell scripts with the fake python3 (and a GPU unless gpu=False): (exit status, what it
+    printed, what python was asked: one line per call)."""
+    env = {**script_machine(tmp_path, gpu), **{key: str(value) for key, value in fake.items()}}
+    done = subprocess.run(["bash", ROOT / script, *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr, (tmp_path / "python.log").read_text().splitlines()
 
 

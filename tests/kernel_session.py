@@ -48,9 +48,7 @@ class CellError(Exception):
 class CellRun:
     """What a front end gets from one cell: streams, results and displays (text/plain), error outputs, the reply."""
 
-    status: str = ""
-    stdout: str = ""
-    stderr: str = ""
+    status, stdout, stderr = "", "", ""
     results: list[str] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
     content: dict = field(default_factory=dict)

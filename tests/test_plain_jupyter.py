@@ -90,19 +90,6 @@ def test_a_raising_cell_fails_for_the_front_end_and_its_traceback_points_at_the_
 
 
 # ---------------------------------------------------------------- section status
-def test_a_section_is_not_run_until_its_verdict_runs_then_ok_with_its_figure_and_finding_once(notebook, learner):
-    assert learner.value("section_entry(2)['status']") == "NOT RUN", "a section is NOT RUN until its verdict cell"
-    learner.run(recordings.inject_source(SECTION_PLAN[2]["run"][0]))  # what section 2's run cell bound on the GPU
-    for _ in range(2):  # the section's verdict cell (its last code cell) run twice (a learner runs it again)
-        printed = learner.execute(section_code_cells(notebook, 2)[-1].source).stdout.splitlines()[-1]
-    entry, gpu = learner.value("section_entry(2)"), learner.value("ENVIRONMENT['gpu']")
-    assert entry["status"] == "ok" and printed == f"On this {gpu}: {entry['headline']}", (
-        f"the verdict's finding, printed, is the headline, kept once when the cell runs again: {entry}"
-    )
-    names = learner.value("[f['name'] for f in FIGURES if f['section'] == 2]")
-    assert names == ["fp32 product, n=2048"], f"a second run of the verdict cell must replace its figure: {names}"
-
-
 def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(notebook, learner):
     assert learner.value("USE_NCU") is False, "the CUPTI recording's section 1 names"
     for cell in (cell_by_id(notebook, SECTION_PLAN[4]["run"][0]), section_code_cells(notebook, 4)[-1]):  # the verdict

@@ -26,40 +26,34 @@ def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
     return folder / "ncu"
 
 
-def bad_setting(case: str, tmp: Path):
-    """(call that reads the setting, its value, the error, what the message must name besides the setting)."""
-    (tmp / "empty").mkdir()
-    (tmp / "a_file").write_text("")
-    old, mode_644 = fake_ncu(tmp / "old", "2025.1.1"), fake_ncu(tmp / "x", "2026.3.1", 0o644)
-    return {
-        "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
-        "wheelhouse missing": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", tmp / "no", FileNotFoundError,
-                               "make_wheelhouse.py"),
-        "wheelhouse empty": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", tmp / "empty", FileNotFoundError,
-                             "make_wheelhouse.py"),
-        "NCU_PATH no file": (read_ncu_path, "NCU_PATH", tmp / "no", FileNotFoundError, "2026.2.1 or newer"),
-        "NCU_PATH folder without ncu": (read_ncu_path, "NCU_PATH", tmp / "empty", FileNotFoundError, "or unset it"),
-        "NCU_PATH not executable": (read_ncu_path, "NCU_PATH", mode_644, FileNotFoundError, "not executable"),
-        "NCU_PATH too old": (lambda env: choose_ncu([], "auto", None, env), "NCU_PATH", old, ValueError, "2026.2.1"),
-        "NCU_PATH not ncu": (lambda env: choose_ncu([], "auto", None, env), "NCU_PATH", "/bin/true", ValueError,
-                             "not Nsight Compute"),
-        "NCU_PATH bad under cupti": (lambda env: choose_ncu([], "cupti", None, env), "NCU_PATH", tmp / "no",
-                                     FileNotFoundError, "or unset it"),
-        "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", tmp / "a_file", ValueError, "a file"),
-        "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
-    }[case]  # fmt: skip
+def auto(environ):
+    return choose_ncu([], "auto", None, environ)
 
 
-CASES = ["profiler typo", "wheelhouse missing", "wheelhouse empty", "NCU_PATH no file", "NCU_PATH folder without ncu",
-         "NCU_PATH not executable", "NCU_PATH too old", "NCU_PATH not ncu", "NCU_PATH bad under cupti",
-         "CUPTI dir a file", "CUPTI dir in /proc"]  # fmt: skip
+BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
+    "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
+    "wheelhouse missing": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/no", FileNotFoundError, "make_wheel"),
+    "wheelhouse empty": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/empty", FileNotFoundError, "make_wheel"),
+    "NCU_PATH no file": (read_ncu_path, "NCU_PATH", "{tmp}/no", FileNotFoundError, "2026.2.1 or newer"),
+    "NCU_PATH folder without ncu": (read_ncu_path, "NCU_PATH", "{tmp}/empty", FileNotFoundError, "or unset it"),
+    "NCU_PATH not executable": (read_ncu_path, "NCU_PATH", "{tmp}/x/ncu", FileNotFoundError, "not executable"),
+    "NCU_PATH too old": (auto, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
+    "NCU_PATH not ncu": (auto, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
+    "NCU_PATH bad under cupti": (lambda env: choose_ncu([], "cupti", None, env), "NCU_PATH", "{tmp}/no",
+                                 FileNotFoundError, "or unset it"),
+    "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
+    "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", BAD)
 def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case):
-    read, name, value, error, fix = bad_setting(case, tmp_path)
+    read, name, value, error, fix = BAD[case]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("")
+    fake_ncu(tmp_path / "old", "2025.1.1"), fake_ncu(tmp_path / "x", "2026.3.1", 0o644)
     with pytest.raises(error) as raised:
-        read({name: str(value), "PATH": str(fake_ncu(tmp_path / "current", "2026.3.1").parent)})
+        read({name: value.format(tmp=tmp_path), "PATH": str(fake_ncu(tmp_path / "current", "2026.3.1").parent)})
     assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
 
 
