@@ -116,6 +116,7 @@ def machine(tmp_path, monkeypatch):
         return made
 
     monkeypatch.setitem(helpers.APT_FAILURE, "why", "")
+    monkeypatch.delenv("DEBIAN_FRONTEND", raising=False)  # apt-get's must come from apt_get_install
     return build
 
 
