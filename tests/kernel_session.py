@@ -1,11 +1,6 @@
-"""A real Jupyter kernel that runs notebook cells for the tests (nbclient/jupyter_client, no mocks).
-
-Kernels talk over IPC sockets (files in a private folder), not TCP ports: on a busy machine where other test
-runs start kernels too, a TCP port picked as free can be taken before the kernel binds it ('Address already in
-use', then 'Kernel didn't respond'). A kernel never outlives its session: close() (also on leaving a `with`
-block, on a failed start, at garbage collection and at interpreter exit) kills it with its process group,
-reaps it and removes the socket folder.
-"""
+"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (on a busy
+machine a port picked as free can be taken before the kernel binds it); it never outlives its session: close(),
+also on leaving a `with` block, on a failed start and at garbage collection, kills its process group and reaps it."""
 
 from __future__ import annotations
 
@@ -25,28 +20,24 @@ from traitlets.config import Config
 READY_TIMEOUT_S = 300  # a 2-core machine shared with other test runs can take a while to import ipykernel
 
 
-def ends_soon(pid: int, within_s: float = 5.0) -> bool:
-    """Whether a process ends within a few seconds: a SIGKILL sent to a process group reaches each member
-    asynchronously, so a helper may still be listed just after its parent was reaped."""
-    deadline = time.monotonic() + within_s
-    while running(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def running(pid: int) -> bool:
-    """Whether a process is alive (a zombie, killed and not yet reaped, counts as ended)."""
-    stat = Path(f"/proc/{pid}/stat")
+    """Whether a process is alive (a zombie counts as ended)."""
     try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
 
 
+def ends_soon(pid: int, within_s: float = 5.0) -> bool:
+    """Whether a process ends within a few seconds (a SIGKILL reaches a process group's members asynchronously)."""
+    deadline = time.monotonic() + within_s
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
 class CellError(Exception):
-    """A cell failed the way that stops Run all (its reply's status is 'error'): ename, evalue, what it printed."""
+    """A cell failed the way that stops Run all (its reply's status is 'error')."""
 
     def __init__(self, ename: str, evalue: str, stdout: str):
         super().__init__(f"{ename}: {evalue}")
@@ -55,51 +46,35 @@ class CellError(Exception):
 
 @dataclass
 class CellRun:
-    """What a front end gets from one cell: streams, error outputs (ename, evalue, traceback) and the reply."""
+    """What a front end gets from one cell: streams, results and displays (text/plain), error outputs, the reply."""
 
-    status: str = ""
-    stdout: str = ""
-    stderr: str = ""
+    status, stdout, stderr = "", "", ""
+    results: list[str] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
-    reply: dict = field(default_factory=dict)
-
-    @property
-    def looks_failed(self) -> bool:
-        """What the front end shows as a failed cell: an error output (the traceback in its error style)."""
-        return bool(self.errors)
+    content: dict = field(default_factory=dict)
 
 
 def ipc_config(folder: Path) -> Config:
-    """Configuration that puts a kernel's sockets in folder as IPC files (for nbclient's NotebookClient too).
-
-    Unix socket paths are limited to about 100 characters: keep folder short.
-    """
+    """A kernel's sockets as IPC files in folder (also for nbclient); keep folder short (socket paths ~100 chars)."""
     return Config({"KernelManager": {"transport": "ipc", "ip": str(Path(folder) / "k")}})
 
 
-def ipc_kernel_manager() -> tuple[KernelManager, Path]:
-    """A python3 KernelManager on IPC sockets in a new private folder."""
-    folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))
-    return KernelManager(kernel_name="python3", config=ipc_config(folder)), folder
-
-
 def _shut_down(parts: dict) -> None:
-    """Stop a session's kernel and reap it; safe to call on a half-started session."""
-    client, manager = parts.get("client"), parts["manager"]
     try:
-        if client is not None:
-            client.stop_channels()
-        if manager.has_kernel:
-            manager.shutdown_kernel(now=True)  # SIGKILL to the process group, then wait() reaps it
+        if parts["client"] is not None:
+            parts["client"].stop_channels()
+        if parts["manager"].has_kernel:
+            parts["manager"].shutdown_kernel(now=True)  # SIGKILL to the process group, then reaped
     finally:
         shutil.rmtree(parts["folder"], ignore_errors=True)
 
 
 class KernelSession:
-    """A kernel started with env on top of base_env (default: this process's environment)."""
+    """A python3 kernel started with env on top of base_env (default: this process's environment)."""
 
     def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None, base_env: Mapping | None = None):
-        self.manager, folder = ipc_kernel_manager()
+        folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))
+        self.manager = KernelManager(kernel_name="python3", config=ipc_config(folder))
         self._parts = {"manager": self.manager, "folder": folder, "client": None}
         self._finalizer = weakref.finalize(self, _shut_down, self._parts)
         try:
@@ -124,21 +99,16 @@ class KernelSession:
         self.close()
 
     def run(self, code: str, timeout: float = 120) -> str:
-        """Execute code; return its stdout. Raise CellError if it failed the way that stops Run all."""
+        """Execute code; its stdout. CellError if it failed the way that stops Run all."""
         done = self.execute(code, timeout=timeout)
         if done.status == "error":
-            content = done.reply["content"]
-            raise CellError(content.get("ename", ""), content.get("evalue", ""), done.stdout)
+            raise CellError(done.content.get("ename", ""), done.content.get("evalue", ""), done.stdout)
         return done.stdout
 
-    def execute(self, code: str, timeout: float = 120, cell_id: str | None = None) -> CellRun:
-        """Execute code as a front end does, with the cell's id in the request's metadata where given."""
-        metadata = {"cellId": cell_id} if cell_id else {}
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": False, "stop_on_error": True}  # fmt: skip
-        message = self.client.session.msg("execute_request", content, metadata=metadata)
-        self.client.shell_channel.send(message)
-        msg_id, done, deadline = message["header"]["msg_id"], CellRun(), time.monotonic() + timeout
+    def execute(self, code: str, timeout: float = 120) -> CellRun:
+        """Execute code as Colab's front end does (no cell id); everything it receives for it."""
+        msg_id = self.client.execute(code, store_history=True, allow_stdin=False, stop_on_error=True)
+        done, deadline = CellRun(), time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -149,6 +119,8 @@ class KernelSession:
             kind, body = output["header"]["msg_type"], output["content"]
             if kind == "stream":
                 setattr(done, body["name"], getattr(done, body["name"]) + body["text"])
+            elif kind in ("execute_result", "display_data"):
+                done.results.append(body["data"].get("text/plain", ""))
             elif kind == "error":
                 done.errors.append(body)
             elif kind == "status" and body["execution_state"] == "idle":
@@ -156,12 +128,11 @@ class KernelSession:
         while True:
             reply = self.client.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
             if reply["parent_header"].get("msg_id") == msg_id:
-                done.reply, done.status = reply, reply["content"]["status"]
+                done.content, done.status = reply["content"], reply["content"]["status"]
                 return done
 
     def value(self, expression: str):
-        """The JSON value of an expression evaluated in the kernel, passed back in a file written for the purpose
-        (never read out of what the cell printed)."""
+        """The JSON value of an expression in the kernel, passed back in a file written for the purpose."""
         answer = Path(self._parts["folder"]) / "value.json"
         answer.unlink(missing_ok=True)
         write = f"_pathlib.Path({str(answer)!r}).write_text(_json.dumps({expression}, default=str))"

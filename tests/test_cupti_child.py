@@ -1,11 +1,6 @@
-"""Section 9's CUPTI child: setup_helpers.run_cupti_child writes cupti_child's source as a program beside the
-benchmark's and runs it in a fresh Python.
-
-The parent's side runs against a stand-in Python that records what it was handed: the program, its command line,
-its environment, the libcupti check, a child stopped at its time limit. The real child, run on this CPU machine
-(no cupti-python, no GPU), fails with its own error. What it reports for a call that launches two kernels comes
-from the real nsight: its extraction and aggregation, given the options cupti_child gives nsight.
-"""
+"""Section 9's CUPTI child: run_cupti_child writes cupti_child's source beside the benchmark's and runs it in a fresh
+Python. The parent's side runs against a stand-in Python that records what it was handed; the real child, on this
+CPU machine, fails with its own error; what it reports for a call of two kernels comes from the real nsight."""
 
 from __future__ import annotations
 
@@ -32,8 +27,7 @@ GEMM_NS = {512: 100.0, 1024: 700.0}
 REDUCE_NS = 10.0
 
 FAKE_PYTHON = """#!{python}
-# Stands in for the child's Python: records its command line and environment, then writes a result naming the
-# libcupti FAKE_LIBCUPTI gives (else the one it was asked to load); FAKE_CHILD=hang never ends.
+# The child's Python: records its command line and environment, answers with FAKE_LIBCUPTI (else the preloaded one)
 import json, os, sys, time
 from pathlib import Path
 Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ), "pid": os.getpid()}}))
@@ -45,13 +39,11 @@ Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "lib
 
 
 def product(n):
-    """The benchmark the child times (its body does not run here: CUPTI's records stand for its kernels)."""
-    del n
+    """The benchmark the child times (CUPTI's records stand for its kernels)."""
 
 
 @pytest.fixture
 def libcupti(tmp_path, monkeypatch):
-    """The CUPTI install folder's libcupti.so.13 (empty: only the real child loads it, and builds its own)."""
     monkeypatch.setattr(setup_helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
     path = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
     path.parent.mkdir(parents=True)
@@ -61,7 +53,6 @@ def libcupti(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_python(tmp_path):
-    """(the stand-in Python, the file it records its command line, environment and pid in)."""
     python, record = tmp_path / "python", tmp_path / "child.json"
     python.write_text(FAKE_PYTHON.format(python=sys.executable, record=str(record)))
     python.chmod(0o755)
@@ -89,7 +80,6 @@ def test_the_child_runs_its_program_on_the_benchmarks_source_with_a_clean_enviro
               "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}  # fmt: skip
     assert wanted.items() <= env.items(), f"CUPTI's packages first, no Nsight Compute: {[env.get(k) for k in wanted]}"
     assert os.environ == parent_env, "the parent's own environment must stay as it was"
-    # The program: the helpers' imports, then cupti_child called with the command line's four arguments.
     source = (folder / "cupti_child.py").read_text()
     tree, namespace = ast.parse(source), {}
     assert ast.unparse(tree.body[-1]) == "cupti_child(*sys.argv[1:])", "the program must call cupti_child"
@@ -118,8 +108,7 @@ def test_a_hung_child_is_stopped_at_its_time_limit_and_named(tmp_path, monkeypat
 
 
 def test_the_child_run_on_a_machine_without_cupti_fails_with_its_own_error(tmp_path, libcupti):
-    """The real child in a fresh Python on this CPU machine: it loads libcupti, imports nsight and fails to
-    activate CUPTI (cupti-python is missing), so the notebook's error must quote the child's own last lines."""
+    """The real child loads libcupti, imports nsight and fails to activate CUPTI (no cupti-python here)."""
     built = build_fake_injection_library(tmp_path / "built")
     if built is None:
         pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
@@ -131,8 +120,7 @@ def test_the_child_run_on_a_machine_without_cupti_fails_with_its_own_error(tmp_p
 
 
 def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
-    """Where cuBLAS launches two kernels in one call, section 9 compares their sum with Nsight Compute's: nsight's
-    own extraction and aggregation, given the options cupti_child's source gives nsight.analyze.kernel."""
+    """cuBLAS may launch two kernels a call: nsight's own extraction and aggregation, with cupti_child's options."""
     tree = ast.parse(inspect.getsource(setup_helpers.cupti_child))
     given = next(node for node in ast.walk(tree) if isinstance(node, ast.Assign) and node.targets[0].id == "options")
     options = eval(compile(ast.Expression(given.value), "cupti_child", "eval"))  # noqa: S307 - the child's own dict

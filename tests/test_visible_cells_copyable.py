@@ -1,19 +1,8 @@
-"""A learner copies the visible cells into a notebook of their own: every name they use must come from them.
-
-Each visible (unfolded) code cell is read with Python's symtable: every global name it reads, at top level or
-inside its functions, must be a builtin, bound earlier in the same cell, or bound by an earlier visible cell (an
-import, a def, an assignment). The only exceptions are the values section 1 reports in its table (OWNERSHIP:
-PEAKS, L2_BYTES, ENVIRONMENT, ...). A name that only a folded `# @title` cell binds is plumbing the learner does
-not see, so a copied cell would raise NameError.
-
-Deliberate exceptions, named here so that nothing else slips through: section 1's own cells (they install and
-choose the profiler through the setup helpers, such as choose_ncu, install_pins and choose_backend; a learner's
-notebook replaces them with its own setup), section 9's CUPTI child process (`run_cupti_child`, plumbing that
-starts a second Python process), the plot functions of plumbing/figures.py (a picture repeats a table the learner's
-own cell printed), section 10's going-further helpers (plumbing/report_tools.py), and the harness's reporting calls
-a verdict cell ends with (`verdict`, `check_figure`: in a learner's own notebook, a print) with its unit conversion
-(`in_base_units`) and kernel-name shortener (`short_kernel_name`).
-"""
+"""A learner copies the visible cells into a notebook of their own: every global name a visible cell reads (at top
+level or in its functions, by symtable) must be a builtin, bound in the cell, or bound by an earlier visible cell.
+Named exceptions: section 1's own cells (a learner's own setup replaces them) and the values it reports, and the
+plumbing entry points a visible cell calls: the CUPTI child, the plots, section 10's report tools, the harness's
+reporting calls (in a learner's notebook, a print)."""
 
 from __future__ import annotations
 
@@ -29,12 +18,8 @@ import plumbing.harness
 import plumbing.report_tools
 import plumbing.setup_helpers
 
-# What section 1's folded cells bind for later sections (USE_NCU, QUIET, nsight and torch its visible cells bind):
-# a learner's own notebook gets these from its own setup.
 SECTION_ONE_VALUES = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "OUT_DIR"}
-# IPython gives every notebook these without an import.
 NOTEBOOK_BUILTINS = {"display", "get_ipython", "In", "Out"}
-# Section 9: the CUPTI side runs in a second Python process. The plots: one folded module draws every picture.
 FIGURE_HELPERS = {name for name in vars(plumbing.figures) if name.startswith("plot_")}
 REPORT_HELPERS = {"profile_with_sections", "read_sections"}
 HARNESS_CALLS = {"verdict", "check_figure", "in_base_units", "short_kernel_name"}
@@ -46,8 +31,7 @@ SETUP_SECTION = 1
 
 def _all_tables(table: symtable.SymbolTable):
     yield table
-    for child in table.get_children():
-        yield from _all_tables(child)
+    yield from (nested for child in table.get_children() for nested in _all_tables(child))
 
 
 def names_read_and_bound(source: str) -> tuple[set[str], set[str]]:
@@ -55,21 +39,14 @@ def names_read_and_bound(source: str) -> tuple[set[str], set[str]]:
     top = symtable.symtable(source, "<cell>", "exec")
     bound = {symbol.get_name() for symbol in top.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
     bound |= {child.get_name() for child in top.get_children() if child.get_type() in ("function", "class")}
-    read = set()
-    for table in _all_tables(top):
-        for symbol in table.get_symbols():
-            if not symbol.is_referenced():
-                continue
-            if table is top or symbol.is_global():
-                read.add(symbol.get_name())
+    read = {symbol.get_name() for table in _all_tables(top) for symbol in table.get_symbols()
+            if symbol.is_referenced() and (table is top or symbol.is_global())}  # fmt: skip
     return read, bound
 
 
 def hidden_names(notebook) -> dict[str, list[str]]:
     """cell id -> the names it reads that only a folded cell (so far) binds."""
-    visible_bound: set[str] = set()
-    folded_bound: set[str] = set()
-    problems = {}
+    visible_bound, folded_bound, problems = set(), set(), {}
     for section, cell in cells_with_section(notebook):
         if cell.cell_type != "code":
             continue
@@ -80,10 +57,10 @@ def hidden_names(notebook) -> dict[str, list[str]]:
         if section == SETUP_SECTION:
             visible_bound |= bound
             continue
-        known = visible_bound | bound | SECTION_ONE_VALUES | NOTEBOOK_BUILTINS | PLUMBING_ENTRY_POINTS
-        known |= set(dir(builtins))
-        hidden = sorted(name for name in read - known if name in folded_bound)
-        if hidden:
+        known = (
+            visible_bound | bound | SECTION_ONE_VALUES | NOTEBOOK_BUILTINS | PLUMBING_ENTRY_POINTS | set(dir(builtins))
+        )
+        if hidden := sorted(name for name in read - known if name in folded_bound):
             problems[cell.get("id")] = hidden
         visible_bound |= bound
     return problems
@@ -99,7 +76,6 @@ def test_the_checker_finds_a_name_only_a_folded_cell_binds():
         nbformat.v4.new_code_cell("import math\nvalue = math.pi"),
         nbformat.v4.new_code_cell("def use():\n    return helper() + value\nframe = pd.DataFrame()\nL2_BYTES"),
     ]
-    # Made-up ids that the cell table (plumbing/cells.py) reads as section 2's.
     for cell, cell_id in zip(notebook.cells, ["s2-heading", "s2-plumbing", "s2-values", "s2-use"], strict=True):
         cell["id"] = cell_id
     assert hidden_names(notebook) == {"s2-use": ["helper", "pd"]}

@@ -1,0 +1,122 @@
+"""Section 1's choice of backend (plumbing/setup_helpers.py, ncu_probe.py, imported): Nsight Compute only when the
+probe, a child process, profiled a kernel with the chosen ncu and measured a real time; else CUPTI, with its cause.
+Then the libcupti preload and the check after `import nsight`, and the facts section 1 records."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import nsight
+import pytest
+from fake_env import FakeMachine
+from support import ROOT
+
+from plumbing import setup_helpers as helpers
+from plumbing.ncu_probe import check_kernel_times
+
+
+@pytest.mark.parametrize("times", [[0.0], [math.nan], [], [math.inf], [-3.0], [812.0, 0.0]])
+def test_a_probe_kernel_time_of_zero_nan_or_none_is_refused(times):
+    """Nsight Compute that attached but measured nothing must not be chosen: every later section would fail."""
+    with pytest.raises(RuntimeError, match="the probe kernel measured"):
+        check_kernel_times(times)
+    assert check_kernel_times([812.0]) == [812.0]
+
+
+def test_the_real_probe_without_nsight_computes_injection_stops_at_import_nsight(tmp_path, monkeypatch):
+    machine = FakeMachine(tmp_path / "machine", path_ncus=["2026.3.1"])
+    monkeypatch.setenv("PATH", machine.build()["PATH"])
+    ncu = machine.root / "path-ncu-2026.3.1" / "ncu"
+    usable, why = helpers.probe_ncu(ncu, f"{tmp_path}/probe/", tmp_path / "probe.log")
+    assert not usable and why.startswith("the probe failed at 'import nsight'") and "What to do:" in why, why
+    assert json.loads((tmp_path / "probe/probe.json").read_text())["ncu"] == str(ncu), "probe.json names its ncu"
+    assert [path.name for path in (tmp_path / "probe").iterdir()] == ["probe.json"], "nothing was profiled"
+
+
+def answering(report: dict) -> str:
+    """A probe program that writes `report` as its answer (what the real probe writes at its end)."""
+    writes = f"pathlib.Path(sys.argv[1], 'probe.json').write_text({json.dumps(report)!r})"
+    return f"import json, pathlib, sys\nprint('a warning')\n{writes}"
+
+
+PERMISSION = "ProfilerException: PROFILING FAILED \nErrors:\n- ==ERROR== ERR_NVGPUCTRPERM - The user does not have"
+PROBES = {  # probe program -> what probe_ncu must answer (usable, what its reason must say)
+    "done with the chosen ncu": (answering({"ncu": "CHOSEN", "stage": "done", "error": ""}), True, []),
+    "done with another ncu": (answering({"ncu": "OTHER", "stage": "done", "error": ""}), False, ["OTHER", "CHOSEN"]),
+    "measured zero": (answering({"ncu": "CHOSEN", "stage": "profile one kernel", "error": "measured [0.0]"}), False,
+                      ["'profile one kernel'", "measured [0.0]"]),
+    "no counter permission": (answering({"ncu": None, "stage": "profile one kernel", "error": PERMISSION}), False,
+                              ["ERR_NVGPUCTRPERM", "NVreg_RestrictProfilingToAdminUsers=0"]),
+    "old ncu": (answering({"ncu": None, "stage": "import nsight", "error": "2026.2.1.0 or later is required"}), False,
+                [f"Nsight Compute {helpers.NCU_FLOOR}+ first on PATH"]),
+    "died, an earlier answer left": ("import os\nos._exit(7)", False, ["exit 7", "LOG"]),
+    "hung": ("import time\ntime.sleep(60)", False, ["did not finish within 1 s", "LOG"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PROBES)
+def test_the_probes_answer_decides_the_backend_and_a_failure_names_its_cause(tmp_path, monkeypatch, case):
+    script, usable, said = PROBES[case]
+    chosen, other = tmp_path / "chosen", tmp_path / "other"
+    names = {"CHOSEN": str(chosen), "OTHER": str(other), "LOG": str(tmp_path / "probe.log")}
+    for name, path in names.items():
+        script, said = script.replace(name, path), [text.replace(name, path) for text in said]
+    chosen.write_text(""), other.write_text("")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p/probe.json").write_text(json.dumps({"ncu": str(chosen), "stage": "done", "error": ""}))  # stale
+    monkeypatch.setitem(helpers.TIME_LIMITS_S, "probe", 1)
+    answer, why = helpers.probe_ncu(chosen, f"{tmp_path}/p/", tmp_path / "probe.log", script)
+    assert answer is usable and all(text in why for text in said), f"{case}: {why}"
+
+
+def test_the_backend_follows_the_probe_and_sets_nsights_init_at_import_for_it(monkeypatch):
+    environ = {}
+    assert helpers.choose_backend(None, "no ncu here", "auto", environ) == (False, "no ncu here")
+    assert environ == {"NSPY_NCU_INIT_AT_IMPORT": "0"}, "on CUPTI, Nsight Compute must stay out of the process"
+    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu"):
+        helpers.choose_backend(None, "no ncu here", "ncu", environ)
+    monkeypatch.setattr(helpers, "probe_ncu", lambda *args: (True, ""))  # as a probe on a GPU answers
+    assert helpers.choose_backend("ncu", "", "auto", environ) == (True, "")
+    assert environ == {}, "a leftover NSPY_NCU_INIT_AT_IMPORT=0 would keep Nsight Compute out"
+
+
+def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="run section 1's pip cell again"):
+        helpers.preload_libcupti(tmp_path)
+    preloaded, other, alias = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12", tmp_path / "alias.so"
+    preloaded.write_text("13"), other.write_text("12"), alias.symlink_to(preloaded)
+    helpers.check_backend(None, False, preloaded, {"NVTX_INJECTION64_PATH": str(alias)})
+    for resolved in (str(other), ""):
+        with pytest.raises(RuntimeError, match="not the preloaded"):
+            helpers.check_backend(None, False, preloaded, {"NVTX_INJECTION64_PATH": resolved})
+    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=cupti"):  # the real nsight, Nsight Compute unloaded
+        helpers.check_backend(nsight, True, None, {})
+
+
+def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
+    """Section 1 imports nsight before torch; the helpers that run before it may import neither."""
+    probe = "import sys, plumbing.harness, plumbing.setup_helpers\n"
+    probe += "print(sorted({'torch', 'nsight', 'cupti'} & {*sys.modules}))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", f"the plumbing imports {done.stdout.strip()}"
+
+
+def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path, monkeypatch):
+    """What summary.json and the recordings say about the machine: torch stands in (no GPU here), nsight is real."""
+    props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20,
+                            total_memory=15 * 2**30)  # fmt: skip
+    matmul = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)))
+    torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda index: props), __version__="2.11.0",
+                            version=SimpleNamespace(cuda="13.0"), backends=matmul)  # fmt: skip
+    machine = FakeMachine(tmp_path / "machine", path_ncus=["2026.3.1"])
+    monkeypatch.setenv("PATH", machine.build()["PATH"])
+    facts = helpers.environment_facts(torch, nsight, False, "no ncu here", tmp_path / "libcupti.so.13")
+    expected = {"gpu": "Tesla T4", "driver": "580.82.07", "compute_capability": "7.5", "sms": 40, "l2_bytes": 4 << 20,
+                "memory_gib": 15.0, "ncu_path": str(machine.root / "path-ncu-2026.3.1/ncu"), "ncu_version": "2026.3.1",
+                "nsight_python": nsight.__version__, "profiler": "cupti", "cupti_reason": "no ncu here",
+                "libcupti": str(tmp_path / "libcupti.so.13"), "torch": "2.11.0", "torch_cuda": "13.0"}  # fmt: skip
+    assert {key: facts.get(key) for key in expected} == expected

@@ -1,0 +1,200 @@
+"""Section 1's settings and installs (plumbing/setup_helpers.py, imported): each setting read or refused naming
+itself, the choice of ncu, apt-get on a simulated machine (tests/fake_env.py), the pins pip installs."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+
+import pytest
+from fake_env import FakeMachine
+from nsight.collection import ncu as nsight_ncu
+from packaging.requirements import Requirement
+from support import cell_by_id
+
+from plumbing import setup_helpers as helpers
+from plumbing.cells import SECTION_ONE_CELLS
+from plumbing.setup_helpers import choose_ncu, ncu_install_needed, read_ncu_path, read_wheelhouse
+
+PACKAGE = "nsight-compute-2026.3.1"
+
+
+def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ncu").write_text(f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version}.0 (build 7)'\n")
+    (folder / "ncu").chmod(mode)
+    return folder / "ncu"
+
+
+def auto(environ):
+    return choose_ncu([], "auto", None, environ)
+
+
+BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
+    "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
+    "wheelhouse missing": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/no", FileNotFoundError, "make_wheel"),
+    "wheelhouse empty": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/empty", FileNotFoundError, "make_wheel"),
+    "NCU_PATH no file": (read_ncu_path, "NCU_PATH", "{tmp}/no", FileNotFoundError, "2026.2.1 or newer"),
+    "NCU_PATH folder without ncu": (read_ncu_path, "NCU_PATH", "{tmp}/empty", FileNotFoundError, "or unset it"),
+    "NCU_PATH not executable": (read_ncu_path, "NCU_PATH", "{tmp}/x/ncu", FileNotFoundError, "not executable"),
+    "NCU_PATH too old": (auto, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
+    "NCU_PATH not ncu": (auto, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
+    "NCU_PATH bad under cupti": (lambda env: choose_ncu([], "cupti", None, env), "NCU_PATH", "{tmp}/no",
+                                 FileNotFoundError, "or unset it"),
+    "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
+    "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case):
+    read, name, value, error, fix = BAD[case]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("")
+    fake_ncu(tmp_path / "old", "2025.1.1"), fake_ncu(tmp_path / "x", "2026.3.1", 0o644)
+    with pytest.raises(error) as raised:
+        read({name: value.format(tmp=tmp_path), "PATH": str(fake_ncu(tmp_path / "current", "2026.3.1").parent)})
+    assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
+
+
+def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
+    assert helpers.read_profiler_choice({}) == "auto"
+    assert helpers.read_profiler_choice({"NSPY_TUTORIAL_PROFILER": " CUPTI "}) == "cupti"
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert read_wheelhouse({}) is None
+    for given in ("~/wheels", "wheels"):
+        assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", (
+            f"expand and resolve {given}"
+        )
+    ncu = fake_ncu(tmp_path / "given", "2026.2.1")
+    assert read_ncu_path({"NCU_PATH": str(ncu.parent)}) == ncu and read_ncu_path({}) is None
+    later = tmp_path / "new" / "cupti"
+    assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
+    assert not (tmp_path / "new").exists(), "checking the CUPTI folder setting must not make it"
+
+
+# ---------------------------------------------------------------- which ncu
+@pytest.mark.parametrize("version", [(2026, 2, 1), (2026, 3, 1), (2027, 1, 0), (2026, 2, 0), (2025, 3, 1)])
+def test_the_ncu_floor_is_the_one_nsight_enforces(tmp_path, version):
+    ncu = fake_ncu(tmp_path, ".".join(map(str, version)))
+    assert helpers.ncu_version_of(ncu) == version and helpers.ncu_version_of(None) is None
+    assert helpers.ncu_is_recent(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION)
+
+
+def test_ncu_path_wins_over_a_newer_ncu_on_path_and_the_package_over_an_old_one(tmp_path):
+    chosen, newer = fake_ncu(tmp_path / "chosen", "2026.2.1"), fake_ncu(tmp_path / "newer", "2026.3.1")
+    environ = {"NCU_PATH": str(chosen), "PATH": str(newer.parent)}
+    assert choose_ncu([], "auto", None, environ) == (chosen, "Nsight Compute 2026.2.1 from NCU_PATH")
+    top, old = fake_ncu(tmp_path / "opt", "2026.3.1"), fake_ncu(tmp_path / "cuda", "2025.1.1")
+    listed = [str(tmp_path / "opt"), str(fake_ncu(tmp_path / "opt/target/x64", "2026.3.1")), str(top)]
+    assert choose_ncu(listed, "auto", None, {"PATH": str(old.parent)})[0] == top, "the package's own, top launcher"
+
+
+def test_a_current_ncu_behind_an_old_one_on_path_is_chosen_and_none_is_explained(tmp_path):
+    old, current = fake_ncu(tmp_path / "old", "2025.3.1"), fake_ncu(tmp_path / "current", "2026.2.1")
+    assert choose_ncu([], "auto", None, {"PATH": f"{old.parent}:{current.parent}"})[0] == current
+    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(old.parent)})
+    assert chosen is None and f"2025.3.1 at {old}" in why and "NSPY_TUTORIAL_WHEELHOUSE" in why, why
+    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu"):
+        choose_ncu([], "ncu", None, {"PATH": str(old.parent)})
+    assert choose_ncu([], "cupti", None, {"PATH": str(current.parent)}) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
+
+
+# ---------------------------------------------------------------- apt-get, on a simulated machine
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A FakeMachine's executables on PATH in this process; apt's last failure forgotten afterwards."""
+
+    def build(**options) -> FakeMachine:
+        made = FakeMachine(tmp_path / "machine", **options)
+        env = made.build()
+        monkeypatch.setenv("PATH", env["PATH"])
+        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])  # its pip
+        return made
+
+    monkeypatch.setitem(helpers.APT_FAILURE, "why", "")
+    monkeypatch.delenv("DEBIAN_FRONTEND", raising=False)  # apt-get's must come from apt_get_install
+    return build
+
+
+def test_apt_installs_noninteractively_only_when_no_current_ncu_is_there_and_dpkg_finds_it(tmp_path, machine):
+    fake = machine(path_ncus=["2025.3.1"])
+    assert not ncu_install_needed(PACKAGE, "auto", tmp_path / "wheels"), "offline, apt-get cannot reach NVIDIA"
+    assert not ncu_install_needed(PACKAGE, "cupti", None), "CUPTI needs no Nsight Compute"
+    assert ncu_install_needed(PACKAGE, "auto", None), "only an old ncu on PATH: apt-get must install one"
+    helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
+    assert fake.apt_installs() == [PACKAGE] and helpers.APT_FAILURE["why"] == "", (tmp_path / "apt.log").read_text()
+    assert {call["DEBIAN_FRONTEND"] for call in fake.calls("apt-get")} == {"noninteractive"}
+    assert not ncu_install_needed(PACKAGE, "auto", None), "dpkg lists the package's ncu: apt-get must not run again"
+
+
+def test_apt_unreachable_is_said_with_its_log_and_the_reason_names_it(tmp_path, machine, capsys):
+    fake = machine(apt="unreachable")
+    helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
+    assert str(tmp_path / "apt.log") in capsys.readouterr().out, "the failure must point at apt's log"
+    assert fake.apt_installs() == [], "after a failed update, install must not be tried"
+    assert "apt-get update failed (exit 100" in choose_ncu([], "auto", None, {"PATH": ""})[1]
+
+
+def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, machine, monkeypatch):
+    from kernel_session import ends_soon
+
+    fake = machine(apt="hangs")
+    monkeypatch.setitem(helpers.TIME_LIMITS_S, "apt", 1)
+    helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
+    assert "no end within 1 s" in helpers.APT_FAILURE["why"]
+    for pid_file in ("apt.pid", "apt-helper.pid"):
+        assert ends_soon(int((fake.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
+
+
+def test_apt_has_time_to_download_nsight_compute_on_a_slow_link():
+    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, (
+        "a 1 GB package at 2 MB/s: a shorter limit sends Colab to CUPTI"
+    )
+
+
+# ---------------------------------------------------------------- the pins
+def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
+    """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
+    source = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source
+    apt = [int(part) for part in source.split("nsight-compute-", 1)[1].split('"')[0].split(".")[:2]]
+    report = [int(part) for part in helpers.PINS["ncu-report"].split(".")[:2]]
+    assert report >= apt, f"ncu-report {report} is older than the ncu {apt} section 1 installs: raise its pin"
+
+
+def test_installs_without_dependencies_still_bring_everything_nsight_needs():
+    """pip runs with --no-deps: each requirement of a pinned package must be pinned or be Colab's own."""
+    covered = {
+        helpers.normalize(n)
+        for n in [*helpers.PINS, "numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
+    }
+    checked = set()
+    for name in helpers.PINS:
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:  # nvidia-ml-py is not in the CPU suite's environment; it requires nothing
+            continue
+        checked.add(name)
+        for requirement in map(Requirement, requires):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                assert helpers.normalize(requirement.name) in covered, f"{name} needs {requirement.name}: pin it"
+    assert {"nsight-python", "cuda-core", "deepdiff"} <= checked
+
+
+@pytest.mark.parametrize(("colab_has", "installs_bindings"), [("13.0.1", False), ("12.9.2", True), (None, True)])
+def test_cuda_bindings_go_into_the_cupti_folder_only_when_this_python_lacks_13(colab_has, installs_bindings):
+    pins = helpers.cupti_pins({"cuda-bindings": colab_has} if colab_has else {})
+    assert ("cuda-bindings" in pins) is installs_bindings and {"cupti-python", "nvidia-cuda-cupti"} <= set(pins)
+
+
+def test_an_offline_install_that_lacks_a_wheel_names_the_wheelhouse_and_how_to_remake_it(tmp_path, machine):
+    machine()
+    (tmp_path / "wheels").mkdir()
+    with pytest.raises(RuntimeError) as raised:
+        helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", tmp_path / "wheels", tmp_path / "pip.log")
+    said = str(raised.value)
+    assert "no-such-xyz==1.0" in said and f"NSPY_TUTORIAL_WHEELHOUSE={tmp_path / 'wheels'}" in said, said
+    assert f"--python-version {helpers.PYTHON}" in said, "the wheelhouse must be remade for this Python"
