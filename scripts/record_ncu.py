@@ -191,7 +191,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     """The recording whose values and reports stand in for the sections the recorded ones read but are not
     recorded with them (SECTION_DEPENDENCY), with those reports restored into the run's output folder; None when
     every section read is recorded in this run."""
-    folder = recordings.dependency_recording(sections, dest_root, "ncu")
+    folder = recordings.dependency_recording(sections, dest_root)
     if folder is None:
         return None
     recordings.restore_report_folders(folder, work / "out")
@@ -239,7 +239,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     def cost(number):
         return section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
 
-    recording = recordings.new_recording("ncu", WHAT, provenance, namespace, done, sections, commit, created, cost)
+    recording = recordings.new_recording(WHAT, provenance, namespace, done, sections, commit, created, cost)
     recording["define_values"] = {
         name: encode(namespace[name])
         for name in sorted(recordings.benchmark_setting_names(cells, sections))

@@ -1,7 +1,6 @@
-"""The recording library of scripts/record_ncu.py, record_cupti.py and render_recorded.py: the plan (which notebook
-cells a recorder runs, from plumbing/cells.py's SECTION_PLAN), the one executor of those cells, values <-> JSON, the
-recording file (recording.json for Nsight Compute, cupti_recording.json for CUPTI, in docs/verified/<folder>/) and
-what a CPU runs in place of a section's run cells (the values they bound on the GPU machine).
+"""The recording library of scripts/record_ncu.py and render_recorded.py: the plan (plumbing/cells.py's
+SECTION_PLAN), the one executor of cells, values <-> JSON, docs/verified/<folder>/recording.json, and what a CPU
+runs in place of a section's run cells (the values they bound on the GPU machine).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
     sys.path.insert(0, str(ROOT))
-from plumbing.cells import (  # noqa: E402  # noqa: E402
+from plumbing.cells import (  # noqa: E402
     HARNESS,
     REPORT_FOLDERS,
     SECTION_DEPENDENCY,
@@ -37,7 +36,7 @@ from plumbing.cells import (  # noqa: E402  # noqa: E402
 )
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
-RECORDING_FILES = {"ncu": "recording.json", "cupti": "cupti_recording.json"}
+RECORDING_FILE = "recording.json"
 FORMAT = 2  # 2: per-cell sources, outputs and values, per-section status and cost
 ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is analysis
 REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
@@ -120,17 +119,12 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
     return ids
 
 
-def plan(cells: list[dict], sections, run_section_one: bool = False) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role): which cells a recorder runs for `sections`, in order.
-
-    First section 1's code cells (`run_section_one`, role "setup": record_cupti.py runs them as Run all does) or
-    only its harness cells (record_ncu.py makes section 1's names itself), then the define cells that bind
-    SHARED_NAMES ("prelude"), then each section's code cells in notebook order. A section the recorded ones read
-    (SECTION_DEPENDENCY) but not recorded with them runs before them from a recording ("recorded <role>").
+def plan(cells: list[dict], sections) -> list[tuple[int | None, str, str]]:
+    """(section, cell id, role) in order: the harness cells and the define cells that bind SHARED_NAMES ("prelude";
+    record_ncu.py makes section 1's names itself), then each section's code cells in notebook order. A section the
+    recorded ones read (SECTION_DEPENDENCY) but not recorded with them runs first from a recording ("recorded <role>").
     """
-    one = [cell["id"] for cell in cells if run_section_one and cell["type"] == "code" and section_of(cell["id"]) == 1]
-    steps = [(1, cell_id, "setup") for cell_id in one]
-    steps += [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells) if cell_id not in one]
+    steps = [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells)]
     for number in sorted(set(sections) | set(missing_dependencies(sections))):
         prefix = "" if number in sections else "recorded "
         steps += [(number, cell_id, prefix + role) for cell_id, role in section_steps(cells, number)]
@@ -155,13 +149,13 @@ def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
     return cell_source(cells, cell_id)
 
 
-def dependency_recording(sections: list[int], dest_root: Path, mode: str) -> Path | None:
-    """The newest recording of `mode` in dest_root holding the sections the recorded ones read but are not recorded
+def dependency_recording(sections: list[int], dest_root: Path) -> Path | None:
+    """The newest recording in dest_root holding the sections the recorded ones read but are not recorded
     with them; None when there are none; a RecorderError that says what to record when none holds them."""
     missing = missing_dependencies(sections)
     if not missing:
         return None
-    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILES[mode]}"))
+    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILE}"))
               if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
     if not usable:
         raise RecorderError(
@@ -286,11 +280,11 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
-def execute(steps, namespace: dict, log=log_line, before=None, after=None, stop=(None,), propagate=False) -> dict:
-    """Run the steps' cells (plan()) in namespace: the one executor of both recorders and the inner process.
+def execute(steps, namespace: dict, log=log_line, before=None, after=None, propagate=False) -> dict:
+    """Run the steps' cells (plan()) in namespace: the one executor of the outer and the inner process.
 
     Returns {"runs": {cell id: run}, "failed": {section: cell id}, "wall_s": {section: s}}. A failing cell stops its
-    section and the sections that read it; one of a section in `stop` stops everything; with `propagate` (the inner
+    section and the sections that read it; a failing shared (prelude) cell stops everything; with `propagate` (the inner
     process under ncu) it propagates. before(section, cell id, role) runs before each cell, after() after each ok.
     """
     cells, runs, failed, wall_s = load_cells(), {}, {}, {}
@@ -312,7 +306,7 @@ def execute(steps, namespace: dict, log=log_line, before=None, after=None, stop=
             runs[cell_id] = {"source": source, "output": output, "variables": {}, "role": role, "failed": True}
             log(output)
             failed[section] = cell_id
-            if section in stop:
+            if section is None:
                 break
             continue
         finally:
@@ -362,12 +356,12 @@ def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: s
     }  # fmt: skip
 
 
-def new_recording(mode, what, provenance, namespace, done, sections, commit, created, cost) -> dict:
+def new_recording(what, provenance, namespace, done, sections, commit, created, cost) -> dict:
     """A recording of `sections` from what execute() did in namespace; cost(section) is each section's cost."""
     env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
     host = {"host": socket.gethostname(), "notebook_commit": commit, "notebook_sha256": notebook_sha256()}
     return {
-        "format": FORMAT, "what": what, "mode": mode, "created_utc": created,
+        "format": FORMAT, "what": what, "mode": "ncu", "created_utc": created,
         "provenance": {"gpu": env["gpu"], "driver": env["driver"], **provenance, **host},
         "environment": encode(env),
         "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
@@ -377,8 +371,8 @@ def new_recording(mode, what, provenance, namespace, done, sections, commit, cre
 
 
 def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
-    """A recording of `sections` over an older one of the same kind: the other sections stay as they were."""
-    if not old or old.get("format") != FORMAT or old.get("mode") != new["mode"]:
+    """A recording of `sections` over an older one: the other sections stay as they were."""
+    if not old or old.get("format") != FORMAT:
         return new
     keep = set(map(str, sections))
     merged = {**new, "sections": {**{k: v for k, v in old["sections"].items() if k not in keep}, **new["sections"]}}
@@ -401,7 +395,7 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
 
 
 def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
-    path = Path(dest) / RECORDING_FILES[recording["mode"]]
+    path = Path(dest) / RECORDING_FILE
     merged = merge(json.loads(path.read_text()) if path.exists() else None, recording, sections)
     Path(dest).mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(merged, indent=1, allow_nan=False) + "\n")
@@ -409,10 +403,9 @@ def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
 
 
 def recording_file(folder: Path) -> Path:
-    for name in RECORDING_FILES.values():
-        if (Path(folder) / name).exists():
-            return Path(folder) / name
-    raise RecorderError(f"{folder} holds no {' or '.join(RECORDING_FILES.values())}")
+    if not (Path(folder) / RECORDING_FILE).exists():
+        raise RecorderError(f"{folder} holds no {RECORDING_FILE}")
+    return Path(folder) / RECORDING_FILE
 
 
 def load_recording(folder: Path) -> dict:
@@ -428,8 +421,8 @@ def load_recording(folder: Path) -> dict:
     return recording
 
 
-def recording_folders(mode: str = "ncu", root: Path = ROOT) -> list[Path]:
-    return sorted(path.parent for path in (Path(root) / "docs" / "verified").glob(f"*/{RECORDING_FILES[mode]}"))
+def recording_folders(root: Path = ROOT) -> list[Path]:
+    return sorted(path.parent for path in (Path(root) / "docs" / "verified").glob(f"*/{RECORDING_FILE}"))
 
 
 def recorded_sections(recording: dict) -> list[int]:
@@ -452,8 +445,7 @@ from IPython.display import Image, display
 
 RECORDING = _recording.load_recording({json.dumps(str(folder))})
 ENVIRONMENT.update(RECORDING["environment"])
-USE_NCU = RECORDING["mode"] == "ncu"
-CUPTI_REASON = "" if USE_NCU else ENVIRONMENT["cupti_reason"]
+USE_NCU, CUPTI_REASON = True, ""
 L2_BYTES, PEAKS_LABEL, PEAKS = section_one_values(ENVIRONMENT)
 QUIET = nsight.VerbosityLevel.SILENT
 CUPTI_PACKAGES_DIR = Path("/nonexistent-cupti-dir")  # no CUPTI child runs here: section 9's CUPTI side is recorded
@@ -467,7 +459,7 @@ def inject_source(cell_id: str) -> str:
         f'if "{cell_id}" not in RECORDING["cells"]:\n'
         "    raise RuntimeError(\n"
         f'        "the recording has no cell {cell_id}: re-record its section on the GPU machine "\n'
-        '        "(record_ncu.py or record_cupti.py --sections N), then run scripts/render_recorded.py"\n'
+        '        "(record_ncu.py --sections N), then run scripts/render_recorded.py"\n'
         "    )\n"
         f'globals().update(RECORDING["cells"]["{cell_id}"]["variables"])\n'
     )

@@ -359,7 +359,7 @@ def cupti_page(executed: Path) -> Path:
             "run scripts/run_headless again to write it whole"
         ) from None
     summary = run_summary(executed)
-    folders = recordings.recording_folders("ncu")
+    folders = recordings.recording_folders()
     # The page is committed beside the recordings (docs/verified/<gpu>-cupti/), so the link is a sibling folder.
     link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""
     page = export_html(collapse_skipped_sections(notebook, summary, link))
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--executed {args.executed}: no such notebook (scripts/run_headless writes it)")
         print(f"rendered {cupti_page(args.executed)}")
         return 0
-    folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders("ncu")
+    folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders()
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
     unreadable = [problem for problem in map(recording_problem, folders) if problem]

@@ -168,8 +168,7 @@ class RecordedNotebook:
         self.folder, self.out = folder, tmp_path / "out"
         self.recording = recordings.load_recording(folder)
         self.cells = recordings.load_cells()
-        skipped = NCU_ONLY_SECTIONS if self.recording["mode"] == "cupti" else ()  # SKIPPED there by design
-        self.sections = [n for n in recordings.recorded_sections(self.recording) if n not in skipped]
+        self.sections = recordings.recorded_sections(self.recording)
         self.pending, self.outputs, self.failure = list(self.sections), {}, None
         self.session = KernelSession(
             env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
@@ -188,9 +187,7 @@ class RecordedNotebook:
     def section(self, number: int) -> str:
         """What section `number` printed. The recorded sections before it run first, in notebook order, once per
         kernel; a section that fails (or does not end ok) fails every later call, naming its cells."""
-        assert number in self.sections, (
-            f"{self.folder.name} runs no section {number} (not recorded, or SKIPPED there by design): {RERECORD}"
-        )
+        assert number in self.sections, f"{self.folder.name} holds no section {number}: {RERECORD}"
         while number not in self.outputs:
             assert self.failure is None, self.failure
             self._run(self.pending.pop(0))

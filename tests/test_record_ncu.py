@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import lzma
+import os
 import pickle
 import re
 import subprocess
@@ -24,7 +25,7 @@ from support import ROOT, RUN, ncu_namespace
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
-COMMITTED = recordings.recording_folders("ncu")
+COMMITTED = recordings.recording_folders()
 
 
 def _doubling_benchmark(clock_control):
@@ -288,3 +289,23 @@ def test_ncu_inner_runs_its_call_with_nsights_own_session_writes_its_time_and_ex
     assert ncu_inner.main(command[2:]) == 0, "the inner must stop after its own call"
     assert len(sessions) == 1, f"the inner ran {sessions}: exactly its own call"
     assert json.loads((work / "calls" / "6-0.session.json").read_text())["session_s"] >= 0
+
+
+def test_without_a_gpu_the_recorder_stops_with_exit_2_says_so_and_writes_nothing(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\nexit 9\n")
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "NSPY_RECORD_WORK": "w"}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), "--dest", "dest", "--sections", "2"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "no NVIDIA GPU here" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "dest").exists(), "nothing may be written where a recording belongs"
+
+
+def test_the_recorder_exits_2_when_a_section_failed_though_it_wrote_the_others(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("NSPY_RECORD_WORK", str(tmp_path / "w"))
+    monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "0")
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {8: RUN[8]}))
+    assert record_ncu.main(["--dest", str(tmp_path)]) == 2 and RUN[8] in capsys.readouterr().err
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {}))
+    assert record_ncu.main(["--dest", str(tmp_path)]) == 0

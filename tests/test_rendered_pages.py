@@ -48,7 +48,7 @@ def test_skipped_sections_are_a_heading_and_one_line_to_the_recorded_page(page):
     executed, summary, rendered = page
     skipped = sorted(render_recorded.skipped_sections(summary))
     assert skipped, "the committed CUPTI run skipped no section: is it a CUPTI-mode run?"
-    recorded = recordings.recording_folders("ncu")[-1].name
+    recorded = recordings.recording_folders()[-1].name
     links = re.findall(r'href="([^"]*recorded_sections\.html)"', rendered)
     assert links == [f"../{recorded}/recorded_sections.html"] * len(skipped), links
     for number in skipped:
@@ -96,7 +96,7 @@ def test_only_sections_the_run_skipped_are_collapsed_a_failed_one_keeps_its_cell
     assert render_recorded.skipped_sections(summary) == {4}
 
 
-@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+@pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
 def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
     """Section 4 mixes rows of two recordings (base clocks are never run on the runner): row by row, the page says
     which recording each call's rows come from."""
@@ -112,7 +112,7 @@ def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
         assert source in line, f"the rows of {call['cache_control']}/{call['clock_control']} come from {source}: {line}"
 
 
-@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+@pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
 def test_the_rows_by_recording_table_appears_once_in_each_section_with_served_calls_and_nowhere_else(folder):
     recording = recordings.load_recording(folder)
     served = {call["section"] for call in recording["calls"] if call.get("served_from")}
@@ -131,7 +131,7 @@ def test_a_recorded_page_is_refused_unless_every_section_it_shows_is_ok():
     assert sorted(refused) == ["3", "4", "5"], f"a NOT RUN, FAILED or SKIPPED section is no page: {refused}"
 
 
-@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+@pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
 def test_the_recorded_pages_summary_json_says_what_the_gpu_run_said_section_by_section(folder):
     """The page runs the notebook's summary cell on the recording: its summary.json (the README's row) must hold the
     recording's figures, and each recorded section's verdict and time as the GPU machine recorded them."""
