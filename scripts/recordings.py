@@ -65,19 +65,14 @@ def section_cells(cells: list[dict], number: int) -> list[dict]:
     return [cell for cell in cells if section_of(cell["id"]) == number]  # in notebook order
 
 
-def role_of(cell_id: str, number: int) -> str:
-    """define, gpu_define, run or analysis: what a code cell of section `number` does, by the plan."""
-    return next((role for role in ROLES if cell_id in SECTION_PLAN[number].get(role, ())), "analysis")
-
-
 def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
-    """(cell id, role) of section `number`'s code cells, in notebook order; every planned cell must exist."""
+    """(cell id, role: define, gpu_define, run or analysis) of section `number`'s code cells, in notebook order."""
     if number not in SECTION_PLAN:
         raise RecorderError(f"section {number} is not in plumbing/cells.py's SECTION_PLAN: {sorted(SECTION_PLAN)}")
-    steps = [
-        (cell["id"], role_of(cell["id"], number)) for cell in section_cells(cells, number) if cell["type"] == "code"
-    ]
-    planned = {cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
+    roles = {cell_id: role for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
+    steps = [(cell["id"], roles.get(cell["id"], "analysis")) for cell in section_cells(cells, number)
+             if cell["type"] == "code"]  # fmt: skip
+    planned = set(roles)
     missing = sorted(planned - {cell_id for cell_id, _ in steps})
     if missing:
         raise RecorderError(f"section {number}'s plan names cells the notebook lacks in that section: {missing}. "
@@ -86,7 +81,7 @@ def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
 
 
 def top_level_names(source: str) -> set[str]:
-    """Names a cell binds at top level (def, class, assignment), inside its `if` blocks too (`if USE_NCU:`)."""
+    """Names a cell binds at top level (def, class, assignment), in its `if` blocks too (`if USE_NCU:`)."""
     try:
         return _bound_names(ast.parse(source).body)
     except SyntaxError:
@@ -132,7 +127,7 @@ def plan(cells: list[dict], sections) -> list[tuple[int | None, str, str]]:
 
 
 def missing_dependencies(sections) -> list[int]:
-    """The sections the recorded ones read (SECTION_DEPENDENCY) that are not recorded with them."""
+    """The sections the recorded ones read (SECTION_DEPENDENCY) but are not recorded with them."""
     return sorted({dep for number in sections for dep in SECTION_DEPENDENCY.get(number, ()) if dep not in sections})
 
 
@@ -143,15 +138,15 @@ def failed_dependency(section, failed: dict) -> str | None:
 
 
 def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
-    """The cell's source, or for a run cell of a section read from a recording, the values it bound there."""
+    """The cell's source; for a run cell of a section read from a recording, the values it bound there."""
     if role.startswith("recorded ") and role.removeprefix("recorded ") in REPLACED_ON_CPU:
         return inject_source(cell_id)
     return cell_source(cells, cell_id)
 
 
 def dependency_recording(sections: list[int], dest_root: Path) -> Path | None:
-    """The newest recording in dest_root holding the sections the recorded ones read but are not recorded
-    with them; None when there are none; a RecorderError that says what to record when none holds them."""
+    """The newest recording in dest_root holding missing_dependencies(sections) (None if there are none), else a
+    RecorderError that says what to record."""
     missing = missing_dependencies(sections)
     if not missing:
         return None
@@ -166,8 +161,7 @@ def dependency_recording(sections: list[int], dest_root: Path) -> Path | None:
 
 
 def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
-    """Names the sections' visible define cells bind: the benchmark settings a recording must match (folded define
-    cells, section 9's CUPTI child, are plumbing)."""
+    """Names the sections' visible define cells bind: the benchmark settings a recording must match."""
     sources = [cell_source(cells, cell_id) for number in sections for role in ("define", "gpu_define")
                for cell_id in SECTION_PLAN[number].get(role, ())]  # fmt: skip
     return set().union(*(top_level_names(s) for s in sources if not s.lstrip().startswith("# @title")))
@@ -248,11 +242,8 @@ def log_line(text: str) -> None:
 
 
 def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> dict:
-    """Execute one cell's source in namespace as a notebook would (the last expression's value is shown).
-
-    Returns {"source", "output", "variables"}: the source, what it printed, and the recordable values it bound or
-    rebound. An exception propagates with the output so far in its `cell_output` attribute.
-    """
+    """Execute a cell as a notebook would (its last expression's value printed): {"source", "output", "variables"
+    (the recordable values it bound or rebound)}. An exception propagates with the output so far in `cell_output`."""
     buffer = io.StringIO()
 
     class Tee(io.TextIOBase):
@@ -324,14 +315,9 @@ def notebook_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def notebook_sha256(path: Path = NOTEBOOK) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 # ---------------------------------------------------------------- the recording file
 def recorded_cells(runs: dict, commit: str, created: str) -> dict:
-    """Every cell a recorder ran (a prelude cell belongs to no section), except those of a section read from a
-    recording (it keeps its own entries)."""
+    """Every cell the recorder ran (a prelude cell in no section), not those of a section read from a recording."""
     return {
         cell_id: {
             "section": None if run["role"] == "prelude" else section_of(cell_id), "role": run["role"],
@@ -346,7 +332,7 @@ def recorded_cells(runs: dict, commit: str, created: str) -> dict:
 
 
 def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: str, created: str) -> dict:
-    """A recorded section: its status (FAILED, naming the cell, when one of its cells raised), headline and cost."""
+    """A recorded section: its status (FAILED, naming the cell, if one raised), headline and cost."""
     info = status.get(number, {})
     return {
         "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
@@ -357,9 +343,13 @@ def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: s
 
 
 def new_recording(what, provenance, namespace, done, sections, commit, created, cost) -> dict:
-    """A recording of `sections` from what execute() did in namespace; cost(section) is each section's cost."""
+    """A recording of `sections` from what execute() did in namespace; cost(number) is a section's cost."""
     env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
-    host = {"host": socket.gethostname(), "notebook_commit": commit, "notebook_sha256": notebook_sha256()}
+    host = {
+        "host": socket.gethostname(),
+        "notebook_commit": commit,
+        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
+    }
     return {
         "format": FORMAT, "what": what, "mode": "ncu", "created_utc": created,
         "provenance": {"gpu": env["gpu"], "driver": env["driver"], **provenance, **host},
@@ -409,8 +399,7 @@ def recording_file(folder: Path) -> Path:
 
 
 def load_recording(folder: Path) -> dict:
-    """A recording with its values decoded: each cell's `variables`, and `variables`, every cell's in the order
-    they ran (a later cell's value of a name wins, as in the notebook)."""
+    """A recording with its values decoded; `variables`: every cell's, a later cell's value of a name winning."""
     recording = json.loads(recording_file(folder).read_text())
     if recording.get("format") != FORMAT:
         raise RecorderError(f"{folder}: recording format {recording.get('format')}, this library reads {FORMAT}")
@@ -466,8 +455,8 @@ def inject_source(cell_id: str) -> str:
 
 
 def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, str]]:
-    """(cell id, role, source to run on a CPU) for section `number`: each run (and gpu_define) cell is replaced by
-    the values it bound on the GPU machine; the other cells are the notebook's own."""
+    """(cell id, role, source to run on a CPU) for section `number`: a run or gpu_define cell's the values it bound
+    on the GPU machine."""
     by_id = {cell["id"]: cell for cell in cells}
     return [
         (cell_id, role, inject_source(cell_id) if role in REPLACED_ON_CPU else by_id[cell_id]["source"])
@@ -476,7 +465,7 @@ def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, 
 
 
 def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
-    """Put the recorded report folders (reports decompressed) where out_prefix(<folder name>) points."""
+    """The recorded report folders (reports decompressed) into out_dir, where the notebook's cells look."""
     written = []
     for path in sorted(path for name in REPORT_FOLDERS for path in (Path(folder) / name).glob("*")):
         written.append(Path(out_dir) / path.parent.name / (path.stem if path.suffix == ".xz" else path.name))
