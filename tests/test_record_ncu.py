@@ -87,6 +87,11 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu():
     assert {"lts__", "smsp__", "sm__", "dram__", "gpu__", "gpc__"} <= set(families), families
 
 
+@pytest.mark.parametrize(("version", "folder"), [("2025.3.1", "2025.3.1"), ("2025.3.1.0", "2025.3.1")])
+def test_a_recording_folder_names_the_gpu_and_ncus_version_to_its_patch_level(version, folder):
+    assert record_ncu.folder_name("NVIDIA H200", version) == f"nvidia-h200-ncu-{folder}"
+
+
 def test_plan_of_section_10_alone_reads_the_sections_it_needs_from_the_recording():
     done = _record_ncu("--plan", "--sections", "10")
     assert done.returncode == 0, done.stderr

@@ -38,10 +38,10 @@ def every_file(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture()
 def machine(tmp_path):
-    """A copy of the clone, a folder of the user's own files, a HOME, and no GPU on PATH."""
-    clone = recorder_clone(tmp_path)
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "thesis.txt").write_text("my own work")
+    """A copy of the clone, a folder of the user's own files beside it, a HOME elsewhere, and no GPU on PATH."""
+    clone = recorder_clone(tmp_path / "above")  # its parent holds neither HOME nor the test's other folders
+    (clone.parent / "mine").mkdir()
+    (clone.parent / "mine" / "thesis.txt").write_text("my own work")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".bashrc").write_text("# mine\n")
     (tmp_path / "bin").mkdir()
@@ -59,6 +59,7 @@ def machine(tmp_path):
 HARMFUL = {
     "the clone": (".", "is the clone"),
     "the folder above the clone": ("..", "is a folder that holds the clone or HOME"),
+    "two folders above the clone": ("../..", "is a folder that holds the clone or HOME"),
     "HOME": ("~", "is HOME"),
     "a folder of the user's files": ("../mine", "holds files no recorder made"),
     "a file": ("scripts/record_ncu.py", "is a file, not a folder"),
