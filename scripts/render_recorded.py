@@ -41,6 +41,7 @@ except ImportError as missing:
 import notebook_format
 import recordings
 from recordings import ROOT
+from verified_table import numbers_text
 
 from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
 from plumbing.executed_run import section_or_none
@@ -58,19 +59,13 @@ SECTIONS[1] = {"status": "ok", "reason": "", "environment_limit": False, "second
 """
 
 
-def listed(numbers) -> str:
-    """[4, 6, 7] -> '4, 6 and 7'."""
-    numbers = list(map(str, numbers))
-    return ", ".join(numbers[:-1]) + f" and {numbers[-1]}" if len(numbers) > 1 else "".join(numbers)
-
-
 def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(source.rstrip("\n"), metadata={"tags": [hide]})
 
 
 def label(recording: dict) -> str:
     provenance = recording["provenance"]
-    return f"""# Sections {listed(recordings.recorded_sections(recording))}, from a recording
+    return f"""# Sections {numbers_text(recordings.recorded_sections(recording))}, from a recording
 
 **What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
 by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU machine. Nothing here is typed by hand.
