@@ -1,7 +1,5 @@
-"""Nsight Compute launch mode, shared by scripts/record_ncu.py (the outer process) and scripts/ncu_inner.py (what
-ncu launches for one profiled call): the nsight functions it patches (ProfiledCalls), the ncu commands it builds, the
-replay of the notebook's cells with section 1's names made here, and the guard that gives every ncu that profiles
-`--clock-control none` (NcuGuard). See scripts/record_ncu.py for the whole picture.
+"""Nsight Compute launch mode for scripts/record_ncu.py (outer) and scripts/ncu_inner.py (inner): the nsight functions
+patched (ProfiledCalls), the ncu commands, the replay of the notebook's cells, and NcuGuard (`--clock-control none`).
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import recordings
@@ -27,9 +26,7 @@ RUNNER_CLOCK_CONTROL = "none"
 NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, the replay of its section's cells included
 
 
-# ---------------------------------------------------------------- what the recorder patches in nsight
-# NCUCollector.collect runs unchanged; the recorder replaces the module-level functions it calls: the module, the
-# function, the parameters the replacement relies on.
+# NCUCollector.collect runs unchanged; these functions it calls are replaced (module, name, parameters relied on).
 PATCHED_FUNCTIONS = (
     ("nsight.tools_manager", "activate", ["tool"]),
     ("nsight.collection.ncu", "begin_profiling", []),
@@ -150,20 +147,15 @@ class InnerDone(BaseException):
     """The inner process profiled its call: stop replaying cells."""
 
 
-class NcuRun:
+def ncu_run(wait=lambda: 0):
     """What collect waits on: the ncu process running the inner replay (outer), or nothing (inner)."""
-
-    def __init__(self, wait=lambda: 0):
-        self.wait = wait
+    return types.SimpleNamespace(wait=wait)
 
 
 class ProfiledCalls:
-    """The replacements for the functions NCUCollector.collect calls, in the outer process or in an inner one.
-
-    Outer: launch_ncu starts `ncu <nsight's own flags> python3 ncu_inner.py --call N-k` (call k of section N) and
-    leaves the profile session to it; nsight's own extraction then reads the report. Inner (under ncu): the calls
-    before k return what the outer extracted; call k runs nsight's own profile session, then the process ends.
-    """
+    """The replacements for what NCUCollector.collect calls. Outer: launch_ncu starts `ncu <nsight's flags> python3
+    ncu_inner.py --call N-k` and nsight's own extraction reads its report. Inner (under ncu): calls before k return
+    what the outer extracted; call k runs nsight's own profile session, then the process ends."""
 
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
         self.work, self.role, self.target, self.ncu = work, role, target, ncu
@@ -224,11 +216,11 @@ class ProfiledCalls:
             self.original["launch_ncu"], report_path, metrics, cache_control, clock_control, replay_mode, verbosity
         )
         if self.role == "inner":
-            return NcuRun(), report_path, log_path
+            return ncu_run(), report_path, log_path
         if clock_control != RUNNER_CLOCK_CONTROL:  # never run here: served from a committed recording
             call = {"index": index, "section": section, "cell": self.where[1], "serve": True}
             self.calls.append({**call, "cache_control": cache_control, "clock_control": clock_control})
-            return NcuRun(), report_path, log_path
+            return ncu_run(), report_path, log_path
         command = launch_command(attach, self.ncu, inner_program(self.work, index))
         call = {
             "index": index, "section": section, "cell": self.where[1], "metrics": list(metrics),
@@ -241,7 +233,7 @@ class ProfiledCalls:
         with open(output, "w") as sink:
             process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
         call["started"] = time.perf_counter()
-        return NcuRun(lambda: self.finished(call, process, output)), report_path, log_path
+        return ncu_run(lambda: self.finished(call, process, output)), report_path, log_path
 
     def run_profile_session(self, func, configs, runs, *args, **kwargs):
         if self.role == "outer":  # the inner process runs it, under ncu
@@ -265,8 +257,7 @@ class ProfiledCalls:
         raise InnerDone()
 
     def shown(self, text: str) -> str:
-        """Text for the committed recording: this machine's paths relative to named roots, WORK (the recorder's
-        scratch folder, NSPY_RECORD_WORK) and REPO (the repository); the work folder may lie inside the repository."""
+        """Text for the committed recording: this machine's paths as WORK (scratch folder, maybe in REPO) and REPO."""
         return text.replace(str(self.work), "WORK").replace(str(ROOT), "REPO")
 
     def finished(self, call: dict, process, output: Path) -> int:
@@ -344,10 +335,7 @@ class ProfiledCalls:
 
 
 def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | None:
-    """{"call", "source"} of a committed call with the same section, benchmark, settings and configs, or None.
-
-    `source` names the recording that actually ran it (kept through later recordings that served it again).
-    """
+    """{"call", "source": the recording that ran it} of a committed call with the same settings and configs, or None."""
     for folder in folders if folders is not None else recording_folders():
         recording = json.loads((folder / "recording.json").read_text())
         for call in recording.get("calls", []):
@@ -370,15 +358,13 @@ def child_env(work: Path) -> dict:
             "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
-# ---------------------------------------------------------------- every ncu that profiles leaves the clocks alone
 # Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
 QUERY_OPTIONS = ("--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import")
 
 
 class NcuGuard:
-    """subprocess.Popen for the outer process: an ncu command that profiles must carry `--clock-control none`.
-
-    Counts and times the ncu processes the notebook's own cells start (section 10's command line)."""
+    """subprocess.Popen for the outer process: an ncu that profiles must carry `--clock-control none`; counts the ncu
+    processes the notebook's own cells start (section 10's command line)."""
 
     def __init__(self, ncu: str):
         self.ncu, self.runs, self.section, self.per_section = ncu, [], None, {}
@@ -412,7 +398,6 @@ class NcuGuard:
         subprocess.Popen = self.saved
 
 
-# ---------------------------------------------------------------- the notebook's cells in launch mode
 LAUNCH_MODE = {
     "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
     "profiler": "ncu (launch mode, scripts/record_ncu.py)",
@@ -420,8 +405,8 @@ LAUNCH_MODE = {
 
 
 def section_one_names(namespace: dict, environment: dict | None = None):
-    """Section 1's names (plumbing/cells.py) made with section 1's own functions, after the harness and setup-helper
-    cells ran in namespace; `environment` overrides what they record."""
+    """Section 1's names made with section 1's own functions (after the setup-helper cell); `environment` overrides
+    what they record."""
     import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
     import torch
 
@@ -460,10 +445,9 @@ def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, s
 
 
 def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_line, recorded=None) -> dict:
-    """recordings.execute() in launch mode: section 1's names made after the setup helpers, nsight patched, each
-    profiled call of a run cell through `calls`. Adds "namespace" and "ncu_runs" (section -> ncu processes its own
-    cells started). In the inner process every failure propagates (the outer reports it from ncu's output).
-    `recorded`: the recording whose values stand in for a "recorded ..." step's run cells."""
+    """recordings.execute() in launch mode: section 1's names made after the setup helpers, nsight patched, profiled
+    calls through `calls`; `recorded` stands in for "recorded ..." steps. Adds "namespace" and "ncu_runs" (section ->
+    ncu processes its own cells started). In the inner process a failure propagates."""
     namespace = {"__name__": "__main__", "RECORDING": recorded}
 
     def before(section, cell_id, role):

@@ -5,23 +5,16 @@
     python3 scripts/record_ncu.py --sections 2,3,5     # only these; the others stay as the recording has them
     python3 scripts/record_ncu.py --plan               # anywhere: the cells it would run, the metrics; no GPU
 
-Why launch mode: nsight-python 1.1.0 attaches ncu 2026.2.1+ to the running process; the GPU runner has 2025.3.1.
-nsight's own profiling session still runs as a script under the ncu command line, with the flags of nsight's own
-attach command (minus --mode attach and --process-id, plus --nvtx), always with `--clock-control none` (the
-runner is shared: RUNNER_CLOCK_CONTROL in ncu_launch.py).
+Why launch mode: nsight-python 1.1.0 attaches only ncu 2026.2.1+; the GPU runner has 2025.3.1. This outer process
+runs the notebook's own cells (scripts/recordings.py, plumbing/cells.py's SECTION_PLAN) with nsight's collect
+unchanged and the functions it calls patched (ncu_launch.py, check_nsight_internals). Each profiled call starts
+`ncu <nsight's attach flags, minus --mode/--process-id, plus --nvtx, always --clock-control none> python3
+scripts/ncu_inner.py --work WORK --call N-k`, which replays section N up to call k under nsight's own session;
+collect then reads the report with nsight's own extraction.
 
-This script is the outer process: it runs the notebook's own cells by id (scripts/recordings.py; the plan is
-plumbing/cells.py's SECTION_PLAN) with nsight's NCUCollector.collect unchanged and the functions it calls patched
-(ncu_launch.py). Each profiled call starts one `ncu ... python3 scripts/ncu_inner.py --work WORK --call N-k`,
-which replays section N up to call k and runs nsight's own run_profile_session; collect then reads the report with
-nsight's own extraction and aggregation. A release of nsight-python whose collect no longer calls these functions
-as expected stops the recorder, naming what moved (check_nsight_internals).
-
-Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest); with --sections, merged into what is there:
-recording.json (provenance; every executed cell's source, output and values; each section's status and cost; the
-calls), the report folders of plumbing/cells.py's REPORT_FOLDERS (reports as .ncu-rep.xz), tu104_metrics.txt and
-tu104_metric_suffixes.txt (`ncu --query-metrics` for the notebook's metric families and base metrics).
-Exit status: 0 when every recorded section is ok, 2 otherwise (with what failed, the rest still written).
+Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest; with --sections merged into what is there): recording.json,
+the REPORT_FOLDERS (reports as .ncu-rep.xz), tu104_metrics.txt and tu104_metric_suffixes.txt. Exit status: 0 when
+every recorded section is ok, 2 otherwise (the rest still written).
 """
 
 from __future__ import annotations
@@ -79,7 +72,6 @@ def metric_families(cells: list[dict]) -> list[str]:
     return sorted(f"{family}__" for family in found)
 
 
-# ---------------------------------------------------------------- provenance
 def require_gpu(environ=os.environ) -> None:
     """Stop before anything runs on a machine without an NVIDIA GPU or without torch: say where to run instead."""
     try:
@@ -117,7 +109,7 @@ def ncu_executable() -> str:
 
 
 def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
-    """(version, the `ncu --version` text) of an ncu that launch mode can use (2025.1+), else a RecorderError."""
+    """(version, `ncu --version` text) of an ncu launch mode can use (2025.1+), else a RecorderError."""
     text = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout
     version = parse_ncu_version(text)  # the notebook's parser
     if version is None:
@@ -135,8 +127,7 @@ def folder_name(gpu: str, ncu_version: str) -> str:
 
 
 def query_metrics(ncu: str, families: list[str], bases: list[str], dest: Path, version: str):
-    """The tu104 metric list (every family the notebook uses) and the valid suffixes of the notebook's base
-    metrics."""
+    """The tu104 metric list (the notebook's families) and the suffixes of the notebook's base metrics."""
     listing = subprocess.run([ncu, "--query-metrics", "--chip", "tu104"], capture_output=True, text=True)
     lines = [line for line in listing.stdout.splitlines() if line.startswith(tuple(families))]
     header = f"# ncu {version}: `ncu --query-metrics --chip tu104`, lines of the families {', '.join(families)}\n"
@@ -159,7 +150,6 @@ def section_cost(number: int, calls: list[dict], guard_runs: int, wall_s: float)
     }  # fmt: skip
 
 
-# ---------------------------------------------------------------- main
 WHAT = (
     "Nsight Compute frames of the notebook's sections, recorded in ncu launch mode by scripts/record_ncu.py: "
     "nsight-python's own profiling session ran under the ncu command line with the flags nsight's attach command "
@@ -168,8 +158,7 @@ WHAT = (
 
 
 def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
-    """Copy the report folders of the recorded sections from a run's output folder into the recording (reports
-    xz-compressed: each embeds its kernels' cubins, megabytes of torch's)."""
+    """The recorded sections' report folders into the recording (reports xz-compressed: they embed torch's cubins)."""
     kept = []
     for name, number in REPORT_FOLDERS.items():
         source = Path(out_dir) / name
@@ -188,10 +177,9 @@ def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[
 
 
 def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | None:
-    """The recording whose values and reports stand in for the sections the recorded ones read but are not
-    recorded with them (SECTION_DEPENDENCY), with those reports restored into the run's output folder; None when
-    every section read is recorded in this run."""
-    folder = recordings.dependency_recording(sections, dest_root, "ncu")
+    """The recording that stands in for missing_dependencies(sections), its reports restored into the run's output
+    folder; None when every section read is recorded in this run."""
+    folder = recordings.dependency_recording(sections, dest_root)
     if folder is None:
         return None
     recordings.restore_report_folders(folder, work / "out")
@@ -239,7 +227,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     def cost(number):
         return section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
 
-    recording = recordings.new_recording("ncu", WHAT, provenance, namespace, done, sections, commit, created, cost)
+    recording = recordings.new_recording(WHAT, provenance, namespace, done, sections, commit, created, cost)
     recording["define_values"] = {
         name: encode(namespace[name])
         for name in sorted(recordings.benchmark_setting_names(cells, sections))

@@ -1,11 +1,8 @@
-"""What scripts/record_ncu.py and scripts/record_cupti.py check of their input before anything runs: --sections,
-and their scratch folder (NSPY_RECORD_WORK, else ./record_ncu_work or ./record_cupti_work), emptied only when a
-recorder made it.
-
-A recorder that makes its scratch folder leaves MARKER in it; the next run empties only a folder holding that marker
-(or an empty one, which it adopts). It never empties the clone, a folder above it, HOME or /, nor a folder of other
-files: check_scratch_folder() refuses those, naming the setting, before anything runs (the recorders call it at
-startup, before their GPU checks), and emptied_scratch_folder() checks again at the point where it deletes.
+"""What scripts/record_ncu.py checks of its input before anything runs: --sections, and its scratch folder
+(NSPY_RECORD_WORK, else ./record_ncu_work). The recorder leaves MARKER in the folder it makes; the next run empties
+only a folder holding that marker (or an empty one, which it adopts), never the clone, a folder above it, HOME or /,
+nor a folder of other files: check_scratch_folder() refuses those, naming the setting, before the GPU checks, and
+emptied_scratch_folder() checks again where it deletes.
 """
 
 from __future__ import annotations
@@ -61,7 +58,7 @@ def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
                 if path.name != MARKER:
                     shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         work.mkdir(parents=True, exist_ok=True)
-        (work / MARKER).write_text("made by scripts/record_ncu.py or record_cupti.py; the next run empties it\n")
+        (work / MARKER).write_text("made by scripts/record_ncu.py; the next run empties it\n")
     except OSError as error:
         raise RecorderError(f"{SETTING}: cannot make or empty the scratch folder {work} ({error}); set {SETTING} "
                             "to a folder you can write") from None  # fmt: skip

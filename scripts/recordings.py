@@ -1,7 +1,6 @@
-"""The recording library of scripts/record_ncu.py, record_cupti.py and render_recorded.py: the plan (which notebook
-cells a recorder runs, from plumbing/cells.py's SECTION_PLAN), the one executor of those cells, values <-> JSON, the
-recording file (recording.json for Nsight Compute, cupti_recording.json for CUPTI, in docs/verified/<folder>/) and
-what a CPU runs in place of a section's run cells (the values they bound on the GPU machine).
+"""The recording library of scripts/record_ncu.py and render_recorded.py: the plan (plumbing/cells.py's
+SECTION_PLAN), the one executor of cells, values <-> JSON, docs/verified/<folder>/recording.json, and what a CPU
+runs in place of a section's run cells (the values they bound on the GPU machine).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
     sys.path.insert(0, str(ROOT))
-from plumbing.cells import (  # noqa: E402  # noqa: E402
+from plumbing.cells import (  # noqa: E402
     HARNESS,
     REPORT_FOLDERS,
     SECTION_DEPENDENCY,
@@ -37,7 +36,7 @@ from plumbing.cells import (  # noqa: E402  # noqa: E402
 )
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
-RECORDING_FILES = {"ncu": "recording.json", "cupti": "cupti_recording.json"}
+RECORDING_FILE = "recording.json"
 FORMAT = 2  # 2: per-cell sources, outputs and values, per-section status and cost
 ROLES = ("define", "gpu_define", "run")  # the plan's lists; every other code cell of a section is analysis
 REPLACED_ON_CPU = ("gpu_define", "run")  # on a CPU, what these bound on the GPU machine stands in for them
@@ -66,19 +65,14 @@ def section_cells(cells: list[dict], number: int) -> list[dict]:
     return [cell for cell in cells if section_of(cell["id"]) == number]  # in notebook order
 
 
-def role_of(cell_id: str, number: int) -> str:
-    """define, gpu_define, run or analysis: what a code cell of section `number` does, by the plan."""
-    return next((role for role in ROLES if cell_id in SECTION_PLAN[number].get(role, ())), "analysis")
-
-
 def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
-    """(cell id, role) of section `number`'s code cells, in notebook order; every planned cell must exist."""
+    """(cell id, role: define, gpu_define, run or analysis) of section `number`'s code cells, in notebook order."""
     if number not in SECTION_PLAN:
         raise RecorderError(f"section {number} is not in plumbing/cells.py's SECTION_PLAN: {sorted(SECTION_PLAN)}")
-    steps = [
-        (cell["id"], role_of(cell["id"], number)) for cell in section_cells(cells, number) if cell["type"] == "code"
-    ]
-    planned = {cell_id for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
+    roles = {cell_id: role for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
+    steps = [(cell["id"], roles.get(cell["id"], "analysis")) for cell in section_cells(cells, number)
+             if cell["type"] == "code"]  # fmt: skip
+    planned = set(roles)
     missing = sorted(planned - {cell_id for cell_id, _ in steps})
     if missing:
         raise RecorderError(f"section {number}'s plan names cells the notebook lacks in that section: {missing}. "
@@ -87,7 +81,7 @@ def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
 
 
 def top_level_names(source: str) -> set[str]:
-    """Names a cell binds at top level (def, class, assignment), inside its `if` blocks too (`if USE_NCU:`)."""
+    """Names a cell binds at top level (def, class, assignment), in its `if` blocks too (`if USE_NCU:`)."""
     try:
         return _bound_names(ast.parse(source).body)
     except SyntaxError:
@@ -120,17 +114,12 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
     return ids
 
 
-def plan(cells: list[dict], sections, run_section_one: bool = False) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role): which cells a recorder runs for `sections`, in order.
-
-    First section 1's code cells (`run_section_one`, role "setup": record_cupti.py runs them as Run all does) or
-    only its harness cells (record_ncu.py makes section 1's names itself), then the define cells that bind
-    SHARED_NAMES ("prelude"), then each section's code cells in notebook order. A section the recorded ones read
-    (SECTION_DEPENDENCY) but not recorded with them runs before them from a recording ("recorded <role>").
+def plan(cells: list[dict], sections) -> list[tuple[int | None, str, str]]:
+    """(section, cell id, role) in order: the harness cells and the define cells that bind SHARED_NAMES ("prelude";
+    record_ncu.py makes section 1's names itself), then each section's code cells in notebook order. A section the
+    recorded ones read (SECTION_DEPENDENCY) but not recorded with them runs first from a recording ("recorded <role>").
     """
-    one = [cell["id"] for cell in cells if run_section_one and cell["type"] == "code" and section_of(cell["id"]) == 1]
-    steps = [(1, cell_id, "setup") for cell_id in one]
-    steps += [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells) if cell_id not in one]
+    steps = [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells)]
     for number in sorted(set(sections) | set(missing_dependencies(sections))):
         prefix = "" if number in sections else "recorded "
         steps += [(number, cell_id, prefix + role) for cell_id, role in section_steps(cells, number)]
@@ -138,7 +127,7 @@ def plan(cells: list[dict], sections, run_section_one: bool = False) -> list[tup
 
 
 def missing_dependencies(sections) -> list[int]:
-    """The sections the recorded ones read (SECTION_DEPENDENCY) that are not recorded with them."""
+    """The sections the recorded ones read (SECTION_DEPENDENCY) but are not recorded with them."""
     return sorted({dep for number in sections for dep in SECTION_DEPENDENCY.get(number, ()) if dep not in sections})
 
 
@@ -149,19 +138,19 @@ def failed_dependency(section, failed: dict) -> str | None:
 
 
 def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
-    """The cell's source, or for a run cell of a section read from a recording, the values it bound there."""
+    """The cell's source; for a run cell of a section read from a recording, the values it bound there."""
     if role.startswith("recorded ") and role.removeprefix("recorded ") in REPLACED_ON_CPU:
         return inject_source(cell_id)
     return cell_source(cells, cell_id)
 
 
-def dependency_recording(sections: list[int], dest_root: Path, mode: str) -> Path | None:
-    """The newest recording of `mode` in dest_root holding the sections the recorded ones read but are not recorded
-    with them; None when there are none; a RecorderError that says what to record when none holds them."""
+def dependency_recording(sections: list[int], dest_root: Path) -> Path | None:
+    """The newest recording in dest_root holding missing_dependencies(sections) (None if there are none), else a
+    RecorderError that says what to record."""
     missing = missing_dependencies(sections)
     if not missing:
         return None
-    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILES[mode]}"))
+    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILE}"))
               if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
     if not usable:
         raise RecorderError(
@@ -172,8 +161,7 @@ def dependency_recording(sections: list[int], dest_root: Path, mode: str) -> Pat
 
 
 def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
-    """Names the sections' visible define cells bind: the benchmark settings a recording must match (folded define
-    cells, section 9's CUPTI child, are plumbing)."""
+    """Names the sections' visible define cells bind: the benchmark settings a recording must match."""
     sources = [cell_source(cells, cell_id) for number in sections for role in ("define", "gpu_define")
                for cell_id in SECTION_PLAN[number].get(role, ())]  # fmt: skip
     return set().union(*(top_level_names(s) for s in sources if not s.lstrip().startswith("# @title")))
@@ -254,11 +242,8 @@ def log_line(text: str) -> None:
 
 
 def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> dict:
-    """Execute one cell's source in namespace as a notebook would (the last expression's value is shown).
-
-    Returns {"source", "output", "variables"}: the source, what it printed, and the recordable values it bound or
-    rebound. An exception propagates with the output so far in its `cell_output` attribute.
-    """
+    """Execute a cell as a notebook would (its last expression's value printed): {"source", "output", "variables"
+    (the recordable values it bound or rebound)}. An exception propagates with the output so far in `cell_output`."""
     buffer = io.StringIO()
 
     class Tee(io.TextIOBase):
@@ -286,11 +271,11 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
-def execute(steps, namespace: dict, log=log_line, before=None, after=None, stop=(None,), propagate=False) -> dict:
-    """Run the steps' cells (plan()) in namespace: the one executor of both recorders and the inner process.
+def execute(steps, namespace: dict, log=log_line, before=None, after=None, propagate=False) -> dict:
+    """Run the steps' cells (plan()) in namespace: the one executor of the outer and the inner process.
 
     Returns {"runs": {cell id: run}, "failed": {section: cell id}, "wall_s": {section: s}}. A failing cell stops its
-    section and the sections that read it; one of a section in `stop` stops everything; with `propagate` (the inner
+    section and the sections that read it; a failing shared (prelude) cell stops everything; with `propagate` (the inner
     process under ncu) it propagates. before(section, cell id, role) runs before each cell, after() after each ok.
     """
     cells, runs, failed, wall_s = load_cells(), {}, {}, {}
@@ -312,7 +297,7 @@ def execute(steps, namespace: dict, log=log_line, before=None, after=None, stop=
             runs[cell_id] = {"source": source, "output": output, "variables": {}, "role": role, "failed": True}
             log(output)
             failed[section] = cell_id
-            if section in stop:
+            if section is None:
                 break
             continue
         finally:
@@ -330,14 +315,9 @@ def notebook_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def notebook_sha256(path: Path = NOTEBOOK) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 # ---------------------------------------------------------------- the recording file
 def recorded_cells(runs: dict, commit: str, created: str) -> dict:
-    """Every cell a recorder ran (a prelude cell belongs to no section), except those of a section read from a
-    recording (it keeps its own entries)."""
+    """Every cell the recorder ran (a prelude cell in no section), not those of a section read from a recording."""
     return {
         cell_id: {
             "section": None if run["role"] == "prelude" else section_of(cell_id), "role": run["role"],
@@ -352,7 +332,7 @@ def recorded_cells(runs: dict, commit: str, created: str) -> dict:
 
 
 def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: str, created: str) -> dict:
-    """A recorded section: its status (FAILED, naming the cell, when one of its cells raised), headline and cost."""
+    """A recorded section: its status (FAILED, naming the cell, if one raised), headline and cost."""
     info = status.get(number, {})
     return {
         "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
@@ -362,12 +342,16 @@ def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: s
     }  # fmt: skip
 
 
-def new_recording(mode, what, provenance, namespace, done, sections, commit, created, cost) -> dict:
-    """A recording of `sections` from what execute() did in namespace; cost(section) is each section's cost."""
+def new_recording(what, provenance, namespace, done, sections, commit, created, cost) -> dict:
+    """A recording of `sections` from what execute() did in namespace; cost(number) is a section's cost."""
     env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
-    host = {"host": socket.gethostname(), "notebook_commit": commit, "notebook_sha256": notebook_sha256()}
+    host = {
+        "host": socket.gethostname(),
+        "notebook_commit": commit,
+        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
+    }
     return {
-        "format": FORMAT, "what": what, "mode": mode, "created_utc": created,
+        "format": FORMAT, "what": what, "mode": "ncu", "created_utc": created,
         "provenance": {"gpu": env["gpu"], "driver": env["driver"], **provenance, **host},
         "environment": encode(env),
         "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
@@ -377,8 +361,8 @@ def new_recording(mode, what, provenance, namespace, done, sections, commit, cre
 
 
 def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
-    """A recording of `sections` over an older one of the same kind: the other sections stay as they were."""
-    if not old or old.get("format") != FORMAT or old.get("mode") != new["mode"]:
+    """A recording of `sections` over an older one: the other sections stay as they were."""
+    if not old or old.get("format") != FORMAT:
         return new
     keep = set(map(str, sections))
     merged = {**new, "sections": {**{k: v for k, v in old["sections"].items() if k not in keep}, **new["sections"]}}
@@ -401,7 +385,7 @@ def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
 
 
 def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
-    path = Path(dest) / RECORDING_FILES[recording["mode"]]
+    path = Path(dest) / RECORDING_FILE
     merged = merge(json.loads(path.read_text()) if path.exists() else None, recording, sections)
     Path(dest).mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(merged, indent=1, allow_nan=False) + "\n")
@@ -409,15 +393,13 @@ def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
 
 
 def recording_file(folder: Path) -> Path:
-    for name in RECORDING_FILES.values():
-        if (Path(folder) / name).exists():
-            return Path(folder) / name
-    raise RecorderError(f"{folder} holds no {' or '.join(RECORDING_FILES.values())}")
+    if not (Path(folder) / RECORDING_FILE).exists():
+        raise RecorderError(f"{folder} holds no {RECORDING_FILE}")
+    return Path(folder) / RECORDING_FILE
 
 
 def load_recording(folder: Path) -> dict:
-    """A recording with its values decoded: each cell's `variables`, and `variables`, every cell's in the order
-    they ran (a later cell's value of a name wins, as in the notebook)."""
+    """A recording with its values decoded; `variables`: every cell's, a later cell's value of a name winning."""
     recording = json.loads(recording_file(folder).read_text())
     if recording.get("format") != FORMAT:
         raise RecorderError(f"{folder}: recording format {recording.get('format')}, this library reads {FORMAT}")
@@ -428,8 +410,8 @@ def load_recording(folder: Path) -> dict:
     return recording
 
 
-def recording_folders(mode: str = "ncu", root: Path = ROOT) -> list[Path]:
-    return sorted(path.parent for path in (Path(root) / "docs" / "verified").glob(f"*/{RECORDING_FILES[mode]}"))
+def recording_folders(root: Path = ROOT) -> list[Path]:
+    return sorted(path.parent for path in (Path(root) / "docs" / "verified").glob(f"*/{RECORDING_FILE}"))
 
 
 def recorded_sections(recording: dict) -> list[int]:
@@ -452,8 +434,7 @@ from IPython.display import Image, display
 
 RECORDING = _recording.load_recording({json.dumps(str(folder))})
 ENVIRONMENT.update(RECORDING["environment"])
-USE_NCU = RECORDING["mode"] == "ncu"
-CUPTI_REASON = "" if USE_NCU else ENVIRONMENT["cupti_reason"]
+USE_NCU, CUPTI_REASON = True, ""
 L2_BYTES, PEAKS_LABEL, PEAKS = section_one_values(ENVIRONMENT)
 QUIET = nsight.VerbosityLevel.SILENT
 CUPTI_PACKAGES_DIR = Path("/nonexistent-cupti-dir")  # no CUPTI child runs here: section 9's CUPTI side is recorded
@@ -467,15 +448,15 @@ def inject_source(cell_id: str) -> str:
         f'if "{cell_id}" not in RECORDING["cells"]:\n'
         "    raise RuntimeError(\n"
         f'        "the recording has no cell {cell_id}: re-record its section on the GPU machine "\n'
-        '        "(record_ncu.py or record_cupti.py --sections N), then run scripts/render_recorded.py"\n'
+        '        "(record_ncu.py --sections N), then run scripts/render_recorded.py"\n'
         "    )\n"
         f'globals().update(RECORDING["cells"]["{cell_id}"]["variables"])\n'
     )
 
 
 def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, str]]:
-    """(cell id, role, source to run on a CPU) for section `number`: each run (and gpu_define) cell is replaced by
-    the values it bound on the GPU machine; the other cells are the notebook's own."""
+    """(cell id, role, source to run on a CPU) for section `number`: a run or gpu_define cell's the values it bound
+    on the GPU machine."""
     by_id = {cell["id"]: cell for cell in cells}
     return [
         (cell_id, role, inject_source(cell_id) if role in REPLACED_ON_CPU else by_id[cell_id]["source"])
@@ -484,7 +465,7 @@ def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, 
 
 
 def restore_report_folders(folder: Path, out_dir: Path) -> list[Path]:
-    """Put the recorded report folders (reports decompressed) where out_prefix(<folder name>) points."""
+    """The recorded report folders (reports decompressed) into out_dir, where the notebook's cells look."""
     written = []
     for path in sorted(path for name in REPORT_FOLDERS for path in (Path(folder) / name).glob("*")):
         written.append(Path(out_dir) / path.parent.name / (path.stem if path.suffix == ".xz" else path.name))

@@ -1,20 +1,15 @@
 #!/usr/bin/env python3
-"""Render the Nsight Compute sections a recording holds (scripts/record_ncu.py) into a page, on a CPU.
+"""The one page builder: a recording's page, or with --executed the page of a headless (CUPTI) run, on a CPU.
 
     python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
     python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
-    python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb   # CUPTI-mode page
+    python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
 
-Writes recorded_sections.ipynb (executed), recorded_sections.html and summary.json into the recording's folder.
-The notebook's own cells run by id in a real kernel (nbclient): the harness, section 1's names from the recording,
-the define cells, each section's analysis cells, and the notebook's summary cell, which writes summary.json as a
-headless run does (each section's time the GPU machine's; created_utc the recording's). A run cell is not run
-again: it is shown with the source the recording kept and the output it printed on the GPU machine. Folded
-'# @title' cells run with their input dropped. Re-rendering unchanged data changes no file.
-With --executed it turns a notebook that scripts/run_headless executed into its HTML page instead: a SKIPPED
-section (summary.json beside it) is its heading and one line pointing to the recorded page, the CUPTI reason is
-printed once, and every plot gets alt text from its cell's title and axis labels.
-Needs nbformat, nbclient and nbconvert (requirements-harness.txt; the test suite's .ci/venv has them).
+A recording's page (recorded_sections.ipynb/.html and summary.json, in its folder) runs the notebook's own cells
+in a real kernel with each run cell replaced by what it bound and printed on the GPU machine, then the summary cell.
+An executed run's page (HTML beside it) shows a SKIPPED section as its heading and a link to the recorded page and
+the CUPTI reason once. Both pages drop folded cells' input and give every plot alt text. Re-rendering unchanged data
+changes no file. Needs nbformat, nbclient and nbconvert (requirements-harness.txt; .ci/venv has them).
 """
 
 from __future__ import annotations
@@ -46,8 +41,8 @@ except ImportError as missing:
 import notebook_format
 import recordings
 from recordings import ROOT
+from verified_table import numbers_text
 
-import plumbing.figures  # noqa: E402
 from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
 from plumbing.executed_run import section_or_none
 
@@ -64,19 +59,13 @@ SECTIONS[1] = {"status": "ok", "reason": "", "environment_limit": False, "second
 """
 
 
-def listed(numbers) -> str:
-    """[4, 6, 7] -> '4, 6 and 7'."""
-    numbers = list(map(str, numbers))
-    return ", ".join(numbers[:-1]) + f" and {numbers[-1]}" if len(numbers) > 1 else "".join(numbers)
-
-
 def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(source.rstrip("\n"), metadata={"tags": [hide]})
 
 
 def label(recording: dict) -> str:
     provenance = recording["provenance"]
-    return f"""# Sections {listed(recordings.recorded_sections(recording))}, from a recording
+    return f"""# Sections {numbers_text(recordings.recorded_sections(recording))}, from a recording
 
 **What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
 by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU machine. Nothing here is typed by hand.
@@ -105,8 +94,7 @@ the output it printed.
 
 
 def served_note(recording: dict, number: int) -> str:
-    """Where each of section `number`'s profiled calls (and so each row it gives) came from, when any of them was
-    not run in this recording (clock control other than none); '' when all were."""
+    """Which recording each of section `number`'s calls' rows come from; '' when this one ran them all."""
     calls = [call for call in recording["calls"] if call.get("section") == number and call.get("benchmark")]
     if not any(call.get("served_from") for call in calls):
         return ""
@@ -127,11 +115,7 @@ def served_note(recording: dict, number: int) -> str:
 
 
 def wall_note(recording: dict, number: int) -> str:
-    """The ncu wall time the recording measured for section `number`'s profiled calls, or '' where it has none.
-
-    A section whose cells run ncu themselves (section 10's command line) has no profiled calls for the recorder
-    to time: its cells print their own time, so the note adds nothing that could contradict them.
-    """
+    """The ncu wall time of section `number`'s profiled calls; '' without any (section 10 runs its own ncu)."""
     cost = recording["sections"].get(str(number), {}).get("cost", {})
     if not cost.get("profiled_calls") or cost.get("ncu_wall_s") is None:
         return ""
@@ -140,21 +124,11 @@ def wall_note(recording: dict, number: int) -> str:
 
 
 def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
-    """A run cell as it ran on the GPU machine: the recording's source beside the output that source printed."""
+    """A run cell as it ran on the GPU machine: the recording's source and what it printed."""
     node = nbformat.v4.new_code_cell(entry["source"], metadata={"tags": ["skip-execution"], "recorded_cell": cell_id})
     if entry["output"]:
         node.outputs = [nbformat.v4.new_output("stream", name="stdout", text=entry["output"])]
     return node
-
-
-def drift_note(cell_id: str, entry: dict, note: str, now: str) -> str:
-    """The note, with a line saying the page shows the older source where the notebook's cell has changed since."""
-    if entry["source"] == now:
-        return note
-    return note + (
-        f"\n\n*The notebook's cell `{cell_id}` has changed since this recording (commit "
-        f"`{entry['notebook_commit'][:7]}`): the page shows the source that ran and printed the output below.*"
-    )
 
 
 def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
@@ -192,8 +166,12 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                     f"; below is what it printed there.{served_note(recording, number) * first_run}"
                 )
                 first_run = False
-                missing = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
-                note = drift_note(cell["id"], entry, note, cell["source"]) if entry else missing
+                if entry and entry["source"] != cell["source"]:
+                    note += (f"\n\n*The notebook's cell `{cell['id']}` has changed since this recording (commit "
+                             f"`{entry['notebook_commit'][:7]}`): the page shows the source that ran and printed the "
+                             "output below.*")  # fmt: skip
+                if not entry:
+                    note = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
                 notebook.cells.append(nbformat.v4.new_markdown_cell(note))
                 notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [folded(source)]
             elif role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
@@ -226,23 +204,19 @@ def _text(node: ast.AST) -> str:
     return ""
 
 
-def _helper_bodies(tree: ast.AST) -> list[ast.AST]:
-    """The plumbing/figures.py functions a cell calls: its plot's titles and labels are written there."""
-    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
-    helpers = {call.id for call in calls} & {name for name in vars(plumbing.figures) if name.startswith("plot_")}
-    module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
-    return [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in helpers]
-
-
 def alt_text(source: str) -> str:
     """Alt text for the plot a cell draws: its titles, then its axis labels, as the cell (or the plumbing/figures.py
-    helper it calls) writes them."""
+    plot_ helper it calls) writes them."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return "plot"
+    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
+    helpers = [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in called
+               and node.name.startswith("plot_")]  # fmt: skip
     parts: list[tuple[int, str, str]] = []
-    for node in (node for root in (tree, *_helper_bodies(tree)) for node in ast.walk(root)):
+    for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if node.func.attr in TITLE_CALLS and node.args and _text(node.args[0]):
@@ -252,17 +226,18 @@ def alt_text(source: str) -> str:
                 if keyword.arg in TITLE_KEYWORDS and _text(keyword.value):
                     parts.append((keyword.value.lineno, TITLE_KEYWORDS[keyword.arg], _text(keyword.value)))
     parts.sort(key=lambda part: (part[1] != "title", part[0]))
-    seen: list[str] = []
-    for _, kind, text in parts:
-        entry = f"{kind}: {text}"
-        if entry not in seen:
-            seen.append(entry)
+    seen = dict.fromkeys(f"{kind}: {text}" for _, kind, text in parts)
     return "Plot. " + "; ".join(seen) if seen else "plot"
 
 
-def add_alt_text(page: str, notebook: nbformat.NotebookNode) -> str:
-    """Give every PNG output in the HTML the alt text of the cell that drew it: its titles and labels, then the
-    alt text the cell built from its data, where it displayed the figure with one."""
+def export_html(notebook: nbformat.NotebookNode) -> str:
+    """Both pages' HTML: folded cells' input dropped; every PNG the alt text of the cell that drew it (titles and
+    labels, then the alt text the cell displayed it with, if any)."""
+    exporter = HTMLExporter()
+    exporter.register_preprocessor(
+        TagRemovePreprocessor(remove_input_tags={"remove-input"}, remove_cell_tags={"remove-cell"}), enabled=True
+    )
+    page, _ = exporter.from_notebook_node(notebook)
     for cell in notebook.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             data = output.get("data", {}).get("image/png")
@@ -279,29 +254,8 @@ def add_alt_text(page: str, notebook: nbformat.NotebookNode) -> str:
     return page
 
 
-def export_html(notebook: nbformat.NotebookNode) -> str:
-    exporter = HTMLExporter()
-    exporter.register_preprocessor(
-        TagRemovePreprocessor(remove_input_tags={"remove-input"}, remove_cell_tags={"remove-cell"}), enabled=True
-    )
-    page, _ = exporter.from_notebook_node(notebook)
-    return add_alt_text(page, notebook)
-
-
 # ---------------------------------------------------------------- the CUPTI-mode page of a headless run
 REASON_ELSEWHERE = "(the reason is in section 1's CUPTI banner)"
-
-
-def run_summary(executed: Path) -> dict:
-    """summary.json of the run that executed the notebook (the notebook writes it into the same output folder)."""
-    path = executed.parent / "summary.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise SystemExit(
-            f"--executed {executed}: no readable summary.json beside it ({type(error).__name__}); the page takes each "
-            "section's status and the CUPTI reason from it. Run scripts/run_headless again, which writes both."
-        ) from None
 
 
 def skipped_sections(summary: dict) -> set[int]:
@@ -309,13 +263,13 @@ def skipped_sections(summary: dict) -> set[int]:
 
 
 def cupti_reason(summary: dict) -> str:
-    """Why the run used CUPTI ('' under Nsight Compute), as section 1 recorded it."""
+    """Why the run used CUPTI ('' under Nsight Compute)."""
     return summary["environment"].get("cupti_reason", "") if summary["environment"].get("profiler") == "cupti" else ""
 
 
 def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, recorded_link: str):
-    """A SKIPPED section keeps its heading and one line pointing to the recorded page; the reason stays once.
-    Which section a cell belongs to is what plumbing/cells.py says of its id; a section's first cell is its heading."""
+    """A SKIPPED section keeps its heading (its first cell) and one line pointing to the recorded page; the reason is
+    printed once."""
     skipped, reason = skipped_sections(summary), cupti_reason(summary)
     kept, collapsed = [], set()
     for cell in notebook.cells:
@@ -334,17 +288,11 @@ def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, re
             continue
         kept.append(cell)
     seen = False
-    for cell in kept if reason else []:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            text = output.get("text")
-            if output.get("output_type") != "stream" or not text or reason not in text:
-                continue
-            if not seen:  # the first place the run printed it: section 1's banner
-                seen = True
-                head, _, tail = text.partition(reason)
-                output["text"] = head + reason + tail.replace(reason, REASON_ELSEWHERE)
-                continue
-            output["text"] = text.replace(reason, REASON_ELSEWHERE)
+    for output in (output for cell in kept if cell.cell_type == "code" for output in cell.outputs):
+        if reason and output.get("output_type") == "stream" and reason in output.get("text", ""):
+            head, _, tail = output["text"].partition(reason)  # the first place it is printed: section 1's banner
+            output["text"] = head + (REASON_ELSEWHERE if seen else reason) + tail.replace(reason, REASON_ELSEWHERE)
+            seen = True
     notebook.cells = kept
     return notebook
 
@@ -358,19 +306,22 @@ def cupti_page(executed: Path) -> Path:
             f"--executed {executed}: nbformat cannot read it as a notebook ({type(error).__name__}); "
             "run scripts/run_headless again to write it whole"
         ) from None
-    summary = run_summary(executed)
-    folders = recordings.recording_folders("ncu")
-    # The page is committed beside the recordings (docs/verified/<gpu>-cupti/), so the link is a sibling folder.
-    link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""
-    page = export_html(collapse_skipped_sections(notebook, summary, link))
+    try:
+        summary = json.loads((executed.parent / "summary.json").read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(
+            f"--executed {executed}: no readable summary.json beside it ({type(error).__name__}); the page takes each "
+            "section's status and the CUPTI reason from it. Run scripts/run_headless again, which writes both."
+        ) from None
+    folders = recordings.recording_folders()
+    link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""  # committed beside the recordings
     target = executed.with_suffix(".html")
-    target.write_text(page)
+    target.write_text(export_html(collapse_skipped_sections(notebook, summary, link)))
     return target
 
 
 def joined_streams(outputs: list) -> list:
-    """The outputs with each run of one stream (stdout, stderr) in one output: how the kernel's messages split a
-    cell's printing depends on timing, which would change the page on every rendering."""
+    """Each run of one stream in one output (how the kernel splits a cell's printing depends on timing)."""
     joined = []
     for output in outputs:
         previous = joined[-1] if joined else None
@@ -383,8 +334,7 @@ def joined_streams(outputs: list) -> list:
 
 
 def sections_not_ok(sections: dict) -> dict:
-    """The sections a recorded page may not be published with: every one not ok (FAILED, NOT RUN, SKIPPED), since
-    the page claims each section it shows ran on the recorded data."""
+    """The sections a recorded page may not show: every one not ok (FAILED, NOT RUN, SKIPPED)."""
     return {number: info for number, info in sections.items() if info["status"] != "ok"}
 
 
@@ -432,7 +382,7 @@ def render(folder: Path) -> tuple[Path, bool]:
 
 
 def recording_problem(folder: Path) -> str | None:
-    """Why a folder given to render cannot be read as a recording (naming the file and how to make it again)."""
+    """Why a folder cannot be read as a recording, naming the file and how to make it again; None if it can."""
     if not folder.is_dir():
         return (
             f"{folder} is not a folder: give a recording folder that scripts/record_ncu.py wrote "
@@ -462,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--executed {args.executed}: no such notebook (scripts/run_headless writes it)")
         print(f"rendered {cupti_page(args.executed)}")
         return 0
-    folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders("ncu")
+    folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders()
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
     unreadable = [problem for problem in map(recording_problem, folders) if problem]

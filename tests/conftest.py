@@ -51,14 +51,11 @@ def patched(tmp_path, monkeypatch):
 
 
 def pytest_generate_tests(metafunc):
-    """`recorded` takes each committed recording of the backends a module names in BACKENDS (default: both), unless
-    the test parametrizes it itself."""
-    own = any("recorded" in str(mark.args[0]) for mark in metafunc.definition.iter_markers("parametrize"))
-    if "recorded" in metafunc.fixturenames and not own:
+    """`recorded` takes each committed recording (docs/verified/*/recording.json)."""
+    if "recorded" in metafunc.fixturenames:
         import recordings
 
-        kinds = getattr(metafunc.module, "BACKENDS", ("ncu", "cupti"))
-        folders = [folder for kind in kinds for folder in recordings.recording_folders(kind)]
+        folders = recordings.recording_folders()
         metafunc.parametrize("recorded", folders, ids=[folder.name for folder in folders], indirect=True)
 
 

@@ -1,5 +1,4 @@
-"""What several test modules share: the repository's paths, the notebook's cells by id, and a real kernel that runs
-the notebook's own cells on a recording (no test module imports another)."""
+"""What several test modules share: paths, the notebook's cells by id, and the notebook on a recording in a kernel."""
 
 from __future__ import annotations
 
@@ -64,8 +63,8 @@ def gpu_listing() -> str:
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:
-    """In this process, the recording plan's shared cells then `cell_ids`, as Run all on Nsight Compute runs them;
-    `names` stand in for section 1's (ENVIRONMENT, L2_BYTES, ...) over every cell."""
+    """The plan's shared cells then `cell_ids`, run in this process under Nsight Compute; `names` stand in for
+    section 1's."""
     import nsight
 
     cells = recordings.load_cells()
@@ -161,15 +160,14 @@ def parse(template: str, findings: list[str]) -> list:
 
 
 class RecordedNotebook:
-    """A kernel with the harness, section 1's names from a recording and the shared define cells; then the recorded
-    sections in notebook order, each run cell replaced by the values it bound on the GPU machine."""
+    """A kernel with the harness, section 1's names and the shared define cells from a recording; then the recorded
+    sections in notebook order, each run cell replaced by what it bound on the GPU machine."""
 
     def __init__(self, folder: Path, tmp_path: Path):
         self.folder, self.out = folder, tmp_path / "out"
         self.recording = recordings.load_recording(folder)
         self.cells = recordings.load_cells()
-        skipped = NCU_ONLY_SECTIONS if self.recording["mode"] == "cupti" else ()  # SKIPPED there by design
-        self.sections = [n for n in recordings.recorded_sections(self.recording) if n not in skipped]
+        self.sections = recordings.recorded_sections(self.recording)
         self.pending, self.outputs, self.failure = list(self.sections), {}, None
         self.session = KernelSession(
             env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
@@ -188,9 +186,7 @@ class RecordedNotebook:
     def section(self, number: int) -> str:
         """What section `number` printed. The recorded sections before it run first, in notebook order, once per
         kernel; a section that fails (or does not end ok) fails every later call, naming its cells."""
-        assert number in self.sections, (
-            f"{self.folder.name} runs no section {number} (not recorded, or SKIPPED there by design): {RERECORD}"
-        )
+        assert number in self.sections, f"{self.folder.name} holds no section {number}: {RERECORD}"
         while number not in self.outputs:
             assert self.failure is None, self.failure
             self._run(self.pending.pop(0))

@@ -121,24 +121,21 @@ def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
         bench(1)
 
 
-def test_a_hung_ncu_is_stopped_at_its_time_limit_and_the_call_named(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [(["sleep", "8"], rf"call 6-0 \(limits_benchmark, cell {RUN[6]}\) did not finish"),  # hung: stopped at 1 s
+     (["sh", "-c", "exit 3"], r"exit 3[\s\S]*the report could not be written")],  # though the inner got through
+)  # fmt: skip
+def test_an_ncu_that_hangs_or_exits_non_zero_fails_its_call_naming_it(tmp_path, monkeypatch, command, refused):
     from kernel_session import ends_soon
 
     monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
     calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
-    hung = subprocess.Popen(["sleep", "8"])  # longer than the limit; ends by itself if the limit is ignored
-    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
-    with pytest.raises(recordings.RecorderError, match=rf"call 6-0 \(limits_benchmark, cell {RUN[6]}\) did not finish"):
-        calls.finished(call, hung, tmp_path / "6-0.out")
-    assert ends_soon(hung.pid), "the hung ncu lives on after its time limit"
-
-
-def test_an_ncu_that_exits_non_zero_fails_the_call_though_the_inner_process_finished(tmp_path):
-    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
     (tmp_path / "calls").mkdir()
-    (tmp_path / "calls" / "6-0.session.json").write_text(json.dumps({"session_s": 1.5}))  # the inner got through
+    (tmp_path / "calls" / "6-0.session.json").write_text(json.dumps({"session_s": 1.5}))
     (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
-    failed = subprocess.Popen(["sh", "-c", "exit 3"])
+    process = subprocess.Popen(command)
     call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "started": 0.0, "report": "r.ncu-rep"}
-    with pytest.raises(recordings.RecorderError, match=r"exit 3[\s\S]*the report could not be written"):
-        calls.finished(call, failed, tmp_path / "6-0.out")
+    with pytest.raises(recordings.RecorderError, match=refused):
+        calls.finished(call, process, tmp_path / "6-0.out")
+    assert ends_soon(process.pid), "the hung ncu lives on after its time limit"

@@ -5,8 +5,10 @@ recording that ran it, or refused), and the plan replayed with a fake ncu up to 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import lzma
+import os
 import pickle
 import re
 import subprocess
@@ -24,23 +26,13 @@ from support import ROOT, RUN, ncu_namespace
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
-COMMITTED = recordings.recording_folders("ncu")
+COMMITTED = recordings.recording_folders()
 
 
-def _doubling_benchmark(clock_control):
-    """Section 4's own benchmark, built by its define cells with the committed recording's L2 size."""
+def _base_clock_benchmark():
+    """Section 4's own base-clock benchmark, built by its define cells with the committed recording's L2 size."""
     environment = recordings.load_recording(COMMITTED[0])["environment"]
-    namespace = ncu_namespace(*SECTION_PLAN[4]["define"], L2_BYTES=environment["l2_bytes"])
-    return namespace["cold" if clock_control == "none" else "base_clock"]
-
-
-def test_every_ncu_the_recorder_starts_gets_clock_control_none(patched):
-    calls, log, work = patched
-    with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction fails after ncu ran
-        _doubling_benchmark("none")()
-    assert not isinstance(raised.value, recordings.RecorderError), f"the recorder refused: {raised.value}"
-    argv = json.loads(log.read_text())
-    assert argv[argv.index("--clock-control") + 1] == "none", f"ncu was started with {argv}"
+    return ncu_namespace(*SECTION_PLAN[4]["define"], L2_BYTES=environment["l2_bytes"])["base_clock"]
 
 
 @pytest.mark.parametrize("elsewhere", ["no committed recording", "a recording of another GPU's sizes"])
@@ -59,14 +51,14 @@ def test_a_base_clock_call_no_committed_recording_holds_is_refused_and_never_run
         folders = [tmp_path / "other"]
     monkeypatch.setattr(ncu_launch, "recording_folders", lambda *args: folders)
     with pytest.raises(recordings.RecorderError, match=r"clock_control='base', which this recorder refuses"):
-        _doubling_benchmark("base")()
+        _base_clock_benchmark()()
     assert not log.exists(), "ncu was started for a clock_control='base' call"
 
 
 def test_a_base_clock_call_is_served_from_the_committed_recording_that_ran_it(patched):
     calls, log, work = patched
     recording = recordings.load_recording(COMMITTED[0])
-    served = _doubling_benchmark("base")().to_dataframe()
+    served = _base_clock_benchmark()().to_dataframe()
     assert not log.exists(), "ncu was started for a clock_control='base' call"
     pd.testing.assert_frame_equal(served, recording["variables"]["condition_frames"]["base clock"])
     committed = next(c for c in recording["calls"] if c.get("clock_control") == "base" and c["cache_control"] == "all")
@@ -93,6 +85,11 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu():
     assert "gpu__time_duration.sum" in lines[-2]
     families = record_ncu.metric_families(recordings.load_cells())
     assert {"lts__", "smsp__", "sm__", "dram__", "gpu__", "gpc__"} <= set(families), families
+
+
+@pytest.mark.parametrize(("version", "folder"), [("2025.3.1", "2025.3.1"), ("2025.3.1.0", "2025.3.1")])
+def test_a_recording_folder_names_the_gpu_and_ncus_version_to_its_patch_level(version, folder):
+    assert record_ncu.folder_name("NVIDIA H200", version) == f"nvidia-h200-ncu-{folder}"
 
 
 def test_plan_of_section_10_alone_reads_the_sections_it_needs_from_the_recording():
@@ -263,20 +260,10 @@ def test_ncu_inner_runs_its_call_with_nsights_own_session_writes_its_time_and_ex
 
     sessions = []
 
-    def run_profile_session(
-        func,
-        configs,
-        runs,
-        verbosity,
-        thermal_mode,
-        thermal_wait,
-        thermal_cont,
-        thermal_timeout,
-        thermal_device,
-        info_collectors_list,
-        output_prefix,
-    ):  # nsight's own
+    def run_profile_session(func, *args, **kwargs):
         sessions.append(func.__name__)
+
+    run_profile_session.__signature__ = inspect.signature(core.run_profile_session)  # nsight's own, checked
 
     monkeypatch.setattr(core, "run_profile_session", run_profile_session)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=list)))
@@ -288,3 +275,23 @@ def test_ncu_inner_runs_its_call_with_nsights_own_session_writes_its_time_and_ex
     assert ncu_inner.main(command[2:]) == 0, "the inner must stop after its own call"
     assert len(sessions) == 1, f"the inner ran {sessions}: exactly its own call"
     assert json.loads((work / "calls" / "6-0.session.json").read_text())["session_s"] >= 0
+
+
+def test_without_a_gpu_the_recorder_stops_with_exit_2_says_so_and_writes_nothing(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\nexit 9\n")
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "NSPY_RECORD_WORK": "w"}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), "--dest", "dest", "--sections", "2"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "no NVIDIA GPU here" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "dest").exists(), "nothing may be written where a recording belongs"
+
+
+def test_the_recorder_exits_2_when_a_section_failed_though_it_wrote_the_others(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("NSPY_RECORD_WORK", str(tmp_path / "w"))
+    monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "0")
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {8: RUN[8]}))
+    assert record_ncu.main(["--dest", str(tmp_path)]) == 2 and RUN[8] in capsys.readouterr().err
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {}))
+    assert record_ncu.main(["--dest", str(tmp_path)]) == 0

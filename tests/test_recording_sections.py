@@ -1,15 +1,14 @@
 """What a recording keeps of each section (the page and README's table read it, not printed text), and which cells a
-recorder runs for the sections it records (scripts/recordings.py, record_cupti.py)."""
+recorder runs for the sections it records (scripts/recordings.py)."""
 
 import builtins
 
 import pytest
-import record_cupti
 import recordings
 import render_recorded
 from support import free_names, module_level_names
 
-from plumbing.cells import CUPTI_SECTIONS, SECTION_ONE_NAMES, SECTION_PLAN
+from plumbing.cells import SECTION_ONE_NAMES, SECTION_PLAN
 
 
 @pytest.mark.parametrize(
@@ -53,7 +52,7 @@ def test_the_recording_keeps_a_prelude_cell_under_no_section_and_leaves_out_the_
 
 
 def test_a_run_cells_injection_binds_exactly_what_that_cell_bound_on_the_gpu_machine():
-    recording = recordings.load_recording(recordings.recording_folders("ncu")[0])
+    recording = recordings.load_recording(recordings.recording_folders()[0])
     for cell_id, entry in recording["cells"].items():
         if entry["role"] == "run":
             namespace = {"RECORDING": recording}
@@ -63,29 +62,34 @@ def test_a_run_cells_injection_binds_exactly_what_that_cell_bound_on_the_gpu_mac
     assert render_recorded.wall_note({"sections": {"10": {"cost": cost}}}, 10) == "", "no profiled call, no note"
 
 
-PLANS = {  # record_ncu.py makes section 1's names itself instead of running section 1's cells
-    "record_cupti.py": (lambda cells, number: record_cupti.plan(cells, [number]), set(), sorted(CUPTI_SECTIONS)),
-    "record_ncu.py": (lambda cells, number: recordings.plan(cells, [number]), set(SECTION_ONE_NAMES), SECTION_PLAN),
-}
-
-
-@pytest.mark.parametrize(("recorder", "number"), [(r, n) for r, (_, _, numbers) in PLANS.items() for n in numbers])
-def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cells_read(recorder, number):
+@pytest.mark.parametrize("number", SECTION_PLAN)
+def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cells_read(number):
     """`--sections N`: every name section N's cells read from an earlier cell is bound by a cell the plan runs before
-    the section (a section it reads, SECTION_DEPENDENCY, from a recording)."""
-    plan, made_by_the_recorder, _ = PLANS[recorder]
+    the section (a section it reads, SECTION_DEPENDENCY, from a recording), or is one of section 1's names, which
+    record_ncu.py makes itself."""
     cells = recordings.load_cells()
-    steps = plan(cells, number)
+    steps = recordings.plan(cells, [number])
     first = next(index for index, (section, _, _) in enumerate(steps) if section == number)
     before = set().union(*(module_level_names(recordings.cell_source(cells, step[1])) for step in steps[:first]))
     sources = {
         cell_id: recordings.cell_source(cells, cell_id) for cell_id, _ in recordings.section_steps(cells, number)
     }
-    available = before | set().union(*map(module_level_names, sources.values())) | made_by_the_recorder
+    available = before | set().union(*map(module_level_names, sources.values())) | set(SECTION_ONE_NAMES)
     available |= set(dir(builtins)) | {"display", "get_ipython"}  # what IPython gives every cell
     for cell_id, source in sources.items():
         unbound = free_names(source) - available
         assert not unbound, (
-            f"{recorder} --sections {number}: cell {cell_id} reads {sorted(unbound)}, which no cell of its plan binds "
+            f"--sections {number}: cell {cell_id} reads {sorted(unbound)}, which no cell of its plan binds "
             "before it: add the name to SHARED_NAMES or the section to SECTION_DEPENDENCY in plumbing/cells.py"
         )
+
+
+def test_a_new_recording_keeps_each_cells_values_and_the_figures_of_the_recorded_sections_only():
+    namespace = {"ENVIRONMENT": {"gpu": "G", "driver": "1"}, "SECTIONS": {2: {"status": "ok", "headline": "h"}},
+                 "FIGURES": [{"section": 2, "name": "a"}, {"section": 4, "name": "b"}]}  # fmt: skip
+    run = {"source": "x = 1\n", "output": "", "variables": {"x": 1}, "role": "run"}
+    done = {"runs": {SECTION_PLAN[2]["run"][0]: run}, "failed": {}}
+    made = recordings.new_recording("what", {}, namespace, done, [2], "c", "t", lambda number: {})
+    assert recordings.decode(made["figures"]) == [{"section": 2, "name": "a"}], "section 4 was not recorded"
+    assert made["cells"][SECTION_PLAN[2]["run"][0]]["variables"] == {"x": 1}
+    assert made["sections"]["2"]["status"] == "ok" and made["sections"]["2"]["headline"] == "h"

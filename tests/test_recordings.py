@@ -1,4 +1,4 @@
-"""scripts/recordings.py, the library of both recorders and the page builder: what a cell run keeps, values <-> JSON,
+"""scripts/recordings.py, the library of the recorder and the page builder: what a cell run keeps, values <-> JSON,
 how a partial recording merges with the committed one, what a section's cost counts, and the checks made before
 anything runs (the Python's imports, the commit a recording names)."""
 
@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-import record_cupti
 import record_ncu
 import recordings
 from support import ROOT, RUN, WITHOUT_MODULES
@@ -118,7 +117,5 @@ def test_the_executor_stops_a_failing_section_and_those_that_read_it_and_everyth
     )
     stopped = recordings.execute([(None, "bad", "prelude"), (2, "other", "run")], {}, log=lambda *_: None)
     assert stopped["failed"] == {None: "bad"} and "other" not in stopped["runs"], "a failing shared cell stops all"
-    runs, _, failed = record_cupti.run_sections({}, [], [(1, "bad", "setup"), (2, "other", "run")])
-    assert failed == {1: "bad"} and "other" not in runs, "record_cupti.py: nothing runs after section 1 fails"
     with pytest.raises(ZeroDivisionError):  # the inner process under ncu: the outer reports it from ncu's output
         recordings.execute(steps, {}, log=lambda *_: None, propagate=True)

@@ -48,7 +48,7 @@ def test_skipped_sections_are_a_heading_and_one_line_to_the_recorded_page(page):
     executed, summary, rendered = page
     skipped = sorted(render_recorded.skipped_sections(summary))
     assert skipped, "the committed CUPTI run skipped no section: is it a CUPTI-mode run?"
-    recorded = recordings.recording_folders("ncu")[-1].name
+    recorded = recordings.recording_folders()[-1].name
     links = re.findall(r'href="([^"]*recorded_sections\.html)"', rendered)
     assert links == [f"../{recorded}/recorded_sections.html"] * len(skipped), links
     for number in skipped:
@@ -90,16 +90,10 @@ def test_every_plot_has_alt_text_from_its_title(page):
     assert all(html.unescape(alt.group(1)).startswith("Plot. title: ") for alt in alts), [a.group(1) for a in alts]
 
 
-def test_only_sections_the_run_skipped_are_collapsed_a_failed_one_keeps_its_cells_and_error():
-    summary = {"sections": [{"number": 2, "status": "FAILED"}, {"number": 3, "status": "ok"},
-                            {"number": 4, "status": "SKIPPED"}, {"number": 5, "status": "NOT RUN"}]}  # fmt: skip
-    assert render_recorded.skipped_sections(summary) == {4}
-
-
-@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
-def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
+@pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
+def test_section_4s_note_names_the_recording_of_each_calls_rows_once_and_only_where_calls_were_served(folder):
     """Section 4 mixes rows of two recordings (base clocks are never run on the runner): row by row, the page says
-    which recording each call's rows come from."""
+    which recording each call's rows come from, in one table per section with served calls."""
     recording = recordings.load_recording(folder)
     note = render_recorded.served_note(recording, 4)
     rows = {tuple(cell.strip(" `") for cell in line.split("|")[1:3]): line for line in note.splitlines()[4:]}
@@ -111,10 +105,6 @@ def test_section_4s_note_names_the_recording_of_each_calls_rows(folder):
         )
         assert source in line, f"the rows of {call['cache_control']}/{call['clock_control']} come from {source}: {line}"
 
-
-@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
-def test_the_rows_by_recording_table_appears_once_in_each_section_with_served_calls_and_nowhere_else(folder):
-    recording = recordings.load_recording(folder)
     served = {call["section"] for call in recording["calls"] if call.get("served_from")}
     notebook, _ = render_recorded.build(folder)
     tables = [cell for cell in notebook.cells if "| cache_control | clock_control | rows from |" in cell.source]
@@ -124,25 +114,30 @@ def test_the_rows_by_recording_table_appears_once_in_each_section_with_served_ca
     )
 
 
-def test_a_recorded_page_is_refused_unless_every_section_it_shows_is_ok():
+def test_a_recorded_page_needs_every_section_ok_and_a_run_page_collapses_only_the_skipped_ones():
     statuses = {"2": "ok", "3": "NOT RUN", "4": "FAILED", "5": "SKIPPED", "6": "ok"}
-    sections = {number: {"status": status, "reason": ""} for number, status in statuses.items()}
+    sections = {number: {"number": int(number), "status": status, "reason": ""} for number, status in statuses.items()}
     refused = render_recorded.sections_not_ok(sections)
     assert sorted(refused) == ["3", "4", "5"], f"a NOT RUN, FAILED or SKIPPED section is no page: {refused}"
+    collapsed = render_recorded.skipped_sections({"sections": list(sections.values())})
+    assert collapsed == {5}, f"a failed section keeps its cells and error on the run's page: {collapsed}"
 
 
-@pytest.mark.parametrize("folder", recordings.recording_folders("ncu"), ids=lambda folder: folder.name)
+@pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
 def test_the_recorded_pages_summary_json_says_what_the_gpu_run_said_section_by_section(folder):
     """The page runs the notebook's summary cell on the recording: its summary.json (the README's row) must hold the
     recording's figures, and each recorded section's verdict and time as the GPU machine recorded them."""
-    recording = recordings.load_recording(folder)
+    recording, text = recordings.load_recording(folder), (folder / "recorded_sections.html").read_text()
+    facts = (recording["provenance"]["gpu"], recording["provenance"]["ncu_version"], "launch mode", "not attach")
+    assert all(fact in text for fact in facts), f"the page must say {facts}: python scripts/render_recorded.py"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["created_utc"] == recording["created_utc"], "the page was rendered from another recording"
     assert summary["figures"] == recordings.decode(recording["figures"]), "figures differ from the GPU run's"
+    assert summary["figures"] and all(figure["check"] == "ok" for figure in summary["figures"]), summary["figures"]
     by_number = {info["number"]: info for info in summary["sections"]}
     for number, info in recording["sections"].items():
         page = by_number[int(number)]
-        assert (page["status"], page["headline"]) == (info["status"], info["headline"]), f"section {number}"
+        assert (page["status"], page["headline"]) == ("ok", info["headline"]), f"section {number}"
         assert page["seconds"] == info["cost"]["wall_s"], f"section {number}'s time must be the GPU machine's"
 
 

@@ -5,7 +5,6 @@ import pytest
 from pytest import approx
 from support import TO_BASE, parse
 
-BACKENDS = ("ncu",)
 VERDICT = (
     "{} (cold / warm time: {} MB {}x, {} MB {}x, {} MB {}x); base clock held the SMs at {} MHz against {}, and the "
     "large input took {}x as long"

@@ -5,7 +5,6 @@ import pytest
 from pytest import approx
 from support import TO_BASE, frame_rows, parse
 
-BACKENDS = ("ncu",)
 TIME, SM, DRAM = (
     "gpu__time_duration.sum",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",

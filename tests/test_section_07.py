@@ -7,7 +7,6 @@ from pathlib import Path
 from pytest import approx
 from support import TO_BASE, frame_rows, parse
 
-BACKENDS = ("ncu",)
 TIME, READ, WRITTEN = "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"
 PAIR, FUSED = "a + b * c", "addcmul"
 TENSOR = 4 * 2**25  # bytes: 2^25 float32 values

@@ -3,7 +3,6 @@ rows both recorded, on the Nsight Compute recordings (under CUPTI there is nothi
 
 from pytest import approx
 
-BACKENDS = ("ncu",)
 VERDICT = (
     "CUPTI's times were {}-{}x of Nsight Compute's at n={} and {}-{}x at n={}; its calls took {} s in the child, "
     "section 5's {} s"

@@ -10,7 +10,6 @@ import pytest
 from pytest import approx
 from support import TO_BASE, parse
 
-BACKENDS = ("ncu",)
 TIME = "gpu__time_duration.sum"
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
 FILES = (
