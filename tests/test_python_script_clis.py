@@ -166,14 +166,13 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
      ("[1, 2]", "it is JSON but not a notebook")],
 )  # fmt: skip
 @pytest.mark.parametrize("mode", ["--check", "--fix"])
-def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(tmp_path, content, said, mode):
-    broken = tmp_path / "broken.ipynb"
-    broken.write_text(content)
-    done = subprocess.run([sys.executable, str(ROOT / "scripts/notebook_format.py"), mode, str(broken)],
-                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert said in done.stderr and "git checkout" in done.stderr and "Fix with" not in done.stdout, done
-    assert broken.read_text() == content, f"{mode} changed a file it cannot read"
+def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(tmp_path, monkeypatch, capsys,
+                                                                                   content, said, mode):  # fmt: skip
+    (tmp_path / "broken.ipynb").write_text(content)
+    assert command_line(monkeypatch, "notebook_format", mode, tmp_path / "broken.ipynb") == 2
+    printed = capsys.readouterr()
+    assert said in printed.err and "git checkout" in printed.err and "Fix with" not in printed.out, printed
+    assert (tmp_path / "broken.ipynb").read_text() == content, f"{mode} changed a file it cannot read"
 
 
 def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
