@@ -4,10 +4,9 @@
     python scripts/make_wheelhouse.py --dest wheelhouse --python-version 3.12 \\
         --skip-installed scripts/gpu-runner-installed.txt
 
-Run it on a machine with internet. DEST/ holds nsight-python, its dependencies and the harness; DEST/cupti/ the CUPTI
-set of requirements.txt (the notebook installs it with --target). On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST
-makes scripts/run_headless and the notebook's install cells use it. --skip-installed takes a `pip freeze` of the
-target's Python and drops the wheels this run downloaded that it already has, except the notebook's own pins.
+On a machine with internet. DEST/: nsight-python, its dependencies, the harness; DEST/cupti/: requirements.txt's CUPTI
+set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.
+--skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins.
 """
 
 from __future__ import annotations
@@ -27,11 +26,8 @@ except ModuleNotFoundError as missing:
              f"install {missing.name} (or run it with the test suite's .ci/venv/bin/python)")  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PLATFORMS = [
-    "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_25_x86_64",
-    "manylinux_2_27_x86_64", "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64",
-    "manylinux1_x86_64", "linux_x86_64",
-]  # fmt: skip
+DEFAULT_PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
+                                                        "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
 
 
 def normalize(name: str) -> str:
@@ -46,15 +42,9 @@ def read_requirements(path: Path) -> tuple[list[str], list[str]]:
 
 def read_installed(path: Path | None) -> dict[str, str]:
     """{normalized name: version or ''} from a pip freeze or a plain list of names."""
-    if path is None:
-        return {}
-    installed = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        match = re.match(r"([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line)
-        if match:
-            installed[normalize(match.group(1))] = match.group(2) or ""
-    return installed
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines()) if path else ()
+    matches = (re.match(r"([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line) for line in lines)
+    return {normalize(match.group(1)): match.group(2) or "" for match in matches if match}
 
 
 def wheel_name(path: Path) -> str:
@@ -64,12 +54,9 @@ def wheel_name(path: Path) -> str:
 def download(requirements: list[str], dest: Path, python_version: str, platforms: list[str], deps: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
-               "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]  # fmt: skip
-    for platform in platforms:
-        command += ["--platform", platform]
-    if not deps:
-        command.append("--no-deps")
-    command += requirements
+               "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
+               *(arg for platform in platforms for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
+               *requirements]  # fmt: skip
     print("$ " + " ".join(command))
     subprocess.run(command, check=True)
 
@@ -107,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
     platforms = args.platform or DEFAULT_PLATFORMS
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
-    requirements = list(main_pins)
-    if not args.no_harness:
-        requirements += ["-r", str(ROOT / "requirements-harness.txt")]
+    requirements = main_pins + ([] if args.no_harness else ["-r", str(ROOT / "requirements-harness.txt")])
     installed = read_installed(args.skip_installed)
     try:
         download(requirements, args.dest, args.python_version, platforms, deps=True)

@@ -3,10 +3,9 @@
 
     python scripts/page_size.py [NOTEBOOK]     # default: the tutorial notebook
 
-Visible code: the non-blank lines of every code cell that Colab does not fold (a folded cell's first line is
-`# @title`): at most 450 in all, 20 in one cell, a median of 10. Folded code: the non-blank lines of the folded cells,
-embedded modules included: at most 600. Prose: the words (runs of non-whitespace) of the markdown cells: at most 2,600.
-It prints each measure beside its limit and exits 1 when one is over.
+Visible code: non-blank lines of the code cells Colab does not fold (a folded one starts `# @title`); folded code:
+the folded cells' non-blank lines; prose: words of the markdown cells. Each is printed beside its limit (LIMITS); the
+exit status is 1 when one is over.
 """
 
 from __future__ import annotations
@@ -28,16 +27,16 @@ LIMITS = {  # measure: (most allowed, what it counts)
 
 
 def page_size(path: Path) -> dict[str, float]:
-    """Each measure of LIMITS for a notebook."""
     visible, folded, words = [], 0, 0
     for cell in json.loads(path.read_text())["cells"]:
         source = "".join(cell["source"])
+        lines = sum(1 for line in source.splitlines() if line.strip())
         if cell["cell_type"] == "markdown":
             words += len(source.split())
         elif cell["cell_type"] == "code" and source.lstrip().startswith("# @title"):
-            folded += sum(1 for line in source.splitlines() if line.strip())
+            folded += lines
         elif cell["cell_type"] == "code":
-            visible.append(sum(1 for line in source.splitlines() if line.strip()))
+            visible.append(lines)
     return {
         "visible_lines": sum(visible),
         "largest_visible_cell": max(visible, default=0),

@@ -1,8 +1,6 @@
-# The checks of the settings scripts/run_headless and scripts/run_tests share (sourced, not a script). Each sets
-# REPLY (bash 3.2 has no nameref) or calls the caller's refuse MESSAGE..., which prints it and exits 2.
+# The setting checks run_headless and run_tests share (sourced). Each sets REPLY or calls the caller's refuse.
 
-# usage: absolute_folder SETTING VALUE   the folder as the user meant it: a leading ~ or ~user expanded (the shell
-# did not, the setting quoted it), a relative one taken from the current folder (the scripts cd to the clone later)
+# usage: absolute_folder SETTING VALUE   ~ and ~user expanded (the setting quoted them), a relative folder made absolute
 absolute_folder() {
   local setting="$1" value="$2" user rest home
   case "$value" in
@@ -20,8 +18,7 @@ absolute_folder() {
   REPLY="$value"
 }
 
-# usage: check_python GIVEN WHO   PYTHON checked and made absolute (WHO names what needs 3.11+). The probe must
-# print a version: a program that is not Python, or /bin/true, would pass an exit-status check.
+# usage: check_python GIVEN WHO   PYTHON checked and made absolute; the probe must print a version (/bin/true exits 0)
 check_python() {
   local given="$1" who="$2" path version status=0
   local fix="Set PYTHON to a Python 3.11 or newer, e.g. PYTHON=/usr/bin/python3.12"

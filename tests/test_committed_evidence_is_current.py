@@ -19,8 +19,7 @@ RECORDINGS = sorted(path.parent for path in (ROOT / "docs/verified").glob("*/rec
 def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_rendering_it_again_changes_no_file(
     tmp_path,
 ):
-    """One render in a copy of the repository: every committed file must come out byte for byte (no cell ids,
-    timestamps or timings leak in, and the page is not stale against today's notebook)."""
+    """One render in a copy of the repository: every committed file comes out byte for byte."""
     committed = RECORDINGS[0]
     repo = tmp_path / "repo"  # the page names its recording by its path in the repository: keep that path
     for part in ("scripts", "plumbing", committed.relative_to(ROOT)):
@@ -30,8 +29,9 @@ def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_ren
     folder = repo / committed.relative_to(ROOT)
     again = subprocess.run([sys.executable, "scripts/render_recorded.py", str(folder)], check=True,
                            capture_output=True, text=True, cwd=repo)  # fmt: skip
-    before = {path.relative_to(committed): path.read_bytes() for path in committed.rglob("*") if path.is_file()}
-    after = {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    before, after = (
+        {p.relative_to(top): p.read_bytes() for p in top.rglob("*") if p.is_file()} for top in (committed, folder)
+    )
     changed = sorted(str(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     assert not changed, (
         f"rendering {committed.relative_to(ROOT)} again rewrote {changed}: if the notebook changed, re-render and "
@@ -53,9 +53,8 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
         (html,) = folder.glob("*.html")
         assert summary["environment"]["gpu"] in html.read_text(), f"{html} must carry the GPU's name"
         assert folder.name.endswith(f"-{summary['environment']['profiler']}")
-        assert (
-            summary["counts"]["FAILED"] == 0 and summary["counts"]["NOT RUN"] == 0 and summary["suspect_figures"] == 0
-        )
+        counts = summary["counts"]
+        assert counts["FAILED"] == counts["NOT RUN"] == summary["suspect_figures"] == 0, f"{folder}: not a clean run"
         run_info = json.loads((folder / "run_info.json").read_text())
         assert run_info["pytest_exit"] == 0 and len(run_info["commit"]) == 40, "run_info.json must name a passing run"
 

@@ -1,8 +1,5 @@
-"""scripts/page_size.py measures what a reader must take in, and the tutorial keeps to the issue's limits.
-
-Visible code: non-blank lines of every code cell Colab does not fold (`# @title` cells are folded), in all, in the
-largest cell and in the median one. Folded code: the folded cells' lines. Prose: words of markdown cells.
-"""
+"""scripts/page_size.py measures what a reader must take in (visible and folded code lines without blanks, words of
+prose), and the tutorial keeps to the limits."""
 
 from __future__ import annotations
 
@@ -18,9 +15,7 @@ code, markdown = nbformat.v4.new_code_cell, nbformat.v4.new_markdown_cell
 
 
 def page(tmp_path, cells):
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = cells
-    nbformat.write(notebook, tmp_path / "page.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / "page.ipynb")
     return tmp_path / "page.ipynb"
 
 

@@ -1,6 +1,5 @@
-"""The command lines of the Python scripts (record_ncu, record_cupti, render_recorded, verified_table,
-notebook_format, make_wheelhouse, page_size): usage, refusals with exit 2 that name the input and how to make it
-again with nothing written, the tables' columns meaning what their headers say, and the re-recording recipe."""
+"""The Python scripts' command lines: usage, refusals (exit 2, naming the input and its fix, nothing written), the
+tables' columns meaning what their headers say, and the re-recording recipe."""
 
 from __future__ import annotations
 
@@ -17,12 +16,10 @@ import pytest
 from fake_env import FakeMachine, fresh_clone, make_wheelhouse
 from support import ROOT
 
-SCRIPTS = ("record_cupti", "record_ncu", "make_wheelhouse", "notebook_format", "page_size", "verified_table",
-           "render_recorded")  # fmt: skip
+SCRIPTS = ("record_ncu", "make_wheelhouse", "notebook_format", "page_size", "verified_table", "render_recorded")
 
 
 def command_line(monkeypatch, script: str, *args) -> int:
-    """`python scripts/<script>.py ARGS` in this process: its exit status."""
     monkeypatch.setattr(sys, "argv", [str(ROOT / "scripts" / f"{script}.py"), *map(str, args)])
     try:
         runpy.run_path(sys.argv[0], run_name="__main__")
@@ -95,7 +92,7 @@ NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own sum
 
 
 def table_repo(tmp_path) -> Path:
-    """A copy of what scripts/verified_table.py reads and writes, with one CUPTI run and one recording of our own."""
+    """What scripts/verified_table.py reads and writes, with one CUPTI run and one recording of our own."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "plumbing", repo / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "scripts").mkdir()
@@ -114,12 +111,10 @@ def table_repo(tmp_path) -> Path:
 
 
 def rows_after(page: Path, marker: str) -> list[dict[str, str]]:
-    """The rows of the generated table after marker, each as {header: cell}."""
     lines = page.read_text().split(marker, 1)[1].split("-->", 1)[1].strip().splitlines()
     table = itertools.takewhile(lambda line: line.startswith("|"), lines)
     cells = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in table]
-    header = cells[0]
-    return [dict(zip(header, row, strict=True)) for row in cells[2:]]
+    return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
 
 
 def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path):
@@ -136,25 +131,18 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
             "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
         "run": "[docs/verified/t4-cupti](verified/t4-cupti/)",
     }  # fmt: skip
-    assert {key: ncu[key] for key in ("GPU", "driver", "nsight-python", "torch", "date (UTC)")} == {
-        "GPU": "NVIDIA L4",
-        "driver": "590.2",
-        "nsight-python": "1.1.0",
-        "torch": "2.10.0",
-        "date (UTC)": "2026-12-01",
-    }
-    assert (
-        ncu["profiler"] == "ncu 2099.1 (launch mode, scripts/record_ncu.py)"
-        and ncu["sections ok / skipped / failed"] == "1 / 1 / 0"
-    )
-    assert ncu["total wall time"] == "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456)"
-    assert ncu["headline figures (% of datasheet peak)"] == "scaling: 4,289.4 GB/s (n/a)"
+    assert ncu == {
+        "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, scripts/record_ncu.py)",
+        "nsight-python": "1.1.0", "torch": "2.10.0", "date (UTC)": "2026-12-01",
+        "sections ok / skipped / failed": "1 / 1 / 0",
+        "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456)",
+        "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
+        "run": "[docs/verified/l4-ncu-2099.1](verified/l4-ncu-2099.1/)",
+    }  # fmt: skip
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
-    assert (
-        narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2"
-        and "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"]
-    )
+    assert narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2", narrow[0]
+    assert "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"], narrow[0]
     assert rows_after(repo / "docs/maintainers.md", "recording-cost:begin") == [
         dict(zip(["recording", "section", "ncu processes", "profiled calls (+ served from an older recording)",
                   "ncu wall time", "in nsight's session", "section wall time", "notebook commit"], row, strict=True))
@@ -163,12 +151,8 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     ], "rows in section order, each figure from the recording, one not measured said to be so"  # fmt: skip
     check = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], capture_output=True, cwd=repo)
     assert check.returncode == 0, "the tables it just wrote must pass its own --check"
-
-
-def test_verified_table_names_a_broken_summary_and_leaves_the_pages_as_they_were(tmp_path):
-    repo = table_repo(tmp_path)
     summary = repo / "docs" / "verified" / "t4-cupti" / "summary.json"
-    summary.write_text(summary.read_text()[:25])  # a copy cut short
+    summary.write_text(summary.read_text()[:25])  # a copy cut short: named, and the pages left as they were
     pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
     done = subprocess.run([sys.executable, "scripts/verified_table.py"], capture_output=True, text=True, cwd=repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
@@ -182,14 +166,13 @@ def test_verified_table_names_a_broken_summary_and_leaves_the_pages_as_they_were
      ("[1, 2]", "it is JSON but not a notebook")],
 )  # fmt: skip
 @pytest.mark.parametrize("mode", ["--check", "--fix"])
-def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(tmp_path, content, said, mode):
-    broken = tmp_path / "broken.ipynb"
-    broken.write_text(content)
-    done = subprocess.run([sys.executable, str(ROOT / "scripts/notebook_format.py"), mode, str(broken)],
-                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert said in done.stderr and "git checkout" in done.stderr and "Fix with" not in done.stdout, done
-    assert broken.read_text() == content, f"{mode} changed a file it cannot read"
+def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(tmp_path, monkeypatch, capsys,
+                                                                                   content, said, mode):  # fmt: skip
+    (tmp_path / "broken.ipynb").write_text(content)
+    assert command_line(monkeypatch, "notebook_format", mode, tmp_path / "broken.ipynb") == 2
+    printed = capsys.readouterr()
+    assert said in printed.err and "git checkout" in printed.err and "Fix with" not in printed.out, printed
+    assert (tmp_path / "broken.ipynb").read_text() == content, f"{mode} changed a file it cannot read"
 
 
 def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
@@ -207,8 +190,7 @@ def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_us
 
 
 def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
-    """docs/maintainers.md 'Re-recording the Nsight Compute data', verbatim, with a recorder that reports what it
-    would import and from where."""
+    """docs/maintainers.md's recipe verbatim, with a recorder that reports what it would import and from where."""
     section = (ROOT / "docs/maintainers.md").read_text().split("### Re-recording the Nsight Compute data", 1)[1]
     recipe = section.split("```bash\n", 1)[1].split("```")[0]
     env = FakeMachine(tmp_path / "machine").build()

@@ -1,6 +1,5 @@
-"""scripts/run_headless and scripts/setup_gpu_runner, run for real (bash) on a fake python3 and nvidia-smi
-(tests/fake_env.py): every input checked at its edges before anything is installed or written, and the README's
-first command run end to end on a fresh clone."""
+"""scripts/run_headless and scripts/setup_gpu_runner in bash on a fake python3 and nvidia-smi (tests/fake_env.py):
+inputs checked at their edges before anything is done, and the README's first command on a fresh clone."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 from fake_env import fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES
 
-from plumbing.harness import OUTPUT_FOLDER, choose_output_dir
+from plumbing.harness import OUTPUT_FOLDER
 
 HEADLESS = "scripts/run_headless"
 HARNESS = requirement_pins(ROOT / "requirements-harness.txt")
@@ -27,18 +25,9 @@ IN_ROOT = ("pytest.log", "run_info.json", NOTEBOOK.name)  # where an empty outpu
 ANSWERS_FOLDER = {"FAKE_EXECUTED": "none"}  # the fake pytest leaves no executed notebook: no page, a quick run
 
 
-def files_of(folder: Path) -> dict[str, bytes]:
-    """Every file under folder but the fake machine's own (bin/, python.log), and its bytes."""
+def files_of(folder: Path) -> dict[str, bytes]:  # but the fake machine's own (bin/, python.log)
     files = {str(path.relative_to(folder)): path for path in folder.rglob("*") if path.is_file()}
     return {name: path.read_bytes() for name, path in files.items() if not name.startswith(("bin/", "python.log"))}
-
-
-def assert_refused(result, named: str) -> None:
-    status, output, asked = result
-    assert status == 2, f"the input must be refused with exit 2 before anything is done; got {status}:\n{output}"
-    assert named in output, f"the refusal must name {named!r}:\n{output}"
-    done = [line for line in asked if line.startswith(CHANGES)]
-    assert not done, f"refused, yet the script asked python to {done}: check the input before that step"
 
 
 @pytest.fixture
@@ -81,10 +70,12 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, t
     args = [arg.format(**fill) for arg in args]
     settings = {key: value.format(**fill) if isinstance(value, str) else value for key, value in settings.items()}
     before, in_root = files_of(tmp_path), [name for name in IN_ROOT if (Path("/") / name).exists()]
-    result = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=clone, FAKE_HARNESS_MISSING=1, **settings)
-    assert_refused(result, named.format(**fill))
+    status, output, asked = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=clone, FAKE_HARNESS_MISSING=1,
+                                       **settings)  # fmt: skip
+    assert status == 2 and named.format(**fill) in output, f"refuse (exit 2) naming {named!r}:\n{output}"
+    assert not [line for line in asked if line.startswith(CHANGES)], f"refused, yet python was asked to {asked}"
     if "WHEELHOUSE" in named:
-        assert "scripts/make_wheelhouse.py --dest wheelhouse" in result[1], "say how to make a wheelhouse"
+        assert "scripts/make_wheelhouse.py --dest wheelhouse" in output, "say how to make a wheelhouse"
     assert files_of(tmp_path) == before, "a refused run must write nothing"
     assert [name for name in IN_ROOT if (Path("/") / name).exists()] == in_root, "a refused run wrote into /"
 
@@ -94,6 +85,7 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, t
     [([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
      (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
      (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
+     ([], {}, f"clone/{OUTPUT_FOLDER}"),  # none given: the notebook's own default, in the clone, not the current folder
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "86400", "NSPY_TUTORIAL_COMMIT": "0123456789" * 4}, "work/out")],
@@ -109,42 +101,37 @@ def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_
                                        **settings)  # fmt: skip
         assert status == 0, f"{args} {settings} must be accepted:\n{output[-1500:]}"
     info = json.loads((tmp_path / results / "run_info.json").read_text())
-    assert info["commit"] == settings.get("NSPY_TUTORIAL_COMMIT", "unknown"), (
-        "run_info.json names the commit it is told"
-    )
+    assert info["commit"] == settings.get("NSPY_TUTORIAL_COMMIT", "unknown"), "run_info.json names the commit told"
     assert not (work / "~").exists() and not (clone / "runs" / "b").exists()
 
 
-def test_run_headless_without_a_folder_writes_where_the_notebook_run_in_the_clone_would(clone, tmp_path, monkeypatch):
-    status, output, _ = run_script(str(clone / HEADLESS), tmp_path, **ANSWERS_FOLDER)  # run from outside the clone
-    assert status == 0, output[-1500:]
-    monkeypatch.chdir(clone)
-    assert (choose_output_dir({}, on_colab=False) / "run_info.json").exists(), (
-        "with no argument and no NSPY_TUTORIAL_OUT the run must write into plumbing/harness.py's default folder"
-    )
-
-
 @pytest.mark.parametrize("pytest_exit", [0, 5])
-def test_run_headless_exits_with_pytests_status_and_records_the_run(tmp_path, pytest_exit):
+def test_run_headless_exits_with_pytests_status_records_the_run_and_reports_a_broken_page(tmp_path, pytest_exit):
+    cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
+    cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "wrong").mkdir()  # PYTHON has the harness; a python3 on PATH may lack it
+    (tmp_path / "wrong" / "python3").write_text("#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")
+    (tmp_path / "wrong" / "python3").chmod(0o755)
+    path = os.pathsep.join([str(tmp_path / "wrong"), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=pytest_exit,
-                                       **ANSWERS_FOLDER)  # fmt: skip
-    assert status == pytest_exit, f"pytest's exit status (5: nothing ran) must be the run's:\n{output[-800:]}"
+                                       FAKE_EXECUTED=cut_short, PATH=path)  # fmt: skip
+    assert status == pytest_exit, f"pytest's exit status (5: nothing ran) must be the run's, page or not:\n{output}"
+    assert "could not render" in output and "render_recorded.py --executed" in output and "Traceback" not in output
+    assert "WRONG PYTHON" not in output, "every step must use PYTHON, not the python3 on PATH"
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
-    assert (
-        info["pytest_exit"] == pytest_exit
-        and info["notebook_sha256"] == hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
-    )
+    assert info["pytest_exit"] == pytest_exit, info
+    assert info["notebook_sha256"] == hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(), info
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", info["started_utc"]) and info["wall_seconds"] >= 0, info
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert info["commit"] == (head or "unknown"), "run_info.json must name the full commit that ran"
-    assert [line for line in asked if line.startswith("-m pytest")] == [
-        "-m pytest -m gpu tests/test_notebook_gpu.py -v -p no:cacheprovider"
-    ], "run_headless runs the GPU test once"
+    pytest_calls = [line for line in asked if line.startswith("-m pytest")]
+    assert pytest_calls == ["-m pytest -m gpu tests/test_notebook_gpu.py -v -p no:cacheprovider"], "the GPU test, once"
 
 
 def test_the_gpu_tests_run_headless_selects_skip_with_a_reason_where_there_is_no_gpu(tmp_path):
-    """pyproject's addopts deselect the gpu marker; the run's own pytest call selects them again, and without a GPU
-    they are skipped with the reason shown by default, never passed; a bad timeout does not break collection."""
+    """run_headless's pytest call selects the gpu tests pyproject deselects; without a GPU each is skipped with the
+    reason, never passed; a bad timeout does not break collection."""
     _, _, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), **ANSWERS_FOLDER)
     (call,) = [shlex.split(line) for line in asked if line.startswith("-m pytest")]
     no_gpu = tmp_path / "no_gpu"
@@ -163,10 +150,16 @@ def test_the_gpu_tests_run_headless_selects_skip_with_a_reason_where_there_is_no
     )
 
 
-@pytest.mark.parametrize("wheelhouse", [None, "complete"])
+@pytest.mark.parametrize("wheelhouse", [None, "complete", "nbmake only"])
 def test_prepare_only_installs_the_missing_harness_into_python_holding_torch(tmp_path, wheelhouse):
-    settings = {"NSPY_TUTORIAL_WHEELHOUSE": make_wheelhouse(tmp_path / "wh", HARNESS, {})} if wheelhouse else {}
+    pins = {"nbmake": HARNESS["nbmake"]} if wheelhouse == "nbmake only" else HARNESS
+    settings = {"NSPY_TUTORIAL_WHEELHOUSE": make_wheelhouse(tmp_path / "wh", pins, {})} if wheelhouse else {}
     status, output, asked = run_script(HEADLESS, tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1, **settings)
+    if wheelhouse == "nbmake only":  # blame the wheelhouse, not the network
+        assert status == 2 and not pip_installs(tmp_path), output
+        assert f"from NSPY_TUTORIAL_WHEELHOUSE={tmp_path / 'wh'}" in output and "make_wheelhouse.py" in output, output
+        assert "network access, set" not in output, "offline, the advice to get network access does not help"
+        return
     assert status == 0, output
     (install,) = pip_installs(tmp_path)
     assert install["python"] == str(tmp_path / "bin" / "python3") and install["requirements"] == HARNESS
@@ -177,35 +170,6 @@ def test_prepare_only_installs_the_missing_harness_into_python_holding_torch(tmp
     (tmp_path / "again").mkdir()
     assert run_script(HEADLESS, tmp_path / "again", "--prepare-only")[0] == 0
     assert not pip_installs(tmp_path / "again"), "a complete harness is not installed again"
-
-
-def test_run_headless_blames_the_wheelhouse_not_the_network_when_it_lacks_a_harness_wheel(tmp_path):
-    wheelhouse = make_wheelhouse(tmp_path / "wh", {"nbmake": HARNESS["nbmake"]}, {})
-    status, output, _ = run_script(HEADLESS, tmp_path, "--prepare-only", FAKE_HARNESS_MISSING=1,
-                                   NSPY_TUTORIAL_WHEELHOUSE=wheelhouse)  # fmt: skip
-    assert status == 2 and not pip_installs(tmp_path), output
-    assert f"from NSPY_TUTORIAL_WHEELHOUSE={wheelhouse}" in output and "make_wheelhouse.py" in output, output
-    assert "network access, set" not in output, "offline, the advice to get network access does not help"
-
-
-def test_a_page_that_cannot_be_made_is_reported_by_the_python_it_was_given_and_the_status_stays_pytests(tmp_path):
-    cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
-    cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
-    (tmp_path / "summary.json").write_text("{}")
-    env = script_machine(tmp_path)
-    given = tmp_path / "given" / "python3"  # PYTHON has the harness; a python3 on PATH may lack it
-    given.parent.mkdir()
-    shutil.copy2(tmp_path / "bin" / "python3", given)
-    (tmp_path / "bin" / "python3").write_text("#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")
-    env.update(PYTHON=str(given), FAKE_EXECUTED=str(cut_short), FAKE_PYTEST_EXIT="1")
-    done = subprocess.run(
-        ["bash", str(ROOT / HEADLESS), str(tmp_path / "run")], env=env, capture_output=True, text=True
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 1, f"a page that cannot be made must not change the run's result:\n{output}"
-    assert "could not render" in output and "render_recorded.py --executed" in output and "Traceback" not in output
-    assert "WRONG PYTHON" not in output, "every step must use PYTHON, not the python3 on PATH"
-    assert json.loads((tmp_path / "run" / "run_info.json").read_text())["pytest_exit"] == 1
 
 
 SITECUSTOMIZE = WITHOUT_MODULES.split("sys.argv")[0]  # the runner's Python outside the notebook's kernel lacks these
@@ -234,16 +198,15 @@ def test_readme_first_command_runs_on_a_fresh_clone_and_writes_the_readers_page(
     assert images and all('alt="Plot. title: ' in image for image in images), "every plot needs alt text"
 
 
+SETUP = "scripts/setup_gpu_runner"
+
+
 @pytest.mark.parametrize(
     ("script", "args", "status"),
-    [(HEADLESS, ["--help"], 0), (HEADLESS, ["-h"], 0), ("scripts/setup_gpu_runner", ["--help"], 0),
-     ("scripts/setup_gpu_runner", ["-h"], 0), ("scripts/setup_gpu_runner", ["DIR"], 2),
-     ("scripts/setup_gpu_runner", ["--prepare-only"], 2), ("scripts/setup_gpu_runner", ["--hlep"], 2),
-     ("scripts/setup_gpu_runner", ["DIR", "--help"], 2)],
+    [(HEADLESS, ["--help"], 0), (HEADLESS, ["-h"], 0), (SETUP, ["--help"], 0), (SETUP, ["-h"], 0), (SETUP, ["DIR"], 2),
+     (SETUP, ["--prepare-only"], 2), (SETUP, ["--hlep"], 2), (SETUP, ["DIR", "--help"], 2)],
 )  # fmt: skip
-def test_help_prints_the_usage_and_any_argument_to_setup_gpu_runner_is_refused_before_it_installs(
-    tmp_path, script, args, status
-):
+def test_help_prints_the_usage_and_any_argument_to_setup_gpu_runner_is_refused(tmp_path, script, args, status):
     code, output, asked = run_script(script, tmp_path, *args, FAKE_HARNESS_MISSING=1)
     assert code == status and output.startswith(f"usage: {script}"), output
     assert status == 0 or ("takes no arguments" in output and args[0] in output), output

@@ -1,5 +1,5 @@
-"""scripts/run_tests and CI's .ci/run, run for real (bash) on a fake python3 (tests/fake_env.py): the venv setting
-checked at its edges before anything is made or installed, the suite's pins, and the README's test commands."""
+"""scripts/run_tests and .ci/run in bash on a fake python3 (tests/fake_env.py): the venv setting at its edges before
+anything is made, the suite's pins, and the README's test commands."""
 
 from __future__ import annotations
 
@@ -19,44 +19,30 @@ def files_of(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
-def a_file(venv: Path) -> None:
-    venv.write_text("not a venv")
+VENVS = {  # what is at the venv setting's folder: {file: content}; None: a file there, not a folder
+    "is a file, not a folder": None,
+    "is a folder with other files in it": {"notes.txt": "mine"},
+    "virtual environment this script did not make": {"pyvenv.cfg": "home = /usr/bin\n", "bin/python": "#!/bin/sh\n"},
+    "was made with Python 3.11.9": {".nspy_tutorial_test_venv": "3.11.9 /usr/bin/python3.11\n", "bin/.keep": ""},
+}
 
 
-def other_files(venv: Path) -> None:
-    venv.mkdir()
-    (venv / "notes.txt").write_text("mine")
-
-
-def their_venv(venv: Path) -> None:  # a venv this script did not make: pip would change its packages
-    (venv / "bin").mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\n")
-    (venv / "bin" / "python").write_text("#!/bin/sh\nexit 0\n")
-    (venv / "bin" / "python").chmod(0o755)
-
-
-def made_by_another_python(venv: Path) -> None:
-    (venv / "bin").mkdir(parents=True)
-    (venv / ".nspy_tutorial_test_venv").write_text(f"3.11.9 {venv}/python3.11\n")
-
-
-@pytest.mark.parametrize(
-    ("make", "named"),
-    [(a_file, "is a file, not a folder"), (other_files, "is a folder with other files in it"),
-     (their_venv, "is a virtual environment this script did not make"),
-     (made_by_another_python, "was made with Python 3.11.9"), (None, "cannot be made here")],
-)  # fmt: skip
-def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_nothing(tmp_path, make, named):
-    venv = tmp_path / "venv" if make else Path("/proc/nspy_no_such/venv")
-    if make:
-        make(venv)
+@pytest.mark.parametrize("named", [*VENVS, "cannot be made here"])
+def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_nothing(tmp_path, named):
+    venv = tmp_path / "venv" if named in VENVS else Path("/proc/nspy_no_such/venv")
+    if named in VENVS and VENVS[named] is None:
+        venv.write_text("not a venv")
+    for name, content in (VENVS.get(named) or {}).items():
+        (venv / name).parent.mkdir(parents=True, exist_ok=True)
+        (venv / name).write_text(content)
+        (venv / name).chmod(0o755)
     before = files_of(venv) if venv.is_dir() else None
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
     assert status == 2 and f"NSPY_TUTORIAL_TEST_VENV={venv} " in output and named in output, output
-    changes = ("-m pip", "-m pytest") if make is None else ("-m venv", "-m pip", "-m pytest")  # venv may try /proc
+    changes = ("-m venv", "-m pip", "-m pytest")[named not in VENVS :]  # venv may try /proc
     assert not [line for line in asked if line.startswith(changes)], f"refused, yet python was asked to {asked}"
     assert not pip_installs(tmp_path) and (before is None or files_of(venv) == before), "the venv was changed"
-    if make is made_by_another_python:
+    if "3.11.9" in named:
         assert f"rm -rf {venv}" in output and "set PYTHON to the Python it was made with" in output, output
 
 
@@ -118,8 +104,7 @@ def readme_command(page: str, heading: str, index: int) -> str:
 
 
 def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
-    """.ci/run and the README's test commands, run verbatim in a clone whose scripts/run_tests and npm record how
-    they were called."""
+    """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests and npm log their calls."""
     clone = tmp_path / "clone"
     (clone / ".ci").mkdir(parents=True)
     shutil.copy2(ROOT / ".ci/run", clone / ".ci/run")
