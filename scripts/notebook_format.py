@@ -1,14 +1,9 @@
 #!/usr/bin/env python3
 """Keep the tutorial notebook canonical: nbformat 4.5 with cell ids, Colab GPU metadata, no outputs.
 
-    python scripts/notebook_format.py --check [NOTEBOOK ...]   # exit 1 and list what is off
-    python scripts/notebook_format.py --fix   [NOTEBOOK ...]   # rewrite in canonical form
+    python scripts/notebook_format.py --check|--fix [NOTEBOOK ...]   # exit 1 and list what is off | rewrite it
 
-Canonical: nbformat 4.5; unique cell ids; notebook metadata exactly CANONICAL_METADATA (Colab opens a notebook on a
-CPU runtime unless asked for a GPU); code cells without outputs or execution count; no Colab save noise. A folded
-cell (first line `# @title ...`) carries exactly `cellView: form` (Colab shows only its title) and the tag
-`remove-input` (the HTML page drops its code); every other cell no metadata. No cell's source is ever changed (the
-folded cells' code comes from plumbing/ through scripts/embed_modules.py).
+Folded cells (first line `# @title`) carry only FOLDED_CELL_METADATA, other cells none. No source is ever changed.
 """
 
 from __future__ import annotations
@@ -29,21 +24,14 @@ CANONICAL_METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
     "language_info": {"name": "python"},
 }
-# The only cell metadata a cell may carry: that of a folded plumbing cell. Everything else is noise.
 FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
 
 
 def is_folded(cell: dict) -> bool:
-    """A code cell that Colab folds: its first line is a `# @title` form title."""
     return cell.get("cell_type") == "code" and "".join(cell.get("source", "")).lstrip().startswith("# @title")
 
 
-def expected_cell_metadata(cell: dict) -> dict:
-    return dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
-
-
 def canonical(notebook: dict) -> dict:
-    """Return the canonical form of a notebook given as parsed JSON."""
     fixed = {"cells": [], "metadata": CANONICAL_METADATA, "nbformat": 4, "nbformat_minor": 5}
     seen_ids: set[str] = set()
     for cell in notebook.get("cells", []):
@@ -52,25 +40,24 @@ def canonical(notebook: dict) -> dict:
             cell_id = uuid.uuid4().hex[:8]
         seen_ids.add(cell_id)
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": expected_cell_metadata(cell),
-               "source": source}  # fmt: skip
+        metadata = dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
+        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": metadata, "source": source}
         fixed["cells"].append({**new, "execution_count": None, "outputs": []} if cell["cell_type"] == "code" else new)
     return fixed
 
 
 def render(notebook: dict) -> str:
-    # The layout nbformat itself writes (indent 1, sorted keys), with the source split into lines.
+    """The layout nbformat writes (indent 1, sorted keys), source split into lines."""
     for cell in notebook["cells"]:
         cell["source"] = cell["source"].splitlines(keepends=True)
     return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 class NotANotebook(Exception):
-    """A file that cannot be read as a notebook; the message says how to get a good one back."""
+    pass
 
 
 def load_notebook(path: Path) -> dict:
-    """The notebook at path as parsed JSON, or NotANotebook saying why not and how to get a good one back."""
     restore = f"--fix cannot repair that: restore it (git checkout -- {path}) or save it again from Jupyter"
     if not path.is_file():
         raise NotANotebook("no such notebook")
@@ -90,7 +77,7 @@ def load_notebook(path: Path) -> dict:
 
 
 def unreadable_cells(cells: list) -> list[str]:
-    """What makes cells unusable (named by index and id): --fix would empty or guess them, so it refuses."""
+    """What --fix would have to empty or guess, by cell index and id."""
     found = []
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict):
@@ -126,8 +113,8 @@ def problems(path: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="report what is not canonical; exit 1 if anything")
-    mode.add_argument("--fix", action="store_true", help="rewrite the notebooks in canonical form")
+    mode.add_argument("--check", action="store_true", help="report what is not canonical (exit 1)")
+    mode.add_argument("--fix", action="store_true", help="rewrite in canonical form")
     parser.add_argument("notebooks", nargs="*", type=Path, default=[DEFAULT_NOTEBOOK])
     args = parser.parse_args(argv)
     status = 0

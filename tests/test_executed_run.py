@@ -1,5 +1,4 @@
-"""The headless verdict (plumbing/executed_run.py and the backend rule the GPU test applies): each section's status
-from the executed copy of the notebook merged into summary.json, and what in it fails the run."""
+"""The headless verdict (plumbing/executed_run.py, and the backend rule the GPU test applies)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-t
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory) -> dict:
-    """BROKEN_RUN executed as the GPU test executes the notebook: nbmake on a copy that allows errors."""
+    """BROKEN_RUN executed as the GPU test executes the notebook."""
     folder = tmp_path_factory.mktemp("run")
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in BROKEN_RUN.items()]
@@ -98,12 +97,6 @@ def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_ski
     assert merged["suspect_figures"] == 1 and merged["counts"]["SKIPPED"] == len(NCU_ONLY_SECTIONS)
 
 
-def _summary(profiler, status_of):
-    sections = [{"number": n, "status": status_of(n), "reason": "", "environment_limit": status_of(n) == "SKIPPED"}
-                for n in range(1, SECTION_COUNT + 1)]  # fmt: skip
-    return {"environment": {"profiler": profiler}, "sections": sections}
-
-
 SKIP_NCU_ONLY = dict.fromkeys(NCU_ONLY_SECTIONS, "SKIPPED")
 
 
@@ -114,5 +107,7 @@ SKIP_NCU_ONLY = dict.fromkeys(NCU_ONLY_SECTIONS, "SKIPPED")
      ("ncu", {10: "SKIPPED"}, False), ("ncu", {3: "FAILED"}, False), (None, {}, False)],
 )  # fmt: skip
 def test_a_run_skips_exactly_the_sections_its_backend_cannot_run(profiler, statuses, allowed):
-    summary = _summary(profiler, lambda n: statuses.get(n, "ok"))
+    sections = [{"number": n, "status": (status := statuses.get(n, "ok")), "reason": "",
+                 "environment_limit": status == "SKIPPED"} for n in range(1, SECTION_COUNT + 1)]  # fmt: skip
+    summary = {"environment": {"profiler": profiler}, "sections": sections}
     assert (section_problems(summary) == []) == allowed, f"under {profiler}: {statuses}"
