@@ -1,4 +1,4 @@
-"""Read the notebook's code as Python: parsed cells, nsight calls and names, for the static tests."""
+"""The notebook's code as Python, for the static tests."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
 
 
 def cell_python(cell: nbformat.NotebookNode) -> str:
-    """The cell's source as plain Python, with IPython magics and shell escapes turned into calls."""
+    """The cell's source with IPython magics and shell escapes turned into calls."""
     return _TRANSFORMER.transform_cell(cell.source)
 
 
@@ -31,7 +31,6 @@ def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:
 
 
 def dotted(node: ast.AST) -> str | None:
-    """'nsight.analyze.kernel' for an attribute chain rooted at a name, else None."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts, node = [node.attr, *parts], node.value
@@ -39,7 +38,7 @@ def dotted(node: ast.AST) -> str | None:
 
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
-    """Every call of `name` with its keywords, `**NAME` resolved where NAME is bound to a dict(...) or {...} literal."""
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a dict(...) or {...} literal."""
     nodes = [node for tree in trees for node in ast.walk(tree)]
     literals = {}
     for node in nodes:

@@ -49,9 +49,8 @@ def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_headi
             section_of(cell_id)
 
 
-def _first_runs(notebook) -> dict[str, tuple[int, int]]:
-    """(cell index, line) where nsight, torch and CUDA are first used as cells run (not in function bodies)."""
-    found = {}
+def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
+    at = {}  # (cell index, line) where nsight, torch and CUDA are first used as cells run (not in function bodies)
     for index, (_, tree) in enumerate(parsed_cells(notebook)):
         pending = [tree]
         while pending:
@@ -63,12 +62,7 @@ def _first_runs(notebook) -> dict[str, tuple[int, int]]:
             text = ast.unparse(node) if isinstance(node, ast.Call) else ""
             kinds |= {"cuda"} if "cuda" in text and "torch" in text or 'device="cuda"' in text else set()
             for kind in kinds:
-                found[kind] = min(found.get(kind, (index, node.lineno)), (index, node.lineno))
-    return found
-
-
-def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
-    at = _first_runs(notebook)
+                at[kind] = min(at.get(kind, (index, node.lineno)), (index, node.lineno))
     assert "nsight" in at and at["nsight"] < at.get("torch", (-1,)), f"import nsight must precede import torch: {at}"
     assert at["nsight"] < at.get("cuda", (1e9,)), f"CUDA is used before import nsight: {at}"
 
