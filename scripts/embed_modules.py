@@ -50,12 +50,10 @@ def module_code(text: str, constants=()) -> str:
         if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             dropped += [body[0]] if isinstance(body[0].value.value, str) else []
     drop = {number for node in dropped for number in range(node.lineno, node.end_lineno + 1)}
-    kept = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if number in drop or (number - 1 in drop and not line.strip()):
-            drop.add(number)
-        else:
-            kept.append(line)
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        drop |= {number} if number - 1 in drop and not line.strip() else set()
+    kept = [line for number, line in enumerate(lines, start=1) if number not in drop]
     return "\n".join(kept).strip("\n")
 
 
@@ -79,7 +77,7 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
     """{cell index: what it must hold} for each embedding cell that differs from its modules."""
     stale = {}
     for index, cell in enumerate(notebook["cells"]):
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = "".join(cell["source"])
         expected = generated_source(source, repo) if cell["cell_type"] == "code" else None
         if expected is not None and expected != source:
             stale[index] = expected

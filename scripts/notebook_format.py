@@ -35,13 +35,10 @@ def canonical(notebook: dict) -> dict:
     fixed = {"cells": [], "metadata": CANONICAL_METADATA, "nbformat": 4, "nbformat_minor": 5}
     seen_ids: set[str] = set()
     for cell in notebook.get("cells", []):
-        cell_id = cell.get("id")
-        if not cell_id or cell_id in seen_ids:
-            cell_id = uuid.uuid4().hex[:8]
+        cell_id = cell.get("id") if cell.get("id") and cell["id"] not in seen_ids else uuid.uuid4().hex[:8]
         seen_ids.add(cell_id)
-        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        metadata = dict(FOLDED_CELL_METADATA) if is_folded(cell) else {}
-        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": metadata, "source": source}
+        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": dict(FOLDED_CELL_METADATA) if is_folded(cell)
+               else {}, "source": "".join(cell["source"])}  # fmt: skip
         fixed["cells"].append({**new, "execution_count": None, "outputs": []} if cell["cell_type"] == "code" else new)
     return fixed
 

@@ -138,26 +138,18 @@ def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(har
     assert "[       ok] section 5: fp16 matmul 4096: 791.2 TFLOP/s" in "\n".join(printed)
 
 
-def test_verdicts_in_a_row_join_the_headline_and_coming_back_to_a_section_starts_it_afresh(harness, capsys):
-    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
-    for finding in ("the short add scattered most", "the host clock added the launch") * 2:
-        harness.verdict(3, finding)
-    assert capsys.readouterr().out.splitlines()[-1] == "On this NVIDIA H200: the host clock added the launch"
-    entry = harness.section_entry(3)
-    assert (entry["status"], entry["headline"]) == (
-        "ok",
-        "the short add scattered most; the host clock added the launch",
-    )
-    harness.verdict(5, "swept"), harness.verdict(3, "run again")
-    assert harness.section_entry(3)["headline"] == "run again", "a verdict after another section's starts it afresh"
-
-
-def test_a_sections_seconds_run_from_the_verdict_before_it(harness, monkeypatch):
+def test_verdicts_in_a_row_join_the_headline_and_time_the_section_from_the_one_before(harness, capsys, monkeypatch):
     now = [100.0]  # the harness cell ran at 100 s
     monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    harness.CLOCK["at"] = now[0]
-    for now[0], number, finding in [(103.0, 1, "ready"), (110.0, 2, "first"), (111.0, 2, "again"), (120.0, 3, "x")]:
+    harness.CLOCK["at"], harness.ENVIRONMENT["gpu"] = now[0], "NVIDIA H200"
+    steps = [(103.0, 1, "ready"), (110.0, 2, "the add scattered"), (110.5, 2, "the clock added the launch"),
+             (110.7, 2, "the add scattered"), (111.0, 2, "the clock added the launch"), (120.0, 3, "x")]  # fmt: skip
+    for now[0], number, finding in steps:
         harness.verdict(number, finding)
-    seconds = {n: harness.section_entry(n)["seconds"] for n in (1, 2, 3)}
-    assert seconds == {1: 3.0, 2: 8.0, 3: 9.0}, "a section's time runs from the previous verdict to its last one"
+    assert capsys.readouterr().out.splitlines()[-1] == "On this NVIDIA H200: x"
+    entries = {n: harness.section_entry(n) for n in (1, 2, 3)}
+    assert (entries[2]["status"], entries[2]["headline"]) == ("ok", "the add scattered; the clock added the launch")
+    assert {n: e["seconds"] for n, e in entries.items()} == {1: 3.0, 2: 8.0, 3: 9.0}, "from the previous verdict"
     assert harness.build_summary()["total_seconds"] == 20.0
+    harness.verdict(2, "run again")
+    assert harness.section_entry(2)["headline"] == "run again", "a verdict after another section's starts it afresh"
