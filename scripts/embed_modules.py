@@ -10,13 +10,12 @@ the modules' own assignment to B left out. No other cell is touched.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 import sys
 from pathlib import Path
 
-from notebook_format import DEFAULT_NOTEBOOK, REPO, NotANotebook, load_notebook, render
+from notebook_format import REPO, NotANotebook, load_notebook, parse_args, render
 
 SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by scripts/embed_modules\.py\)(?:  # noqa: E501)?$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
@@ -85,12 +84,8 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="name the cells that differ from their modules (exit 1)")
-    mode.add_argument("--fix", action="store_true", help="rewrite them from their modules")
-    parser.add_argument("notebooks", nargs="*", type=Path, default=[DEFAULT_NOTEBOOK])
-    args, status = parser.parse_args(argv), 0
+    args = parse_args(argv, __doc__, "name the cells that differ from their modules (exit 1)", "rewrite them")
+    status = 0
     for path in args.notebooks:
         try:
             notebook = load_notebook(path)

@@ -64,8 +64,7 @@ def load_notebook(path: Path) -> dict:
         raise NotANotebook(f"cannot read it as JSON ({error}); {restore}") from None
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise NotANotebook(f"it is JSON but not a notebook (no list of cells at its top); {restore}")
-    broken = unreadable_cells(notebook["cells"])
-    if broken:
+    if broken := unreadable_cells(notebook["cells"]):
         raise NotANotebook(
             f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw and a source (a string or a "
             f"list of strings; [] for an empty cell), or {restore.removeprefix('--fix cannot repair that: ')}"
@@ -107,14 +106,18 @@ def problems(path: Path) -> list[str]:
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None, doc: str, check: str, fix: str) -> argparse.Namespace:
+    """--check or --fix, and the notebooks (default: the tutorial), for this script and embed_modules.py."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="report what is not canonical (exit 1)")
-    mode.add_argument("--fix", action="store_true", help="rewrite in canonical form")
+    mode.add_argument("--check", action="store_true", help=check)
+    mode.add_argument("--fix", action="store_true", help=fix)
     parser.add_argument("notebooks", nargs="*", type=Path, default=[DEFAULT_NOTEBOOK])
-    args = parser.parse_args(argv)
-    status = 0
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, status = parse_args(argv, __doc__, "report what is not canonical (exit 1)", "rewrite in canonical form"), 0
     for path in args.notebooks:
         try:
             notebook = load_notebook(path)

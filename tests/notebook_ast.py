@@ -38,15 +38,12 @@ def dotted(node: ast.AST) -> str | None:
 
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
-    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a dict(...) or {...} literal."""
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
     nodes = [node for tree in trees for node in ast.walk(tree)]
     literals = {}
     for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = node.value
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
-                literals[node.targets[0].id] = {kw.arg: kw.value for kw in value.keywords if kw.arg}
-            elif isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys):
+            if isinstance(value := node.value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys):
                 literals[node.targets[0].id] = {k.value: v for k, v in zip(value.keys, value.values, strict=True)}
     calls = []
     for node in (node for node in nodes if isinstance(node, ast.Call) and dotted(node.func) == name):

@@ -1,7 +1,5 @@
 """The headless GPU run (`pytest -m gpu tests/test_notebook_gpu.py`, from scripts/run_headless): nbmake runs every
-cell of a copy that allows errors; plumbing/executed_run.py marks sections with errors FAILED in summary.json. Strict:
-FAILED or NOT RUN sections, SUSPECT figures, errors outside sections or a wrong skip fail it. Skipped without a GPU;
-on one, a missing nbmake or python3 kernel spec fails it."""
+cell of a copy that allows errors, then plumbing/executed_run.py judges it. Skipped only where there is no GPU."""
 
 from __future__ import annotations
 
