@@ -1,6 +1,5 @@
-"""The notebook's cells: which section each belongs to, and the recording plan (which cells define and which run each
-section). The one place for these facts: the scripts and the tests read them here. Which sections need Nsight
-Compute lives in plumbing/sections.py, the part the notebook itself embeds."""
+"""The one place that knows the notebook's cells: each one's section, and which define and which run each section
+(which sections need Nsight Compute: plumbing/sections.py, which the notebook embeds)."""
 
 import re
 
