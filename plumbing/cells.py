@@ -22,13 +22,9 @@ SUMMARY = "summary-code"  # after section 10: writes summary.json
 SECTION_ONE_CELLS = {"apt": "s1-apt-code", "ncu": "s1-ncu-code", "pip": "s1-pip-code", "probe": "s1-probe-code",
                      "import": "s1-import-code"}  # fmt: skip
 
-# The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
-# section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,
-# and the recorded page shows them with that output instead of running them again), and the cells that only define
-# what those calls use ("define"; "gpu_define" for those that read the GPU machine through NVML as they define, so
-# that on a CPU the values they bound there stand in for them, as for run cells). Every other code cell of the
-# section is analysis: it reads what the run cells bound, and runs on a CPU from a recording. A section's cells run
-# in notebook order.
+# The recording plan, per section that profiles: "run" cells call the profiler (the recorders keep what each printed
+# and bound; the recorded page shows that output), "define" cells only define what they use ("gpu_define": those that
+# read the GPU through NVML, whose bound values stand in on a CPU). Other code cells are analysis, run on a CPU.
 SECTION_PLAN = {
     2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
     3: {"define": ("s3-define", "s3-why-define"), "run": ("s3-run", "s3-why-run")},
@@ -69,17 +65,8 @@ def reads_report_folders(number):
 
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
-UNNUMBERED_CELLS = {
-    "tutorial-title": None,
-    "overview": None,
-    "gpu-check": 1,
-    "helpers-title": 1,
-    "harness": 1,
-    "setup-helpers": 1,
-    "summary-heading": None,
-    "summary-code": None,
-    "takeaways": None,
-}
+UNNUMBERED_CELLS = {"tutorial-title": None, "overview": None, "gpu-check": 1, "helpers-title": 1, "harness": 1,
+                    "setup-helpers": 1, "summary-heading": None, "summary-code": None, "takeaways": None}  # fmt: skip
 SECTION_CELL_ID = re.compile(r"^s(\d+)(?:-[a-z0-9-]+)?$")
 
 

@@ -21,9 +21,7 @@ def first_errors(notebook):
     """{section number, or None outside the sections: its first {"cell": id, "error": "ename: evalue's line 1"}}."""
     found = {}
     for cell in notebook.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        for output in cell.get("outputs", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
             if output.get("output_type") == "error":
                 first_line = (str(output.get("evalue", "")).strip().splitlines() or [""])[0]
                 error = {"cell": cell.get("id"), "error": f"{output.get('ename', '?')}: {first_line}"[:300]}
@@ -47,10 +45,9 @@ def merge_failures(summary, notebook):
     errors = first_errors(notebook)
     by_number = {section["number"]: section for section in merged["sections"]}
     for number, error in errors.items():
-        if number is None:
-            continue
-        section = by_number[number]
-        section.update(status="FAILED", reason=f"{error['error']} (cell {error['cell']})", environment_limit=False)
+        if number is not None:
+            reason = f"{error['error']} (cell {error['cell']})"
+            by_number[number].update(status="FAILED", reason=reason, environment_limit=False)
     merged["errors_outside_sections"] = [errors[None]] if None in errors else []
     statuses = [section["status"] for section in merged["sections"]]
     merged["counts"] = {status: statuses.count(status) for status in STATUSES}
