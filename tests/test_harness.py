@@ -98,18 +98,20 @@ def test_a_checked_figure_prints_its_value_against_its_own_peak_and_is_kept_once
     assert harness.FIGURES[0]["check"] == check, "a GPU without a datasheet entry leaves its figures unchecked"
 
 
-@pytest.mark.parametrize(("value", "unit", "base"),
-    [(1500.0, "ns", 1.5e-6), (1500.0, "nsecond", 1.5e-6), (2.0, "usecond", 2e-6), (4.0, "msecond", 4e-3),
-     (3.0, "Mbyte", 3e6), (7.0, "byte", 7.0), (2.0, "Kbyte", 2e3), (10.0, "sector", 320.0), (1.59, "cycle/nsecond",
-     1.59e9), (1.5, "cycle/usecond", 1.5e6), (1.59e9, "cycle/second", 1.59e9), (585.0, "MHz", 5.85e8),
-     (1.98, "GHz", 1.98e9), (42.0, "%", 42.0), (1.0, "percent", None)])  # fmt: skip
-def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named(value, unit, base):
-    frame = pd.DataFrame({"n": [1], "Metric": ["m"], "AvgValue": [value], "Unit": [unit]})
-    if base is None:
-        with pytest.raises(ValueError, match=unit):
-            plumbing.harness.in_base_units(frame, index="n")
-    else:
-        assert plumbing.harness.in_base_units(frame, index="n").loc[1, "m"] == pytest.approx(base), "see TO_BASE_UNITS"
+FACTORS = {  # one of each unit nsight reports, in seconds, bytes and Hz (an L2 sector: 32 bytes; % stays %)
+    "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0,
+    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32.0, "hz": 1.0, "Hz": 1.0, "MHz": 1e6,
+    "GHz": 1e9, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9, "%": 1.0,
+}  # fmt: skip
+
+
+def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named():
+    frame = pd.DataFrame({"n": 1, "Metric": list(FACTORS), "AvgValue": 2.5, "Unit": list(FACTORS)})
+    converted = plumbing.harness.in_base_units(frame, index="n").loc[1]
+    assert {unit: converted[unit] / 2.5 for unit in FACTORS} == pytest.approx(FACTORS), "see TO_BASE_UNITS"
+    assert set(plumbing.harness.TO_BASE_UNITS) <= set(FACTORS), "a unit TO_BASE_UNITS knows needs its factor here"
+    with pytest.raises(ValueError, match="percent"):
+        plumbing.harness.in_base_units(frame.assign(Unit="percent"), index="n")
 
 
 # ---------------------------------------------------------------- sections, summary.json and the printed summary
