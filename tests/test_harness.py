@@ -16,6 +16,7 @@ from support import NOTEBOOK, cell_by_id
 
 import plumbing.harness
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN
+from plumbing.executed_run import STATUSES
 
 
 @pytest.fixture
@@ -129,7 +130,7 @@ def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(har
     expected = {n: ("ok", False) if n in (1, 5) else ("SKIPPED", True) if n in NCU_ONLY_SECTIONS
                 else ("NOT RUN", False) for n in range(1, SECTION_COUNT + 1)}  # fmt: skip
     assert statuses == expected, "under CUPTI: SKIPPED (an environment limit) if it needs ncu, else NOT RUN"
-    assert written["counts"] == {key: [s for s, _ in statuses.values()].count(key) for key in written["counts"]}
+    assert written["counts"] == {key: [s for s, _ in statuses.values()].count(key) for key in STATUSES}, "counts"
     printed = capsys.readouterr().out.splitlines()
     for section in written["sections"]:
         line = next(line for line in printed if line.startswith(f"{section['number']:>2}. "))[4:]
