@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import nbformat
 import pytest
-from support import ROOT, copy_allowing_errors, section_problems
+from support import ROOT, section_problems
 from support import load_json as load
+from test_notebook_gpu import run_allowing_errors
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import finish_run, merge_failures, run_problems
@@ -29,16 +28,13 @@ BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-t
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory) -> dict:
-    """BROKEN_RUN executed as the GPU test executes the notebook."""
+    """BROKEN_RUN executed by the GPU test's own nbmake run."""
     folder = tmp_path_factory.mktemp("run")
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in BROKEN_RUN.items()]
     (folder / "source.ipynb").write_text(nbformat.writes(notebook))
-    copy_allowing_errors(folder / "source.ipynb", folder / "executed.ipynb")
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(folder), "-o", "addopts=",
-               "--nbmake", "--nbmake-timeout=120", "--overwrite", str(folder / "executed.ipynb")]  # fmt: skip
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
-    assert done.returncode == 0, f"nbmake must run every cell of a copy that allows errors:\n{done.stdout[-3000:]}"
+    returncode, log = run_allowing_errors(folder / "source.ipynb", folder / "executed.ipynb", 120)
+    assert returncode == 0, f"nbmake must run every cell of a copy that allows errors:\n{log[-3000:]}"
     return load(folder / "executed.ipynb")
 
 

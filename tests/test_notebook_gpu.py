@@ -37,6 +37,16 @@ def cell_timeout_s(environ=os.environ) -> int:
     return int(given)
 
 
+def run_allowing_errors(notebook, copy, timeout_s) -> tuple[int, str]:
+    """nbmake on a copy of notebook that allows errors (its outputs written there, never into the committed one)."""
+    copy_allowing_errors(notebook, copy)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(copy.parent), "-o",
+               "addopts=", "--nbmake", f"--nbmake-timeout={timeout_s}", "--overwrite", str(copy)]  # fmt: skip
+    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(copy.parent))
+    done = subprocess.run(command, cwd=copy.parent, env=env, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
 @pytest.fixture(scope="module")
 def executed() -> dict:
     if not gpu_listing():
@@ -45,16 +55,12 @@ def executed() -> dict:
     timeout_s = cell_timeout_s()
     run_dir = choose_output_dir(os.environ, on_colab=False)  # NSPY_TUTORIAL_OUT, else the notebook's default
     run_dir.mkdir(parents=True, exist_ok=True)
-    copy = run_dir / NOTEBOOK.name
-    copy_allowing_errors(NOTEBOOK, copy)  # nbmake --overwrite writes outputs into this copy, never the committed one
     (run_dir / "summary.json").unlink(missing_ok=True)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(run_dir), "-o", "addopts=",
-               "--nbmake", f"--nbmake-timeout={timeout_s}", "--overwrite", str(copy)]  # fmt: skip
-    done = subprocess.run(command, cwd=run_dir, env=dict(os.environ, NSPY_TUTORIAL_OUT=str(run_dir)),
-                          capture_output=True, text=True)  # fmt: skip
-    (run_dir / "nbmake.log").write_text(done.stdout + done.stderr)
+    returncode, log = run_allowing_errors(NOTEBOOK, run_dir / NOTEBOOK.name, timeout_s)
+    (run_dir / "nbmake.log").write_text(log)
+    copy = run_dir / NOTEBOOK.name
     summary = finish_run(copy, run_dir / "summary.json") if copy.exists() else None
-    return {"returncode": done.returncode, "log": done.stdout + done.stderr, "summary": summary}
+    return {"returncode": returncode, "log": log, "summary": summary}
 
 
 def test_nbmake_executed_the_whole_notebook(executed):
