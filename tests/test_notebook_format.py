@@ -75,9 +75,7 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source(tmp_
     ({"cell_type": "markdown", "id": "intro"}, "cell 1 (id 'intro') has no source"),
     ({"cell_type": "code", "id": "run-it", "source": None}, "cell 1 (id 'run-it') has source null"),
     ({"cell_type": "bogus", "id": "notes", "source": "x"}, "cell 1 (id 'notes') has cell_type 'bogus'")])  # fmt: skip
-def test_a_cell_without_usable_source_or_type_is_named_and_the_file_left_as_it_was(
-    tmp_path, capsys, cell, said, mode, script
-):
+def test_a_cell_without_usable_source_or_type_is_named_and_left_as_it_was(tmp_path, capsys, cell, said, mode, script):
     good = {"cell_type": "markdown", "id": "heading", "metadata": {}, "source": ["# Title\n"]}
     path = tmp_path / "edited.ipynb"
     path.write_text(json.dumps({"cells": [good, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
@@ -87,7 +85,6 @@ def test_a_cell_without_usable_source_or_type_is_named_and_the_file_left_as_it_w
     assert said in err and "git checkout" in err, f"{mode} must name the cell by index and id, and the way back: {err}"
 
 
-# ---------------------------------------------------------------- scripts/embed_modules.py
 def test_embed_check_names_the_stale_cell_and_fix_restores_only_the_embedding_cells(tmp_path, capsys):
     visible = SECTION_PLAN[2]["run"][0]
     edited = _edited(tmp_path, lambda cell_id, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0")
