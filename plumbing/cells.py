@@ -5,20 +5,16 @@ import re
 
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
-# What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
-# and the recorded page make them too).
+# What section 1 leaves for the later sections (scripts/record_ncu.py and the recorded page make them too).
 SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
                      "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
 
-# The cells that the scripts and the tests name, by what each one is (their ids are spelled here only). A section's
-# (last) verdict cell is not named: it is its last code cell in notebook order (tests/support.py section_code_cells).
+# The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
 GPU_CHECK = "gpu-check"  # section 1's first code cell: stops Run all without a usable NVIDIA GPU
 HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py, figures.py); the recorders run it first
 SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json
-# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order: install Nsight Compute with apt-get,
-# choose the ncu (first on PATH), install the pins with pip, choose the backend (the ncu probe), import nsight and
-# torch (from here on a GPU is needed; the environment and verdict cells follow).
+# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "import" on a GPU is needed).
 SECTION_ONE_CELLS = {"apt": "s1-apt-code", "ncu": "s1-ncu-code", "pip": "s1-pip-code", "probe": "s1-probe-code",
                      "import": "s1-import-code"}  # fmt: skip
 
@@ -37,18 +33,13 @@ SECTION_PLAN = {
     9: {"run": ("s9-cupti",)},
     10: {"define": ("s10-tools", "s10-define"), "run": ("s10-profile", "s10-details")},
 }  # fmt: skip
-# Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
-# any section it records (they only define; a profiled call there is refused).
+# Names a section's define cells bind for later sections: a recorder runs those cells before any section it records.
 SHARED_NAMES = ("out_prefix", "add_kernels", "SWEEP_SIZES", "both_precisions")
-# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child (a second Python that must not
-# run under ncu) and section 10's own ncu command lines (one that profiles, one that only reads a report).
+# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
 NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-details")
-# Folders (out_prefix names) whose files the recorded page shows or a later section reads, and the section whose
-# cells write each: section 7's picture drawn by @nsight.analyze.plot; what section 8's "off" call left, which
-# section 10 lists and opens; section 10's own report of the softmax with sections.
+# Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
 REPORT_FOLDERS = {"s7_fusion": 7, "s8_off": 8, "s10_softmax": 10}
-# Section -> the sections whose values it reads: section 9 compares CUPTI with section 5's sweep (its frames and
-# wall time); section 10 reads section 8's "off" call and its folder, and section 6's softmax (shape, % of roof).
+# Section -> the sections whose values it reads (9: section 5's sweep; 10: section 8's "off" call, section 6's softmax).
 SECTION_DEPENDENCY = {9: (5,), 10: (6, 8)}
 
 

@@ -18,12 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
-CANONICAL_METADATA = {
-    "accelerator": "GPU",
-    "colab": {"gpuType": "T4", "provenance": []},
-    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-    "language_info": {"name": "python"},
-}
+CANONICAL_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
+                      "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                      "language_info": {"name": "python"}}  # fmt: skip
 FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
 
 
