@@ -1,35 +1,26 @@
-"""The notebook's cells: which section each belongs to, and the recording plan (which cells define and which run each
-section). The one place for these facts: the scripts and the tests read them here. Which sections need Nsight
-Compute lives in plumbing/sections.py, the part the notebook itself embeds."""
+"""The one place that knows the notebook's cells: each one's section, and which define and which run each section
+(which sections need Nsight Compute: plumbing/sections.py, which the notebook embeds)."""
 
 import re
 
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
-# What section 1 leaves for the later sections (the notebook's section 1 cells bind them; scripts/record_ncu.py
-# and the recorded page make them too).
+# What section 1 leaves for the later sections (scripts/record_ncu.py and the recorded page make them too).
 SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
                      "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
 
-# The cells that the scripts and the tests name, by what each one is (their ids are spelled here only). A section's
-# (last) verdict cell is not named: it is its last code cell in notebook order (tests/support.py section_code_cells).
+# The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
 GPU_CHECK = "gpu-check"  # section 1's first code cell: stops Run all without a usable NVIDIA GPU
 HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py, figures.py); the recorders run it first
 SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json
-# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order: install Nsight Compute with apt-get,
-# choose the ncu (first on PATH), install the pins with pip, choose the backend (the ncu probe), import nsight and
-# torch (from here on a GPU is needed; the environment and verdict cells follow).
+# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "import" on a GPU is needed).
 SECTION_ONE_CELLS = {"apt": "s1-apt-code", "ncu": "s1-ncu-code", "pip": "s1-pip-code", "probe": "s1-probe-code",
                      "import": "s1-import-code"}  # fmt: skip
 
-# The recording plan (scripts/recording.py, record_ncu.py, record_cupti.py, render_recorded.py read it). For each
-# section that profiles: the cells that call the profiler ("run": the recorders keep what each one printed and bound,
-# and the recorded page shows them with that output instead of running them again), and the cells that only define
-# what those calls use ("define"; "gpu_define" for those that read the GPU machine through NVML as they define, so
-# that on a CPU the values they bound there stand in for them, as for run cells). Every other code cell of the
-# section is analysis: it reads what the run cells bound, and runs on a CPU from a recording. A section's cells run
-# in notebook order.
+# The recording plan, per section that profiles: "run" cells call the profiler (the recorders keep what each printed
+# and bound; the recorded page shows that output), "define" cells only define what they use ("gpu_define": those that
+# read the GPU through NVML, whose bound values stand in on a CPU). Other code cells are analysis, run on a CPU.
 SECTION_PLAN = {
     2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
     3: {"define": ("s3-define", "s3-why-define"), "run": ("s3-run", "s3-why-run")},
@@ -42,18 +33,13 @@ SECTION_PLAN = {
     9: {"run": ("s9-cupti",)},
     10: {"define": ("s10-tools", "s10-define"), "run": ("s10-profile", "s10-details")},
 }  # fmt: skip
-# Names that a section's define cells bind and later sections use: a recorder runs the cells that bind them before
-# any section it records (they only define; a profiled call there is refused).
+# Names a section's define cells bind for later sections: a recorder runs those cells before any section it records.
 SHARED_NAMES = ("out_prefix", "add_kernels", "SWEEP_SIZES", "both_precisions")
-# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child (a second Python that must not
-# run under ncu) and section 10's own ncu command lines (one that profiles, one that only reads a report).
+# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
 NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-details")
-# Folders (out_prefix names) whose files the recorded page shows or a later section reads, and the section whose
-# cells write each: section 7's picture drawn by @nsight.analyze.plot; what section 8's "off" call left, which
-# section 10 lists and opens; section 10's own report of the softmax with sections.
+# Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
 REPORT_FOLDERS = {"s7_fusion": 7, "s8_off": 8, "s10_softmax": 10}
-# Section -> the sections whose values it reads: section 9 compares CUPTI with section 5's sweep (its frames and
-# wall time); section 10 reads section 8's "off" call and its folder, and section 6's softmax (shape, % of roof).
+# Section -> the sections whose values it reads (9: section 5's sweep; 10: section 8's "off" call, section 6's softmax).
 SECTION_DEPENDENCY = {9: (5,), 10: (6, 8)}
 
 
@@ -70,17 +56,8 @@ def reads_report_folders(number):
 
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
-UNNUMBERED_CELLS = {
-    "tutorial-title": None,
-    "overview": None,
-    "gpu-check": 1,
-    "helpers-title": 1,
-    "harness": 1,
-    "setup-helpers": 1,
-    "summary-heading": None,
-    "summary-code": None,
-    "takeaways": None,
-}
+UNNUMBERED_CELLS = {"tutorial-title": None, "overview": None, "gpu-check": 1, "helpers-title": 1, "harness": 1,
+                    "setup-helpers": 1, "summary-heading": None, "summary-code": None, "takeaways": None}  # fmt: skip
 SECTION_CELL_ID = re.compile(r"^s(\d+)(?:-[a-z0-9-]+)?$")
 
 

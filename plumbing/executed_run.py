@@ -1,10 +1,5 @@
-"""Each section's status from a headless run's executed notebook, merged into the summary.json it wrote.
-
-The headless run executes a copy of the notebook with errors allowed, so every cell runs and the summary cell
-writes summary.json. A cell with an error output marks its section (plumbing/cells.py's table) FAILED, with the
-first error of that section; a section whose cells never reached their last one stays NOT RUN. Nothing here runs
-in the notebook's kernel: it reads the executed file afterwards (tests/test_notebook_gpu.py).
-"""
+"""Each section's status from a headless run's executed notebook (errors allowed, so every cell ran), merged into
+the summary.json it wrote: an error output marks its section FAILED with the section's first error."""
 
 import json
 from pathlib import Path
@@ -23,16 +18,10 @@ def section_or_none(cell_id):
 
 
 def first_errors(notebook):
-    """{section number or None: the first error in it} from the cells' error outputs, in notebook order.
-
-    Each error is {"cell": cell id, "error": "ename: first line of evalue"}; None holds cells outside the sections
-    (the summary cell, a cell the table does not know).
-    """
+    """{section number, or None outside the sections: its first {"cell": id, "error": "ename: evalue's line 1"}}."""
     found = {}
     for cell in notebook.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        for output in cell.get("outputs", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
             if output.get("output_type") == "error":
                 first_line = (str(output.get("evalue", "")).strip().splitlines() or [""])[0]
                 error = {"cell": cell.get("id"), "error": f"{output.get('ename', '?')}: {first_line}"[:300]}
@@ -50,19 +39,15 @@ def _unwritten_summary():
 
 
 def merge_failures(summary, notebook):
-    """summary (summary.json's content, or None when none was written) with every section that raised FAILED.
-
-    A FAILED section's reason is its first error and the cell it came from. Errors outside the sections are listed
-    under "errors_outside_sections". The counts are made again.
-    """
+    """summary (None when none was written) with each section that raised FAILED, errors outside the sections listed
+    under "errors_outside_sections", and the counts made again."""
     merged = json.loads(json.dumps(summary)) if summary else _unwritten_summary()
     errors = first_errors(notebook)
     by_number = {section["number"]: section for section in merged["sections"]}
     for number, error in errors.items():
-        if number is None:
-            continue
-        section = by_number[number]
-        section.update(status="FAILED", reason=f"{error['error']} (cell {error['cell']})", environment_limit=False)
+        if number is not None:
+            reason = f"{error['error']} (cell {error['cell']})"
+            by_number[number].update(status="FAILED", reason=reason, environment_limit=False)
     merged["errors_outside_sections"] = [errors[None]] if None in errors else []
     statuses = [section["status"] for section in merged["sections"]]
     merged["counts"] = {status: statuses.count(status) for status in STATUSES}

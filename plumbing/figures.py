@@ -1,9 +1,5 @@
-"""The pictures of sections 3, 5, 6 and 8, drawn from the tables the sections' visible cells built.
-
-Each function saves its picture under OUT_DIR, shows it with alt text that gives the data in words (for a screen
-reader and the rendered page) and returns the figure, so that a test can read what was drawn. Section 7 draws its
-bars with nsight's own @nsight.analyze.plot.
-"""
+"""The pictures of sections 3, 5, 6 and 8 from their tables: each saved under OUT_DIR, shown with alt text that
+gives the data in words, and returned for the tests. Section 7 uses nsight's own @nsight.analyze.plot."""
 
 import matplotlib.pyplot as plt
 

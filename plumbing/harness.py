@@ -1,13 +1,6 @@
-"""Bookkeeping for the sections, the figures and summary.json. Nothing here imports torch or nsight, or touches CUDA.
-
-Nothing here wraps or changes a learner's cell: a section's verdict cell calls `verdict`, which prints what the run
-showed and marks the section ok, and `check_figure` holds a headline figure against the datasheet. A section with
-no verdict is NOT RUN, or SKIPPED when it needs Nsight Compute and section 1 chose CUPTI. A cell that
-raises is an ordinary error and stops Run all. The headless run reads which cells raised from the executed
-notebook and marks their sections FAILED (plumbing/executed_run.py).
-
-Importing this module (tests, scripts) has no side effects; run as the notebook's cell (or as __main__) it
-creates the output folder.
+"""Bookkeeping for the sections, the figures and summary.json; no torch, nsight or CUDA, no wrapping of a learner's
+cell. A section is ok once its verdict cell calls `verdict`; FAILED comes from the executed notebook
+(plumbing/executed_run.py). Importing it does nothing; run as the notebook's cell it creates the output folder.
 """
 
 import datetime
@@ -31,8 +24,7 @@ OUTPUT_FOLDER = "nspy_tutorial_out"  # the default output folder, for the notebo
 
 
 def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
-    """Where every file this notebook writes goes: NSPY_TUTORIAL_OUT, else OUTPUT_FOLDER under /content on Colab,
-    else in the current folder (the clone, for run_headless)."""
+    """NSPY_TUTORIAL_OUT, else OUTPUT_FOLDER under /content on Colab, else in the current folder."""
     if environ.get("NSPY_TUTORIAL_OUT"):
         return Path(environ["NSPY_TUTORIAL_OUT"]).expanduser().resolve()
     return Path("/content", OUTPUT_FOLDER) if on_colab else Path(OUTPUT_FOLDER).resolve()
@@ -74,8 +66,7 @@ def lookup_peaks(gpu_name):
 
 
 def section_one_values(environment):
-    """(L2_BYTES, PEAKS_LABEL, PEAKS) for the later sections, from the environment section 1 recorded (the notebook,
-    scripts/record_ncu.py and the recorded page all make these names here); notes which datasheet the peaks are."""
+    """(L2_BYTES, PEAKS_LABEL, PEAKS) from section 1's environment (which notes whose datasheet the peaks are)."""
     label, peaks = lookup_peaks(environment.get("gpu"))
     environment["peaks_from"] = label or "n/a (GPU not in the datasheet table)"
     return environment["l2_bytes"], label, peaks
@@ -89,8 +80,7 @@ CLOCK = {"section": None, "at": time.perf_counter()}  # the last verdict: a sect
 
 
 def verdict(number, finding):
-    """Print what section `number`'s run showed ("On this <GPU>: ..."), keep it as the section's headline and mark
-    the section ok. Verdicts of one section in a row join its headline; coming back to a section starts it afresh."""
+    """Print "On this <GPU>: finding", mark the section ok; verdicts in a row join its headline, a return restarts."""
     if CLOCK["section"] != number or number not in SECTIONS:
         SECTIONS[number] = {"status": "ok", "reason": "", "environment_limit": False, "findings": [],
                             "started": CLOCK["at"]}  # fmt: skip
@@ -102,8 +92,7 @@ def verdict(number, finding):
 
 
 def section_entry(number):
-    """What summary.json says of a section: ok after its verdict; without one, SKIPPED when it needs Nsight
-    Compute and section 1 chose CUPTI, else NOT RUN."""
+    """ok after its verdict; else SKIPPED if it needs Nsight Compute and section 1 chose CUPTI, else NOT RUN."""
     if number in SECTIONS:
         return {key: value for key, value in SECTIONS[number].items() if key not in ("started", "findings")}
     if number in NCU_ONLY_SECTIONS and ENVIRONMENT.get("profiler") == "cupti":
@@ -131,12 +120,8 @@ def short_kernel_name(name, width=48):
 
 
 def record_figure(number, name, value, unit, peak_key):
-    """Keep a headline figure with its % of the detected GPU's datasheet peak, and judge it.
-
-    Above 100% of peak is physically impossible for the timed kernel: the wrong kernel, or too few bytes or FLOPs,
-    was counted. Below SUSPECT_FLOOR_PCT on a workload sized to fill the GPU points the other way: a unit slip (ns
-    against us is a factor of 1000) or a timed region that holds far more than the kernel. Either way the figure is
-    SUSPECT. An unknown GPU has no peak: its figures are 'unchecked', never compared against another GPU's datasheet.
+    """Keep a headline figure with its % of the GPU's datasheet peak: SUSPECT above 100% (the wrong kernel or count)
+    or below SUSPECT_FLOOR_PCT (a unit slip, a timed region far larger than the kernel); 'unchecked' on unknown GPUs.
     """
     label, peaks = lookup_peaks(ENVIRONMENT.get("gpu"))
     peak = peaks[peak_key] if peaks else None
@@ -199,9 +184,7 @@ def build_summary():
 
 
 def report_summary():
-    """The notebook's last cell: write summary.json, show each section's status and headline and the figures
-    against the datasheet. A headless run judges the run from summary.json and the executed notebook
-    (plumbing/executed_run.py)."""
+    """The notebook's last cell: write summary.json, print each section's status and headline, and the figures."""
     summary = build_summary()
     path = OUT_DIR / "summary.json"
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -1,9 +1,5 @@
-"""Section 10's going-further cells: profile one workload with the ncu command line and read its report.
-
-nsight-python passes a plain metric list, so its reports carry no rule results; these helpers run ncu itself with
-whole sections, always with `--clock-control none` (clocks as the GPU sets them, nsight's default), and read what
-the report holds with ncu_report, the reader nsight-python uses.
-"""
+"""Section 10: profile one workload with ncu's whole sections (nsight's reports carry no rule results), always with
+`--clock-control none` as nsight does, and read the report with ncu_report."""
 
 import os
 import re

@@ -1,35 +1,32 @@
 #!/usr/bin/env python3
 """Embed the plumbing modules into the notebook's folded cells that name them (edit the module, not the cell).
 
-    python scripts/embed_modules.py --check [NOTEBOOK ...]   # exit 1 and name each cell that differs from its modules
-    python scripts/embed_modules.py --fix   [NOTEBOOK ...]   # rewrite those cells from their modules
+    python scripts/embed_modules.py --check|--fix [NOTEBOOK ...]   # exit 1 naming stale cells | rewrite them
 
-A folded cell whose second line is `# Source: plumbing/a.py, plumbing/b.py as B (embedded by scripts/embed_modules.py)`
-holds the modules' text as it is, less docstrings and `from __future__`/`from plumbing` imports; `as B` holds a file's
-text as the string constant B (a program the notebook writes and runs, or requirements.txt), and the cell's modules
-leave out their own assignment to B (which reads that file). No other cell, nothing else, is touched.
+A cell's second line `# Source: plumbing/a.py, requirements.txt as B (embedded by scripts/embed_modules.py)` names
+its modules: their text less docstrings and `__future__`/`plumbing` imports; `as B`: the file as the string B, and
+the modules' own assignment to B left out. No other cell is touched.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 import sys
 from pathlib import Path
 
-from notebook_format import DEFAULT_NOTEBOOK, REPO, NotANotebook, load_notebook, render
+from notebook_format import REPO, NotANotebook, load_notebook, parse_args, render
 
 SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by scripts/embed_modules\.py\)(?:  # noqa: E501)?$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
 
 
 class EmbeddingError(ValueError):
-    """A folded cell names what cannot be embedded; the message says which and why."""
+    pass
 
 
 def embedded_modules(source: str) -> list[tuple[str, str | None]]:
-    """[(path, constant name or None)] that a folded cell's Source line names; [] for any other cell."""
+    """[(path, constant name or None)] a folded cell's Source line names; [] for other cells."""
     lines = source.split("\n", 2)
     match = SOURCE_LINE.match(lines[1]) if len(lines) > 1 and lines[0].startswith("# @title") else None
     items = [(item, ITEM.match(item)) for item in match["spec"].split(", ")] if match else []
@@ -42,8 +39,7 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
 
 
 def module_code(text: str, constants=()) -> str:
-    """The module's lines less docstrings, `from __future__`/`from plumbing` imports and assignments to `constants`,
-    each with the blank lines right after it."""
+    """The module's lines less docstrings, those imports and assignments to `constants` (and blank lines after)."""
     tree = ast.parse(text)
     dropped = [node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
                in ("__future__", "plumbing") or isinstance(node, ast.Assign) and any(
@@ -53,17 +49,15 @@ def module_code(text: str, constants=()) -> str:
         if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             dropped += [body[0]] if isinstance(body[0].value.value, str) else []
     drop = {number for node in dropped for number in range(node.lineno, node.end_lineno + 1)}
-    kept = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if number in drop or (number - 1 in drop and not line.strip()):
-            drop.add(number)
-        else:
-            kept.append(line)
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        drop |= {number} if number - 1 in drop and not line.strip() else set()
+    kept = [line for number, line in enumerate(lines, start=1) if number not in drop]
     return "\n".join(kept).strip("\n")
 
 
 def generated_source(source: str, repo: Path = REPO) -> str | None:
-    """What a folded cell naming modules must hold: its title, its Source line, the modules. None for other cells."""
+    """Title, Source line and modules that an embedding cell must hold; None for other cells."""
     modules = embedded_modules(source)
     constants = {name for _, name in modules if name}
     parts = []
@@ -82,7 +76,7 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
     """{cell index: what it must hold} for each embedding cell that differs from its modules."""
     stale = {}
     for index, cell in enumerate(notebook["cells"]):
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = "".join(cell["source"])
         expected = generated_source(source, repo) if cell["cell_type"] == "code" else None
         if expected is not None and expected != source:
             stale[index] = expected
@@ -90,12 +84,8 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="name the cells that differ from their modules")
-    mode.add_argument("--fix", action="store_true", help="rewrite those cells from their modules")
-    parser.add_argument("notebooks", nargs="*", type=Path, default=[DEFAULT_NOTEBOOK])
-    args, status = parser.parse_args(argv), 0
+    args = parse_args(argv, __doc__, "name the cells that differ from their modules (exit 1)", "rewrite them")
+    status = 0
     for path in args.notebooks:
         try:
             notebook = load_notebook(path)

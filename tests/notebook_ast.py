@@ -1,4 +1,4 @@
-"""Read the notebook's code as Python: parsed cells, nsight calls and names, for the static tests."""
+"""The notebook's code as Python, for the static tests."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
 
 
 def cell_python(cell: nbformat.NotebookNode) -> str:
-    """The cell's source as plain Python, with IPython magics and shell escapes turned into calls."""
+    """The cell's source with IPython magics and shell escapes turned into calls."""
     return _TRANSFORMER.transform_cell(cell.source)
 
 
@@ -31,7 +31,6 @@ def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:
 
 
 def dotted(node: ast.AST) -> str | None:
-    """'nsight.analyze.kernel' for an attribute chain rooted at a name, else None."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts, node = [node.attr, *parts], node.value
@@ -39,15 +38,12 @@ def dotted(node: ast.AST) -> str | None:
 
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
-    """Every call of `name` with its keywords, `**NAME` resolved where NAME is bound to a dict(...) or {...} literal."""
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
     nodes = [node for tree in trees for node in ast.walk(tree)]
     literals = {}
     for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = node.value
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
-                literals[node.targets[0].id] = {kw.arg: kw.value for kw in value.keywords if kw.arg}
-            elif isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys):
+            if isinstance(value := node.value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys):
                 literals[node.targets[0].id] = {k.value: v for k, v in zip(value.keys, value.values, strict=True)}
     calls = []
     for node in (node for node in nodes if isinstance(node, ast.Call) and dotted(node.func) == name):

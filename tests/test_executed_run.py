@@ -1,16 +1,14 @@
-"""The headless verdict (plumbing/executed_run.py and the backend rule the GPU test applies): each section's status
-from the executed copy of the notebook merged into summary.json, and what in it fails the run."""
+"""The headless verdict (plumbing/executed_run.py, and the backend rule the GPU test applies)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import nbformat
 import pytest
-from support import ROOT, copy_allowing_errors, section_problems
+from support import ROOT, section_problems
 from support import load_json as load
+from test_notebook_gpu import run_allowing_errors
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import finish_run, merge_failures, run_problems
@@ -30,16 +28,13 @@ BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-t
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory) -> dict:
-    """BROKEN_RUN executed as the GPU test executes the notebook: nbmake on a copy that allows errors."""
+    """BROKEN_RUN executed by the GPU test's own nbmake run."""
     folder = tmp_path_factory.mktemp("run")
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in BROKEN_RUN.items()]
     (folder / "source.ipynb").write_text(nbformat.writes(notebook))
-    copy_allowing_errors(folder / "source.ipynb", folder / "executed.ipynb")
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(folder), "-o", "addopts=",
-               "--nbmake", "--nbmake-timeout=120", "--overwrite", str(folder / "executed.ipynb")]  # fmt: skip
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
-    assert done.returncode == 0, f"nbmake must run every cell of a copy that allows errors:\n{done.stdout[-3000:]}"
+    returncode, log = run_allowing_errors(folder / "source.ipynb", folder / "executed.ipynb", 120)
+    assert returncode == 0, f"nbmake must run every cell of a copy that allows errors:\n{log[-3000:]}"
     return load(folder / "executed.ipynb")
 
 
@@ -67,9 +62,7 @@ def test_each_section_that_raised_fails_with_its_first_error_and_the_run_with_er
     assert merged["counts"] == {"ok": 2, "SKIPPED": 5, "FAILED": 3, "NOT RUN": 0}
     problems = run_problems(merged)
     assert problems[:3] == [f"section {n} FAILED: {by_number[n]['reason']}" for n in (2, 5, 8)], problems
-    assert problems[3:] == [f"cell {SUMMARY}: NameError: name 'report_summary' is not defined"], (
-        "an error outside the sections (the summary cell) must fail the headless run"
-    )
+    assert problems[3:] == [f"cell {SUMMARY}: NameError: name 'report_summary' is not defined"], "outside sections"
 
 
 def test_a_run_that_wrote_no_summary_names_every_section_and_rewrites_summary_json(executed, tmp_path):
@@ -98,12 +91,6 @@ def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_ski
     assert merged["suspect_figures"] == 1 and merged["counts"]["SKIPPED"] == len(NCU_ONLY_SECTIONS)
 
 
-def _summary(profiler, status_of):
-    sections = [{"number": n, "status": status_of(n), "reason": "", "environment_limit": status_of(n) == "SKIPPED"}
-                for n in range(1, SECTION_COUNT + 1)]  # fmt: skip
-    return {"environment": {"profiler": profiler}, "sections": sections}
-
-
 SKIP_NCU_ONLY = dict.fromkeys(NCU_ONLY_SECTIONS, "SKIPPED")
 
 
@@ -114,5 +101,7 @@ SKIP_NCU_ONLY = dict.fromkeys(NCU_ONLY_SECTIONS, "SKIPPED")
      ("ncu", {10: "SKIPPED"}, False), ("ncu", {3: "FAILED"}, False), (None, {}, False)],
 )  # fmt: skip
 def test_a_run_skips_exactly_the_sections_its_backend_cannot_run(profiler, statuses, allowed):
-    summary = _summary(profiler, lambda n: statuses.get(n, "ok"))
+    sections = [{"number": n, "status": (status := statuses.get(n, "ok")), "reason": "",
+                 "environment_limit": status == "SKIPPED"} for n in range(1, SECTION_COUNT + 1)]  # fmt: skip
+    summary = {"environment": {"profiler": profiler}, "sections": sections}
     assert (section_problems(summary) == []) == allowed, f"under {profiler}: {statuses}"

@@ -1,5 +1,4 @@
-"""The harness (plumbing/harness.py), imported: output folder, kernel names, datasheet peaks, SUSPECT figures, units,
-each section's status and headline from its verdicts, and summary.json with the summary the notebook prints."""
+"""plumbing/harness.py: output folder, kernel names, peaks, SUSPECT figures, units, verdicts and the summary."""
 
 from __future__ import annotations
 
@@ -17,11 +16,11 @@ from support import NOTEBOOK, cell_by_id
 
 import plumbing.harness
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN
+from plumbing.executed_run import STATUSES
 
 
 @pytest.fixture
 def harness(monkeypatch, tmp_path):
-    """A fresh harness (no sections, no figures) writing to tmp_path/out."""
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
     return importlib.reload(plumbing.harness)
 
@@ -56,24 +55,22 @@ def test_kernel_names_are_shortened_to_what_a_reader_can_use(harness, kernel, sh
     assert harness.short_kernel_name(kernel) == short
 
 
-REPORTED_NAMES = {"Tesla T4": "T4", "NVIDIA L4": "L4", "NVIDIA A100-SXM4-40GB": "A100 40GB SXM",
-                  "NVIDIA A100-SXM4-80GB": "A100 80GB SXM", "NVIDIA H100 80GB HBM3": "H100 SXM",
-                  "NVIDIA H200": "H200 SXM", "NVIDIA GeForce RTX 4090": None, "NVIDIA H200 NVL": None,
-                  "NVIDIA H100 PCIe": None, "": None, None: None}  # fmt: skip
+DATASHEETS = {  # the name torch reports: (label, fp32 TFLOP/s, fp16 tensor TFLOP/s, DRAM GB/s), dense figures
+    "Tesla T4": ("T4", 8.1, 65.0, 320.0), "NVIDIA L4": ("L4", 30.3, 121.0, 300.0),
+    "NVIDIA A100-SXM4-40GB": ("A100 40GB SXM", 19.5, 312.0, 1555.0),
+    "NVIDIA A100-SXM4-80GB": ("A100 80GB SXM", 19.5, 312.0, 2039.0),
+    "NVIDIA H100 80GB HBM3": ("H100 SXM", 67.0, 989.0, 3350.0), "NVIDIA H200": ("H200 SXM", 67.0, 989.0, 4800.0),
+    **dict.fromkeys(["NVIDIA GeForce RTX 4090", "NVIDIA H200 NVL", "NVIDIA H100 PCIe", "", None], (None,)),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("gpu", REPORTED_NAMES)
-def test_a_gpu_name_gets_its_own_datasheet_entry_or_none(harness, gpu):
+@pytest.mark.parametrize("gpu", DATASHEETS)
+def test_a_gpu_name_gets_its_own_datasheet_peaks_or_none(harness, gpu):
     label, peaks = harness.lookup_peaks(f"  {gpu}\n" if gpu else gpu)
-    assert label == REPORTED_NAMES[gpu], f"{gpu!r} got the datasheet of {label}: check GPU_PEAKS' patterns"
+    assert label == DATASHEETS[gpu][0], f"{gpu!r} got the datasheet of {label}: check GPU_PEAKS' patterns"
     assert [label for pattern, label, _ in harness.GPU_PEAKS if re.search(pattern, gpu or "")] == [label] * bool(label)
-    assert peaks is None if label is None else set(peaks) == set(harness.PEAK_NAMES)
-
-
-@pytest.mark.parametrize(("pattern", "label", "peaks"), plumbing.harness.GPU_PEAKS)
-def test_datasheet_peaks_are_dense_figures_in_tflops_and_gbs(pattern, label, peaks):
-    assert 1 <= peaks["fp32_tflops"] < peaks["fp16_tflops"] < 2000, f"{label}: fp16 tensor above fp32, in TFLOP/s"
-    assert 100 <= peaks["dram_gbs"] < 10_000, f"{label}: DRAM bandwidth in GB/s"
+    got = (label, peaks["fp32_tflops"], peaks["fp16_tflops"], peaks["dram_gbs"]) if peaks else (None,)
+    assert got == DATASHEETS[gpu] and (peaks is None or set(peaks) == set(harness.PEAK_NAMES)), f"{gpu}: {peaks}"
 
 
 @pytest.mark.parametrize(("pct", "check"), [(4.9, "SUSPECT"), (5.0, "ok"), (100.0, "ok"), (100.1, "SUSPECT"),
@@ -102,18 +99,20 @@ def test_a_checked_figure_prints_its_value_against_its_own_peak_and_is_kept_once
     assert harness.FIGURES[0]["check"] == check, "a GPU without a datasheet entry leaves its figures unchecked"
 
 
-@pytest.mark.parametrize(("value", "unit", "base"),
-    [(1500.0, "ns", 1.5e-6), (1500.0, "nsecond", 1.5e-6), (2.0, "usecond", 2e-6), (4.0, "msecond", 4e-3),
-     (3.0, "Mbyte", 3e6), (7.0, "byte", 7.0), (2.0, "Kbyte", 2e3), (10.0, "sector", 320.0), (1.59, "cycle/nsecond",
-     1.59e9), (1.5, "cycle/usecond", 1.5e6), (1.59e9, "cycle/second", 1.59e9), (585.0, "MHz", 5.85e8),
-     (1.98, "GHz", 1.98e9), (42.0, "%", 42.0), (1.0, "percent", None)])  # fmt: skip
-def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named(value, unit, base):
-    frame = pd.DataFrame({"n": [1], "Metric": ["m"], "AvgValue": [value], "Unit": [unit]})
-    if base is None:
-        with pytest.raises(ValueError, match=unit):
-            plumbing.harness.in_base_units(frame, index="n")
-    else:
-        assert plumbing.harness.in_base_units(frame, index="n").loc[1, "m"] == pytest.approx(base), "see TO_BASE_UNITS"
+FACTORS = {  # one of each unit nsight reports, in seconds, bytes and Hz (an L2 sector: 32 bytes; % stays %)
+    "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0,
+    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32.0, "hz": 1.0, "Hz": 1.0, "MHz": 1e6,
+    "GHz": 1e9, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9, "%": 1.0,
+}  # fmt: skip
+
+
+def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named():
+    frame = pd.DataFrame({"n": 1, "Metric": list(FACTORS), "AvgValue": 2.5, "Unit": list(FACTORS)})
+    converted = plumbing.harness.in_base_units(frame, index="n").loc[1]
+    assert {unit: converted[unit] / 2.5 for unit in FACTORS} == pytest.approx(FACTORS), "see TO_BASE_UNITS"
+    assert set(plumbing.harness.TO_BASE_UNITS) <= set(FACTORS), "a unit TO_BASE_UNITS knows needs its factor here"
+    with pytest.raises(ValueError, match="percent"):
+        plumbing.harness.in_base_units(frame.assign(Unit="percent"), index="n")
 
 
 # ---------------------------------------------------------------- sections, summary.json and the printed summary
@@ -131,7 +130,7 @@ def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(har
     expected = {n: ("ok", False) if n in (1, 5) else ("SKIPPED", True) if n in NCU_ONLY_SECTIONS
                 else ("NOT RUN", False) for n in range(1, SECTION_COUNT + 1)}  # fmt: skip
     assert statuses == expected, "under CUPTI: SKIPPED (an environment limit) if it needs ncu, else NOT RUN"
-    assert written["counts"] == {key: [s for s, _ in statuses.values()].count(key) for key in written["counts"]}
+    assert written["counts"] == {key: [s for s, _ in statuses.values()].count(key) for key in STATUSES}, "counts"
     printed = capsys.readouterr().out.splitlines()
     for section in written["sections"]:
         line = next(line for line in printed if line.startswith(f"{section['number']:>2}. "))[4:]
@@ -142,27 +141,18 @@ def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(har
     assert "[       ok] section 5: fp16 matmul 4096: 791.2 TFLOP/s" in "\n".join(printed)
 
 
-def test_verdicts_in_a_row_join_the_headline_and_coming_back_to_a_section_starts_it_afresh(harness, capsys):
-    harness.ENVIRONMENT["gpu"] = "NVIDIA H200"
-    for finding in ("the short add scattered most", "the host clock added the launch") * 2:
-        harness.verdict(3, finding)
-    assert capsys.readouterr().out.splitlines()[-1] == "On this NVIDIA H200: the host clock added the launch"
-    entry = harness.section_entry(3)
-    assert (entry["status"], entry["headline"]) == (
-        "ok",
-        "the short add scattered most; the host clock added the launch",
-    )
-    harness.verdict(5, "swept")
-    harness.verdict(3, "run again")
-    assert harness.section_entry(3)["headline"] == "run again", "a verdict after another section's starts it afresh"
-
-
-def test_a_sections_seconds_run_from_the_verdict_before_it(harness, monkeypatch):
+def test_verdicts_in_a_row_join_the_headline_and_time_the_section_from_the_one_before(harness, capsys, monkeypatch):
     now = [100.0]  # the harness cell ran at 100 s
     monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    harness.CLOCK["at"] = now[0]
-    for now[0], number, finding in [(103.0, 1, "ready"), (110.0, 2, "first"), (111.0, 2, "again"), (120.0, 3, "x")]:
+    harness.CLOCK["at"], harness.ENVIRONMENT["gpu"] = now[0], "NVIDIA H200"
+    steps = [(103.0, 1, "ready"), (110.0, 2, "the add scattered"), (110.5, 2, "the clock added the launch"),
+             (110.7, 2, "the add scattered"), (111.0, 2, "the clock added the launch"), (120.0, 3, "x")]  # fmt: skip
+    for now[0], number, finding in steps:
         harness.verdict(number, finding)
-    seconds = {n: harness.section_entry(n)["seconds"] for n in (1, 2, 3)}
-    assert seconds == {1: 3.0, 2: 8.0, 3: 9.0}, "a section's time runs from the previous verdict to its last one"
+    assert capsys.readouterr().out.splitlines()[-1] == "On this NVIDIA H200: x"
+    entries = {n: harness.section_entry(n) for n in (1, 2, 3)}
+    assert (entries[2]["status"], entries[2]["headline"]) == ("ok", "the add scattered; the clock added the launch")
+    assert {n: e["seconds"] for n, e in entries.items()} == {1: 3.0, 2: 8.0, 3: 9.0}, "from the previous verdict"
     assert harness.build_summary()["total_seconds"] == 20.0
+    harness.verdict(2, "run again")
+    assert harness.section_entry(2)["headline"] == "run again", "a verdict after another section's starts it afresh"

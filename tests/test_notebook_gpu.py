@@ -1,8 +1,5 @@
-"""The headless GPU run (`pytest -m gpu tests/test_notebook_gpu.py`, as scripts/run_headless runs it): nbmake executes
-a copy of the notebook that allows errors, so every cell runs; plumbing/executed_run.py then marks each section with
-an error output FAILED in summary.json. Strict: a FAILED or NOT RUN section, a SUSPECT figure, an error outside the
-sections or a section skipped that the backend can run fails it. Skipped without an NVIDIA GPU; on one, a missing
-harness piece (nbmake, the python3 kernel spec) is a failure, not a skip."""
+"""The headless GPU run (`pytest -m gpu tests/test_notebook_gpu.py`, from scripts/run_headless): nbmake runs every
+cell of a copy that allows errors, then plumbing/executed_run.py judges it. Skipped only where there is no GPU."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ pytestmark = pytest.mark.gpu
 
 
 def require_harness() -> None:
-    missing = [name for name in ("nbmake", "ipykernel", "nbclient") if importlib.util.find_spec(name) is None]
-    if missing:
+    if missing := [name for name in ("nbmake", "ipykernel", "nbclient") if importlib.util.find_spec(name) is None]:
         pytest.fail(f"missing {', '.join(missing)}: pip install -r requirements-harness.txt", pytrace=False)
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
@@ -34,15 +30,21 @@ def require_harness() -> None:
 
 
 def cell_timeout_s(environ=os.environ) -> int:
-    """NSPY_TUTORIAL_CELL_TIMEOUT: seconds one cell may take (default 900)."""
     given = environ.get("NSPY_TUTORIAL_CELL_TIMEOUT", "").strip() or "900"
     if not given.isdigit() or int(given) == 0:
-        pytest.fail(
-            f"NSPY_TUTORIAL_CELL_TIMEOUT={given!r} is not a whole number of seconds above 0: set it to one "
-            "(the seconds one notebook cell may take), or unset it for 900.",
-            pytrace=False,
-        )
+        pytest.fail(f"NSPY_TUTORIAL_CELL_TIMEOUT={given!r} is not a whole number of seconds above 0: set it to one "
+                    "(the seconds one notebook cell may take), or unset it for 900.", pytrace=False)  # fmt: skip
     return int(given)
+
+
+def run_allowing_errors(notebook, copy, timeout_s) -> tuple[int, str]:
+    """nbmake on a copy of notebook that allows errors (its outputs written there, never into the committed one)."""
+    copy_allowing_errors(notebook, copy)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(copy.parent), "-o",
+               "addopts=", "--nbmake", f"--nbmake-timeout={timeout_s}", "--overwrite", str(copy)]  # fmt: skip
+    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(copy.parent))
+    done = subprocess.run(command, cwd=copy.parent, env=env, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +55,12 @@ def executed() -> dict:
     timeout_s = cell_timeout_s()
     run_dir = choose_output_dir(os.environ, on_colab=False)  # NSPY_TUTORIAL_OUT, else the notebook's default
     run_dir.mkdir(parents=True, exist_ok=True)
-    copy = run_dir / NOTEBOOK.name
-    copy_allowing_errors(NOTEBOOK, copy)  # nbmake --overwrite writes outputs into this copy, never the committed one
     (run_dir / "summary.json").unlink(missing_ok=True)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(run_dir), "-o", "addopts=",
-               "--nbmake", f"--nbmake-timeout={timeout_s}", "--overwrite", str(copy)]  # fmt: skip
-    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(run_dir))
-    done = subprocess.run(command, cwd=run_dir, env=env, capture_output=True, text=True)
-    (run_dir / "nbmake.log").write_text(done.stdout + done.stderr)
+    returncode, log = run_allowing_errors(NOTEBOOK, run_dir / NOTEBOOK.name, timeout_s)
+    (run_dir / "nbmake.log").write_text(log)
+    copy = run_dir / NOTEBOOK.name
     summary = finish_run(copy, run_dir / "summary.json") if copy.exists() else None
-    return {"returncode": done.returncode, "log": done.stdout + done.stderr, "summary": summary}
+    return {"returncode": returncode, "log": log, "summary": summary}
 
 
 def test_nbmake_executed_the_whole_notebook(executed):
@@ -72,13 +70,10 @@ def test_nbmake_executed_the_whole_notebook(executed):
     )
 
 
-def test_the_run_is_clean(executed):
-    problems = run_problems(executed["summary"])  # FAILED or NOT RUN sections, SUSPECT figures, errors outside
-    assert not problems, "the run is not clean (summary.json and the executed notebook):\n- " + ("\n- ".join(problems))
-
-
-def test_summary_names_a_gpu_and_every_section_run_or_skipped_as_the_backend_requires(executed):
+def test_the_run_is_clean_and_every_section_run_or_skipped_as_the_backend_requires(executed):
     summary = executed["summary"]
+    problems = run_problems(summary)  # FAILED or NOT RUN sections, SUSPECT figures, errors outside
+    assert not problems, "the run is not clean (summary.json and the executed notebook):\n- " + ("\n- ".join(problems))
     assert summary.get("summary_written", True), "the notebook wrote no summary.json: did it reach its Summary cell?"
     assert summary["environment"].get("gpu"), "summary.json's environment block names no GPU"
     assert [s["number"] for s in summary["sections"]] == list(range(1, SECTION_COUNT + 1))

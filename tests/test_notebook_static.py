@@ -1,5 +1,4 @@
-"""The notebook's rules that hold without running it: the order of its sections and its cell ids, the import order,
-the nsight API it calls, where it writes, what a learner's cells may do, and lint."""
+"""The notebook's rules that hold without running it: sections, cell ids, import order, the nsight API, lint."""
 
 from __future__ import annotations
 
@@ -23,12 +22,10 @@ from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, sec
 
 def test_notebook_opens_with_title_colab_badge_and_overview_and_validates(notebook):
     nbformat.validate(notebook)
-    first, second = notebook.cells[0], notebook.cells[1]
-    assert first.cell_type == "markdown" and first.source.startswith("# "), "cell 1 must be the '# ' title"
-    assert "colab.research.google.com/github/" in first.source and "colab-badge.svg" in first.source, (
-        "the title cell needs an Open in Colab badge linking to the notebook on GitHub"
-    )
-    assert second.source.startswith("## Overview"), "the cell after the title must be the '## Overview'"
+    first, second = notebook.cells[0].source, notebook.cells[1].source
+    assert notebook.cells[0].cell_type == "markdown" and first.startswith("# "), "cell 1 must be the '# ' title"
+    assert "colab.research.google.com/github/" in first and "colab-badge.svg" in first, "the title needs a Colab badge"
+    assert second.startswith("## Overview"), "the cell after the title must be the '## Overview'"
 
 
 def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_heading_above_it(notebook):
@@ -44,20 +41,16 @@ def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_headi
     assert numbered == list(range(1, SECTION_COUNT + 1)), f"'## 1.' to '## {SECTION_COUNT}.' once each, in order"
     assert str(headings[-1]).startswith("## Summary"), "the notebook must end with a '## Summary' section"
     assert not wrong, "cells whose id names another section than the heading above them:\n" + "\n".join(wrong)
-    split = (
-        NCU_ONLY_SECTIONS | CUPTI_SECTIONS == set(range(2, SECTION_COUNT + 1))
-        and not NCU_ONLY_SECTIONS & CUPTI_SECTIONS
+    assert sorted([*NCU_ONLY_SECTIONS, *CUPTI_SECTIONS]) == list(range(2, SECTION_COUNT + 1)), (
+        "every section from 2 on runs on exactly one side of plumbing/sections.py's backend split"
     )
-    assert split, "every section from 2 on runs on exactly one side of plumbing/sections.py's backend split"
     for cell_id in ("s11-plot", "setup", "s3_define", "", None):
         with pytest.raises(KeyError, match="s<N>-<what>"):  # the message gives the rule for a cell id
             section_of(cell_id)
 
 
-def _first_runs(notebook) -> dict[str, tuple[int, int]]:
-    """(cell index, line) where the notebook first imports nsight, torch and uses CUDA, as its cells run (a function
-    body a cell only defines does not count)."""
-    found = {}
+def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
+    at = {}  # (cell index, line) where nsight, torch and CUDA are first used as cells run (not in function bodies)
     for index, (_, tree) in enumerate(parsed_cells(notebook)):
         pending = [tree]
         while pending:
@@ -69,12 +62,7 @@ def _first_runs(notebook) -> dict[str, tuple[int, int]]:
             text = ast.unparse(node) if isinstance(node, ast.Call) else ""
             kinds |= {"cuda"} if "cuda" in text and "torch" in text or 'device="cuda"' in text else set()
             for kind in kinds:
-                found[kind] = min(found.get(kind, (index, node.lineno)), (index, node.lineno))
-    return found
-
-
-def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
-    at = _first_runs(notebook)
+                at[kind] = min(at.get(kind, (index, node.lineno)), (index, node.lineno))
     assert "nsight" in at and at["nsight"] < at.get("torch", (-1,)), f"import nsight must precede import torch: {at}"
     assert at["nsight"] < at.get("cuda", (1e9,)), f"CUDA is used before import nsight: {at}"
 
@@ -82,37 +70,32 @@ def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
 def test_every_benchmark_uses_options_nsight_accepts_and_writes_in_the_output_folder(notebook):
     parameters = inspect.signature(nsight.analyze.kernel).parameters
     calls = calls_to(all_trees(notebook), "nsight.analyze.kernel")
-    assert calls, "the notebook never calls nsight.analyze.kernel"
-    for call, keywords in calls:
+    for _, keywords in calls or pytest.fail("the notebook never calls nsight.analyze.kernel"):
         assert not set(keywords) - set(parameters), f"nsight 1.1.0 has no keyword {set(keywords) - set(parameters)}"
         for name, value in keywords.items():  # nsight does not check thermal_mode: a typo there means "manual"
             allowed = typing.get_args(parameters[name].annotation)
             if typing.get_origin(parameters[name].annotation) is typing.Literal and isinstance(value, ast.Constant):
                 assert value.value in allowed, f"{name}={value.value!r} is not one of {allowed}"
-        prefix = ast.unparse(keywords.get("output_prefix", ast.Constant(None)))
-        # child programs (the probe, section 9's CUPTI child) are handed their prefix by the parent
-        assert prefix.startswith("out_prefix(") or prefix == "prefix", (
-            f"output_prefix={prefix} escapes OUT_DIR: {ast.unparse(call)[:80]}"
-        )
+        prefix = ast.unparse(keywords.get("output_prefix", ast.Constant(None)))  # "prefix": a child's, from its parent
+        assert prefix.startswith("out_prefix(") or prefix == "prefix", f"output_prefix={prefix} escapes OUT_DIR"
     folders = [ast.unparse(call.args[2]) for call, _ in calls_to(all_trees(notebook), "run_cupti_child")]
     assert folders and all(f.startswith("out_prefix(") for f in folders), f"section 9's CUPTI child writes to {folders}"
 
 
 def test_every_nsight_name_used_exists_in_the_installed_library(notebook):
-    chains, from_imports = set(), set()
+    names = set()
     for node in (node for tree in all_trees(notebook) for node in ast.walk(tree)):
         if isinstance(node, ast.Attribute) and (dotted(node) or "").startswith("nsight."):
-            chains.add(dotted(node))
+            names.add(dotted(node))
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nsight"):
-            from_imports.update((node.module, alias.name) for alias in node.names)
-    assert {"nsight.annotate", "nsight.experimental.collect"} <= chains
-    for chain in sorted(chains):
+            importlib.import_module(node.module)  # a module nsight lacks fails here
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    assert {"nsight.annotate", "nsight.experimental.collect"} <= names
+    for name in sorted(names):
         obj = nsight
-        for part in chain.split(".")[1:]:
-            assert hasattr(obj, part), f"{chain}: nsight {nsight.__version__} has no attribute {part!r}"
+        for part in name.split(".")[1:]:
+            assert hasattr(obj, part), f"{name}: nsight {nsight.__version__} has no attribute {part!r}"
             obj = getattr(obj, part)
-    for module, name in from_imports:
-        assert hasattr(importlib.import_module(module), name), f"from {module} import {name}: no such name"
 
 
 def test_requirements_never_ask_for_torch():
@@ -128,12 +111,8 @@ def test_ruff_is_clean_on_the_notebook_scripts_and_tests(command):
 
 def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_bookkeeping(notebook):
     visible = [cell for cell in code_cells(notebook) if not is_folded(cell)]
-    long_cells = [
-        cell.get("id") for cell in visible if sum(bool(line.strip()) for line in cell.source.splitlines()) > 40
-    ]
-    assert not long_cells, (
-        f"visible code cells over 40 lines (split them, or fold plumbing with # @title): {long_cells}"
-    )
+    long_cells = [c.get("id") for c in visible if sum(bool(line.strip()) for line in c.source.splitlines()) > 40]
+    assert not long_cells, f"visible code cells over 40 lines (split them, or fold plumbing): {long_cells}"
     bookkeeping = {"record_figure", "build_summary", "report_summary", "section_entry"}
     calls = {cell.get("id"): names for cell in visible if section_of(cell.get("id")) and (names := bookkeeping & {
         node.id for node in ast.walk(ast.parse(cell_python(cell))) if isinstance(node, ast.Name)})}  # fmt: skip
@@ -146,13 +125,11 @@ def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook
     calls = [node for node in ast.walk(ast.parse(cell_python(last))) if isinstance(node, ast.Call)]
     marks = [call for call in calls if dotted(call.func) == "verdict"]
     assert not is_folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (
-        f"section {number}'s last code cell ({last.get('id')}) must be a visible cell that calls verdict({number}, "
-        "...): the section is ok only once that cell has run"
+        f"section {number}'s last code cell ({last.get('id')}) must be visible and call verdict({number}, ...)"
     )
 
 
 def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
-    """IPython stops updating `_` (and `__`, `___`) once a cell binds it at top level."""
     offenders = {cell.get("id"): names for cell in code_cells(notebook)
                  if (names := module_level_names(cell_python(cell)) & {"_", "__", "___"})}  # fmt: skip
-    assert not offenders, f"these cells bind IPython's output names: use another name: {offenders}"
+    assert not offenders, f"these cells bind IPython's output names (it stops updating them): {offenders}"
