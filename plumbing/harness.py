@@ -13,8 +13,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from plumbing.sections import NCU_ONLY_SECTIONS, SECTION_COUNT
 
 ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
@@ -197,6 +195,8 @@ def report_summary():
 
 
 if __name__ == "__main__":  # the notebook's cell: make the output folder
+    import pandas as pd  # here: scripts that import this module (make_wheelhouse.py) need no pandas
+
     prepare_output_dir(OUT_DIR)
     pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
     print(f"Output folder: {OUT_DIR}")
