@@ -1,8 +1,7 @@
-"""Simulated machines. FakeMachine, for section 1: in its folder, bin/ holds nvidia-smi, apt-get and dpkg (one
-script, by name), <name>-ncu-<v>/ncu Nsight Compute launchers, py/pip a `python -m pip` that only installs
-name==version as dist-info metadata into --target (offline, only what --find-links holds), site/ the metadata of
-Colab's packages; calls.jsonl records each call of nvidia-smi, apt-get, dpkg and pip. Nothing imitates nsight,
-torch or CUDA. Below it, the shell scripts' machine (a fake python3)."""
+"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu
+launchers, py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links
+holds), site/ Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below it, the
+shell scripts' machine (a fake python3)."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ for name, version in pins:
 
 
 def build_fake_injection_library(folder: Path) -> Path | None:
-    """A shared library exporting the two symbols nsight looks up in Nsight Compute's injection library (None
-    without a C compiler): nsight's load then succeeds on a CPU machine, up to the next step that needs a GPU."""
+    """A library with the two symbols nsight looks up in Nsight Compute's injection library (None without cc)."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
@@ -114,7 +112,7 @@ class FakeMachine:
     env: dict[str, str] = field(default_factory=dict)
 
     def build(self) -> dict[str, str]:
-        """Make the machine; the environment a kernel on it runs with (again after a runtime restart)."""
+        """Make the machine; the environment a kernel on it runs with."""
         for folder in ("bin", "py/pip", "home", "cwd"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         (self.root / "calls.jsonl").write_text("")
@@ -135,7 +133,7 @@ class FakeMachine:
         return {**env, **self.env}
 
     def save(self) -> None:
-        """Write what the tools answer (a test may change gpu or apt on a running machine)."""
+        """Write what the tools answer (again after a test changes gpu or apt)."""
         injection = {"missing": "@DIR@/injection", "loadable": str(self.root / "injection")}[self.injection]
         built = (self.root / "injection" / "libcuda-injection.so").exists()
         if self.injection == "loadable" and not built and build_fake_injection_library(self.root / "injection") is None:
@@ -225,8 +223,7 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
 
 def script_pip(python: str, args: list[str]) -> int:
     """The fake python's `-m pip`: freeze lists its packages; install checks that every requirement can be had
-    (offline: a wheel of that name and version in --find-links) and appends what it installed, from where and
-    into which Python, to FAKE_INSTALLS. It installs nothing."""
+    (offline: its wheel in --find-links) and logs what, from where and into which Python to FAKE_INSTALLS."""
     if args[:1] == ["freeze"]:
         print("\n".join(f"{name}=={version}" for name, version in SCRIPT_PYTHON_PACKAGES.items()))
         return 0
@@ -257,7 +254,7 @@ def script_pip(python: str, args: list[str]) -> int:
 
 
 def pip_installs(folder: Path) -> list[dict]:
-    """What the fake python's pip installed in folder's script machine: one record per pip install."""
+    """What the fake python's pip installed in folder's script machine, one record per install."""
     path = folder / "pip_installs.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -281,14 +278,9 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
             "FAKE_INSTALLS": str(folder / "pip_installs.jsonl"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
 
 
-def invoked(asked: list[str], what: str) -> list[str]:
-    """The calls of the fake python (run_script's third result) that start with what, e.g. "-m pip install"."""
-    return [line for line in asked if line.startswith(what)]
-
-
 def fresh_clone(folder: Path) -> Path:
-    """A copy of the files the shell scripts need, as a fresh clone has them (nothing a user made, like wheelhouse/):
-    a script that writes where it must not harms the copy, never the developer's tree."""
+    """A copy of the files the shell scripts need, as a fresh clone has them (no wheelhouse/): a script that writes
+    where it must not harms the copy, never the developer's tree."""
     names = """scripts/run_headless scripts/run_tests scripts/setup_gpu_runner scripts/settings.bash
         scripts/render_recorded.py scripts/recordings.py scripts/record_ncu.py scripts/ncu_launch.py
         scripts/notebook_format.py requirements-harness.txt requirements-dev.txt requirements.txt constraints-ci.txt
@@ -301,8 +293,7 @@ def fresh_clone(folder: Path) -> Path:
 
 
 def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
-    """Run one of our shell scripts with the fake python3 (and a GPU unless gpu=False): (exit status, what it
-    printed, what python was asked: one line per call)."""
+    """Run a shell script with the fake python3: (exit status, what it printed, what python was asked, by line)."""
     env = {**script_machine(tmp_path, gpu), **{key: str(value) for key, value in fake.items()}}
     done = subprocess.run(["bash", ROOT / script, *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr, (tmp_path / "python.log").read_text().splitlines()

@@ -1,6 +1,6 @@
-"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (on a busy
-machine a port picked as free can be taken before the kernel binds it); it never outlives its session: close(),
-also on leaving a `with` block, on a failed start and at garbage collection, kills its process group and reaps it."""
+"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (a port picked
+as free can be taken on a busy machine); close(), a `with` block, a failed start and garbage collection kill its
+process group and reap it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,11 +53,6 @@ class CellRun:
     content: dict = field(default_factory=dict)
 
 
-def ipc_config(folder: Path) -> Config:
-    """A kernel's sockets as IPC files in folder (also for nbclient); keep folder short (socket paths ~100 chars)."""
-    return Config({"KernelManager": {"transport": "ipc", "ip": str(Path(folder) / "k")}})
-
-
 def _shut_down(parts: dict) -> None:
     try:
         if parts["client"] is not None:
@@ -72,11 +66,12 @@ def _shut_down(parts: dict) -> None:
 class KernelSession:
     """A python3 kernel started with env on top of base_env (default: this process's environment)."""
 
-    def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None, base_env: Mapping | None = None):
-        folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))
-        self.manager = KernelManager(kernel_name="python3", config=ipc_config(folder))
+    def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None, base_env: dict | None = None):
+        folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))  # short: socket paths must stay under ~100 characters
+        config = Config({"KernelManager": {"transport": "ipc", "ip": str(folder / "k")}})
+        self.manager = KernelManager(kernel_name="python3", config=config)
         self._parts = {"manager": self.manager, "folder": folder, "client": None}
-        self._finalizer = weakref.finalize(self, _shut_down, self._parts)
+        self.close = weakref.finalize(self, _shut_down, self._parts)  # idempotent
         try:
             environment = {**(os.environ if base_env is None else base_env), **(env or {})}
             self.manager.start_kernel(env=environment, cwd=str(cwd or Path.cwd()))
@@ -86,11 +81,7 @@ class KernelSession:
         except BaseException:
             self.close()
             raise
-
-    @property
-    def pid(self) -> int | None:
-        process = getattr(self.manager.provisioner, "process", None)
-        return process.pid if process is not None else None
+        self.pid = self.manager.provisioner.process.pid
 
     def __enter__(self) -> KernelSession:
         return self
@@ -138,7 +129,3 @@ class KernelSession:
         write = f"_pathlib.Path({str(answer)!r}).write_text(_json.dumps({expression}, default=str))"
         self.run(f"# @title test probe\nimport json as _json\nimport pathlib as _pathlib\n{write}")
         return json.loads(answer.read_text())
-
-    def close(self) -> None:
-        """Kill and reap the kernel (idempotent)."""
-        self._finalizer()

@@ -1,5 +1,5 @@
-"""The suite's kernels listen on IPC files, not TCP ports (a port picked as free can be taken on a busy machine),
-and never outlive their session: closed, failed in a `with` block, or never answering."""
+"""The suite's kernels listen on IPC files, not TCP ports, and never outlive their session: closed, failed in a
+`with` block, or never answering."""
 
 from __future__ import annotations
 
@@ -11,22 +11,15 @@ import pytest
 from kernel_session import CellError, KernelSession, running
 
 
-def test_a_kernel_listens_on_ipc_files_and_once_closed_leaves_no_process_and_no_files():
-    session = KernelSession()
-    info, pid = session.manager.get_connection_info(), session.pid
-    sockets = [f"{info['ip']}-{info[name]}" for name in ("shell_port", "iopub_port", "control_port", "hb_port")]
-    assert info["transport"] == "ipc" and all(map(Path.exists, map(Path, sockets))), info
-    assert session.run("print(6 * 7)") == "42\n"
-    session.close()
-    assert not running(pid) and not Path(info["ip"]).parent.exists(), "the kernel or its sockets outlived close()"
-    session.close()  # closing twice is harmless (fixtures and finalisers may both close)
-
-
-def test_a_session_whose_block_raises_still_shuts_its_kernel_down():
+def test_a_kernel_listens_on_ipc_files_and_a_failed_block_leaves_no_process_and_no_files():
     with pytest.raises(CellError), KernelSession() as session:
-        pid = session.pid
+        info, pid = session.manager.get_connection_info(), session.pid
+        sockets = [f"{info['ip']}-{info[name]}" for name in ("shell_port", "iopub_port", "control_port", "hb_port")]
+        assert info["transport"] == "ipc" and all(map(Path.exists, map(Path, sockets))), info
+        assert session.run("print(6 * 7)") == "42\n"
         session.run("raise ValueError('set-up failed')")
-    assert not running(pid), "a fixture whose set-up raised left its kernel running"
+    assert not running(pid) and not Path(info["ip"]).parent.exists(), "the kernel or its sockets outlived its block"
+    session.close()  # closing twice is harmless (fixtures and finalisers may both close)
 
 
 def test_a_kernel_that_never_answers_is_killed_and_reaped(tmp_path, monkeypatch):

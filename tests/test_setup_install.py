@@ -64,19 +64,16 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    assert read_wheelhouse({}) is None
+    assert read_wheelhouse({}) is None and read_ncu_path({}) is None
     for given in ("~/wheels", "wheels"):
-        assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", (
-            f"expand and resolve {given}"
-        )
+        assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", f"resolve {given}"
     ncu = fake_ncu(tmp_path / "given", "2026.2.1")
-    assert read_ncu_path({"NCU_PATH": str(ncu.parent)}) == ncu and read_ncu_path({}) is None
+    assert read_ncu_path({"NCU_PATH": str(ncu.parent)}) == ncu, "NCU_PATH may name ncu's folder"
     later = tmp_path / "new" / "cupti"
     assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
     assert not (tmp_path / "new").exists(), "checking the CUPTI folder setting must not make it"
 
 
-# ---------------------------------------------------------------- which ncu
 @pytest.mark.parametrize("version", [(2026, 2, 1), (2026, 3, 1), (2027, 1, 0), (2026, 2, 0), (2025, 3, 1)])
 def test_the_ncu_floor_is_the_one_nsight_enforces(tmp_path, version):
     ncu = fake_ncu(tmp_path, ".".join(map(str, version)))
@@ -84,23 +81,20 @@ def test_the_ncu_floor_is_the_one_nsight_enforces(tmp_path, version):
     assert helpers.ncu_is_recent(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION)
 
 
-def test_ncu_path_wins_over_a_newer_ncu_on_path_and_the_package_over_an_old_one(tmp_path):
-    chosen, newer = fake_ncu(tmp_path / "chosen", "2026.2.1"), fake_ncu(tmp_path / "newer", "2026.3.1")
-    environ = {"NCU_PATH": str(chosen), "PATH": str(newer.parent)}
-    assert choose_ncu([], "auto", None, environ) == (chosen, "Nsight Compute 2026.2.1 from NCU_PATH")
-    top, old = fake_ncu(tmp_path / "opt", "2026.3.1"), fake_ncu(tmp_path / "cuda", "2025.1.1")
-    listed = [str(tmp_path / "opt"), str(fake_ncu(tmp_path / "opt/target/x64", "2026.3.1")), str(top)]
-    assert choose_ncu(listed, "auto", None, {"PATH": str(old.parent)})[0] == top, "the package's own, top launcher"
-
-
-def test_a_current_ncu_behind_an_old_one_on_path_is_chosen_and_none_is_explained(tmp_path):
-    old, current = fake_ncu(tmp_path / "old", "2025.3.1"), fake_ncu(tmp_path / "current", "2026.2.1")
-    assert choose_ncu([], "auto", None, {"PATH": f"{old.parent}:{current.parent}"})[0] == current
-    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(old.parent)})
-    assert chosen is None and f"2025.3.1 at {old}" in why and "NSPY_TUTORIAL_WHEELHOUSE" in why, why
+def test_the_ncu_chosen_is_ncu_path_then_the_packages_then_the_first_current_one_on_path_else_none_explained(tmp_path):
+    ncus = {name: fake_ncu(tmp_path / name, version) for name, version in
+            [("chosen", "2026.2.1"), ("newer", "2026.3.1"), ("opt", "2026.3.1"), ("old", "2025.3.1")]}  # fmt: skip
+    on_path = {"PATH": f"{ncus['old'].parent}:{ncus['newer'].parent}"}
+    assert choose_ncu([], "auto", None, {"NCU_PATH": str(ncus["chosen"]), **on_path}) == (
+        ncus["chosen"], "Nsight Compute 2026.2.1 from NCU_PATH")  # fmt: skip
+    listed = [str(tmp_path / "opt"), str(fake_ncu(tmp_path / "opt/target/x64", "2026.3.1")), str(ncus["opt"])]
+    assert choose_ncu(listed, "auto", None, on_path)[0] == ncus["opt"], "the package's own, top launcher"
+    assert choose_ncu([], "auto", None, on_path)[0] == ncus["newer"], "a current ncu behind an old one on PATH"
+    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(ncus["old"].parent)})
+    assert chosen is None and f"2025.3.1 at {ncus['old']}" in why and "NSPY_TUTORIAL_WHEELHOUSE" in why, why
     with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu"):
-        choose_ncu([], "ncu", None, {"PATH": str(old.parent)})
-    assert choose_ncu([], "cupti", None, {"PATH": str(current.parent)}) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
+        choose_ncu([], "ncu", None, {"PATH": str(ncus["old"].parent)})
+    assert choose_ncu([], "cupti", None, on_path) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
 
 
 # ---------------------------------------------------------------- apt-get, on a simulated machine
@@ -151,14 +145,11 @@ def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, m
 
 
 def test_apt_has_time_to_download_nsight_compute_on_a_slow_link():
-    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, (
-        "a 1 GB package at 2 MB/s: a shorter limit sends Colab to CUPTI"
-    )
+    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, "a 1 GB package at 2 MB/s: a shorter one sends Colab to CUPTI"
 
 
 # ---------------------------------------------------------------- the pins
 def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
-    """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
     source = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source
     apt = [int(part) for part in source.split("nsight-compute-", 1)[1].split('"')[0].split(".")[:2]]
     report = [int(part) for part in helpers.PINS["ncu-report"].split(".")[:2]]
@@ -167,11 +158,8 @@ def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
 
 def test_installs_without_dependencies_still_bring_everything_nsight_needs():
     """pip runs with --no-deps: each requirement of a pinned package must be pinned or be Colab's own."""
-    covered = {
-        helpers.normalize(n)
-        for n in [*helpers.PINS, "numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
-    }
-    checked = set()
+    colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
+    covered, checked = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}, set()
     for name in helpers.PINS:
         try:
             requires = distribution(name).requires or []
