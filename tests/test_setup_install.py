@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
-from fake_env import FakeMachine
+from fake_env import FakeMachine, make_wheelhouse
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
 from support import cell_by_id
@@ -97,16 +97,15 @@ def test_the_ncu_chosen_is_ncu_path_then_the_packages_then_the_first_current_one
     assert choose_ncu([], "cupti", None, on_path) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
 
 
-# ---------------------------------------------------------------- apt-get, on a simulated machine
 @pytest.fixture
 def machine(tmp_path, monkeypatch):
-    """A FakeMachine's executables on PATH in this process; apt's last failure forgotten afterwards."""
+    """A FakeMachine's executables (and its pip) for this process; apt's last failure forgotten afterwards."""
 
     def build(**options) -> FakeMachine:
         made = FakeMachine(tmp_path / "machine", **options)
         env = made.build()
-        monkeypatch.setenv("PATH", env["PATH"])
-        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])  # its pip
+        for name in ("PATH", "PYTHONPATH"):  # its tools and its pip
+            monkeypatch.setenv(name, env[name])
         return made
 
     monkeypatch.setitem(helpers.APT_FAILURE, "why", "")
@@ -148,7 +147,6 @@ def test_apt_has_time_to_download_nsight_compute_on_a_slow_link():
     assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, "a 1 GB package at 2 MB/s: a shorter one sends Colab to CUPTI"
 
 
-# ---------------------------------------------------------------- the pins
 def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
     source = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source
     apt = [int(part) for part in source.split("nsight-compute-", 1)[1].split('"')[0].split(".")[:2]]
@@ -178,9 +176,12 @@ def test_cuda_bindings_go_into_the_cupti_folder_only_when_this_python_lacks_13(c
     assert ("cuda-bindings" in pins) is installs_bindings and {"cupti-python", "nvidia-cuda-cupti"} <= set(pins)
 
 
-def test_an_offline_install_that_lacks_a_wheel_names_the_wheelhouse_and_how_to_remake_it(tmp_path, machine):
-    machine()
-    (tmp_path / "wheels").mkdir()
+def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_names_it_and_how_to_remake_it(
+    tmp_path, machine
+):
+    fake, wheels = machine(), make_wheelhouse(tmp_path / "wheels", {"a-pkg": "1.0"}, {})
+    assert helpers.install_pins({"a-pkg": "1.0"}, tmp_path / "into", wheels, tmp_path / "pip.log") == ["a-pkg==1.0"]
+    assert {"--no-index", "--find-links", str(wheels)} <= set(fake.calls("pip")[0]["argv"]), "offline, from wheels"
     with pytest.raises(RuntimeError) as raised:
         helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", tmp_path / "wheels", tmp_path / "pip.log")
     said = str(raised.value)
