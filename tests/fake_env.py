@@ -142,8 +142,7 @@ class FakeMachine:
         (self.root / "machine.json").write_text(json.dumps({"gpu": self.gpu, "apt": self.apt, "ncu_script": script}))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
-        folder = self.root / f"{name}-ncu-{version}"
-        folder.mkdir(parents=True, exist_ok=True)
+        (folder := self.root / f"{name}-ncu-{version}").mkdir(parents=True, exist_ok=True)
         script = json.loads((self.root / "machine.json").read_text())["ncu_script"]
         (folder / "ncu").write_text(script.replace("@VERSION@", version).replace("@DIR@", str(folder)))
         (folder / "ncu").chmod(0o755)
@@ -230,14 +229,11 @@ def script_pip(python: str, args: list[str]) -> int:
     record = {"python": python, "index": "PyPI", "find_links": None, "requirements": {}, "constraints": {}}
     words = iter([part for word in args[1:] for part in (word.split("=", 1) if word.startswith("--") else [word])])
     for word in words:  # pip's spellings of the same request are the same request: --find-links=X, -f X
-        if word in ("-r", "--requirement"):
-            record["requirements"].update(requirement_pins(Path(next(words)), record["constraints"]))
-        elif word in ("-c", "--constraint"):
-            record["constraints"].update(requirement_pins(Path(next(words)), record["constraints"]))
-        elif word in ("-f", "--find-links"):
-            record["find_links"] = next(words)
-        elif word in ("-i", "--index-url"):
-            record["index"] = next(words)
+        if word in ("-r", "--requirement", "-c", "--constraint"):
+            into = record["requirements" if word in ("-r", "--requirement") else "constraints"]
+            into.update(requirement_pins(Path(next(words)), record["constraints"]))
+        elif word in ("-f", "--find-links", "-i", "--index-url"):
+            record["find_links" if word in ("-f", "--find-links") else "index"] = next(words)
         elif word == "--no-index":
             record["index"] = None
         elif not word.startswith("-"):
@@ -259,19 +255,15 @@ def pip_installs(folder: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-NVIDIA_SMI_LISTING = {True: "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'\n",
-                      False: "#!/bin/sh\necho 'No devices were found'\nexit 6\n"}  # fmt: skip
-
-
 def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     """A fake python3 and an nvidia-smi that lists a GPU (or none), in folder; the environment that uses them."""
     bin_dir = folder / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", NVIDIA_SMI_LISTING[gpu])):
+    listing = "echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'" if gpu else "echo 'No devices were found'; exit 6"
+    for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", f"#!/bin/sh\n{listing}\n")):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    log = folder / "python.log"
-    log.touch()
+    (log := folder / "python.log").touch()
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),
             "FAKE_REAL_PYTHON": sys.executable, "FAKE_PIP": __file__, "FAKE_EXECUTED": str(executed[-1]),

@@ -1,6 +1,5 @@
 """A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (a port picked
-as free can be taken on a busy machine); close(), a `with` block, a failed start and garbage collection kill its
-process group and reap it."""
+as free can be taken on a busy machine); close(), a failed start and garbage collection kill its process group."""
 
 from __future__ import annotations
 
@@ -10,8 +9,8 @@ import shutil
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from jupyter_client.manager import KernelManager
 from traitlets.config import Config
@@ -41,16 +40,6 @@ class CellError(Exception):
     def __init__(self, ename: str, evalue: str, stdout: str):
         super().__init__(f"{ename}: {evalue}")
         self.ename, self.evalue, self.stdout = ename, evalue, stdout
-
-
-@dataclass
-class CellRun:
-    """What a front end gets from one cell: streams, results and displays (text/plain), error outputs, the reply."""
-
-    status, stdout, stderr = "", "", ""
-    results: list[str] = field(default_factory=list)
-    errors: list[dict] = field(default_factory=list)
-    content: dict = field(default_factory=dict)
 
 
 def _shut_down(parts: dict) -> None:
@@ -83,12 +72,6 @@ class KernelSession:
             raise
         self.pid = self.manager.provisioner.process.pid
 
-    def __enter__(self) -> KernelSession:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
     def run(self, code: str, timeout: float = 120) -> str:
         """Execute code; its stdout. CellError if it failed the way that stops Run all."""
         done = self.execute(code, timeout=timeout)
@@ -96,10 +79,12 @@ class KernelSession:
             raise CellError(done.content.get("ename", ""), done.content.get("evalue", ""), done.stdout)
         return done.stdout
 
-    def execute(self, code: str, timeout: float = 120) -> CellRun:
-        """Execute code as Colab's front end does (no cell id); everything it receives for it."""
+    def execute(self, code: str, timeout: float = 120) -> SimpleNamespace:
+        """Execute code as Colab's front end does (no cell id); what it receives: streams, results and displays
+        (text/plain), error outputs, the reply's status and content."""
         msg_id = self.client.execute(code, store_history=True, allow_stdin=False, stop_on_error=True)
-        done, deadline = CellRun(), time.monotonic() + timeout
+        done = SimpleNamespace(stdout="", stderr="", results=[], errors=[])
+        deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -116,10 +116,8 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
         utils.ActionData(name=name, values=np.array([ns]), compute_clock=1, memory_clock=1, gpu="H200", units=["ns"])
         for n in SIZES for run in range(runs) for name, ns in (("gemm", GEMM_NS[n] + run), ("splitk", REDUCE_NS))
     ]}  # fmt: skip
-    raw = extraction.extract_df_from_data(
-        records, ["gpu__time_duration.sum"], [(n,) for n in SIZES], runs, product, None, silent,
-        options["combine_kernel_metrics"],
-    )  # fmt: skip
+    raw = extraction.extract_df_from_data(records, ["gpu__time_duration.sum"], [(n,) for n in SIZES], runs, product,
+                                          None, silent, options["combine_kernel_metrics"])  # fmt: skip
     rows = transformation.aggregate_data(raw, product, None, silent).to_dict("records")
     expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum
     assert {row["n"]: row["AvgValue"] for row in rows} == pytest.approx(expected), f"not the kernels' sum: {rows}"
