@@ -174,11 +174,8 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
 
 # ---------------------------------------------------------------- the shell scripts' machine
 FAKE_PYTHON = """#!/bin/sh
-# A python3 for the scripts' tests: records what it is asked to do (FAKE_LOG); FAKE_* variables set its answers.
-# Its version is FAKE_PYTHON_VERSION; the code the scripts give it with -c runs in the real Python under that
-# version, except the harness check, which FAKE_HARNESS_MISSING answers. Its pip is this file's script_pip.
-# `pytest` leaves FAKE_EXECUTED as the executed notebook; the project's Python scripts run for real, with the test
-# suite's Python (it has the harness).
+# A python3 that logs each call (FAKE_LOG) and answers as FAKE_* say; -c code and the project's scripts run in the
+# real Python (as FAKE_PYTHON_VERSION); its pip is fake_env.script_pip; `pytest` leaves FAKE_EXECUTED as the run.
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
   -c) case "$2" in

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fake_env import FakeMachine, make_wheelhouse
+from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
 from support import cell_by_id
@@ -132,19 +133,14 @@ def test_apt_unreachable_is_said_with_its_log_and_the_reason_names_it(tmp_path, 
     assert "apt-get update failed (exit 100" in choose_ncu([], "auto", None, {"PATH": ""})[1]
 
 
-def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, machine, monkeypatch):
-    from kernel_session import ends_soon
-
+def test_apt_has_time_for_a_slow_link_and_a_hung_one_is_stopped_with_its_helper(tmp_path, machine, monkeypatch):
     fake = machine(apt="hangs")
+    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, "a 1 GB package at 2 MB/s: a shorter one sends Colab to CUPTI"
     monkeypatch.setitem(helpers.TIME_LIMITS_S, "apt", 1)
     helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
     assert "no end within 1 s" in helpers.APT_FAILURE["why"]
     for pid_file in ("apt.pid", "apt-helper.pid"):
         assert ends_soon(int((fake.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
-
-
-def test_apt_has_time_to_download_nsight_compute_on_a_slow_link():
-    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, "a 1 GB package at 2 MB/s: a shorter one sends Colab to CUPTI"
 
 
 def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):

@@ -1,6 +1,5 @@
-"""Section 1's own cells run in order, as Run all runs them, in real kernels on simulated machines (tests/fake_env.py)
-against the real nsight-python: Colab, a second Run all, a runtime restart, the CUPTI branch, no GPU, and settings
-that stop the run. Where a GPU is really needed the run stops: at loading libcupti.so.13 or `import torch`."""
+"""Section 1's cells as Run all runs them, in real kernels on simulated machines (tests/fake_env.py) with the real
+nsight-python; where a GPU is really needed the run stops (loading libcupti.so.13, or `import torch`)."""
 
 from __future__ import annotations
 
