@@ -82,16 +82,9 @@ class KernelSession:
     def execute(self, code: str, timeout: float = 120) -> SimpleNamespace:
         """Execute code as Colab's front end does (no cell id); what it receives: streams, results and displays
         (text/plain), error outputs, the reply's status and content."""
-        msg_id = self.client.execute(code, store_history=True, allow_stdin=False, stop_on_error=True)
         done = SimpleNamespace(stdout="", stderr="", results=[], errors=[])
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"the cell did not finish within {timeout} s")
-            output = self.client.get_iopub_msg(timeout=remaining)
-            if output["parent_header"].get("msg_id") != msg_id:
-                continue
+
+        def receive(output: dict) -> None:
             kind, body = output["header"]["msg_type"], output["content"]
             if kind == "stream":
                 setattr(done, body["name"], getattr(done, body["name"]) + body["text"])
@@ -99,13 +92,11 @@ class KernelSession:
                 done.results.append(body["data"].get("text/plain", ""))
             elif kind == "error":
                 done.errors.append(body)
-            elif kind == "status" and body["execution_state"] == "idle":
-                break
-        while True:
-            reply = self.client.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
-            if reply["parent_header"].get("msg_id") == msg_id:
-                done.content, done.status = reply["content"], reply["content"]["status"]
-                return done
+
+        reply = self.client.execute_interactive(code, store_history=True, allow_stdin=False, stop_on_error=True,
+                                                timeout=timeout, output_hook=receive)  # fmt: skip
+        done.content, done.status = reply["content"], reply["content"]["status"]
+        return done
 
     def value(self, expression: str):
         """The JSON value of an expression in the kernel, passed back in a file written for the purpose."""

@@ -1,6 +1,6 @@
 """With the notebook's folded cells loaded, a cell behaves as in plain IPython: one real kernel (no cell ids sent, as
 Colab sends none) runs the harness and setup-helper cells and section 1's names from the committed CUPTI recording,
-then what a learner types and sections' verdict and summary cells, checked by what the front end receives."""
+then what a learner types and a section's cells under CUPTI, checked by what the front end receives."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import recordings
 from kernel_session import KernelSession
 from support import cell_by_id, section_code_cells
 
-from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, SETUP_HELPERS, SUMMARY
-from plumbing.executed_run import run_problems
+from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
 FOLDERS = recordings.recording_folders("cupti")
 
@@ -73,14 +72,3 @@ def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cell
         assert reply.status == "ok" and reply.stdout == "", f"under CUPTI {cell.id} must do nothing: {reply.stdout}"
     assert learner.value("'condition_frames' in globals()") is False
     assert learner.value("section_entry(4)['status']") == "SKIPPED", "under CUPTI no verdict means SKIPPED here"
-
-
-def test_the_summary_cell_writes_every_section_and_never_raises_and_not_run_sections_fail_the_run(notebook, learner):
-    summary = learner.execute(cell_by_id(notebook, SUMMARY).source)
-    assert summary.status == "ok", f"the summary cell must never raise: {traceback(summary)}"
-    written = learner.value("json.loads((OUT_DIR / 'summary.json').read_text())")
-    assert [s["number"] for s in written["sections"]] == list(range(1, 11)), "summary.json names every section"
-    failing = {int(found[1]) for problem in run_problems(written) if (found := re.match(r"section (\d+) ", problem))}
-    assert {3, 5, 8} <= failing and not failing & NCU_ONLY_SECTIONS, (
-        f"sections without a verdict fail the run, those SKIPPED under CUPTI do not: {run_problems(written)}"
-    )
