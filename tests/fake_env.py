@@ -158,9 +158,8 @@ class FakeMachine:
 
 def clean_environment() -> dict[str, str]:
     """This process's environment without the settings a simulated machine decides for itself."""
-    return {key: value for key, value in os.environ.items()
-            if not key.startswith(("NSPY_", "NCU_", "NVTX_", "NV_COMPUTE_"))
-            and key not in ("PYTHONPATH", "HOME", "DEBIAN_FRONTEND")}  # fmt: skip
+    drop = ("NSPY_", "NCU_", "NVTX_", "NV_COMPUTE_", "PYTHONPATH", "HOME", "DEBIAN_FRONTEND")
+    return {key: value for key, value in os.environ.items() if not key.startswith(drop)}
 
 
 def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, str]) -> Path:
