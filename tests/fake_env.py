@@ -1,8 +1,7 @@
-"""Simulated machines. FakeMachine, for section 1: in its folder, bin/ holds nvidia-smi, apt-get and dpkg (one
-script, by name), <name>-ncu-<v>/ncu Nsight Compute launchers, py/pip a `python -m pip` that only installs
-name==version as dist-info metadata into --target (offline, only what --find-links holds), site/ the metadata of
-Colab's packages; calls.jsonl records each call of nvidia-smi, apt-get, dpkg and pip. Nothing imitates nsight,
-torch or CUDA. Below it, the shell scripts' machine (a fake python3)."""
+"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu
+launchers, py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links
+holds), site/ Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below it, the
+shell scripts' machine (a fake python3)."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ for name, version in pins:
 
 
 def build_fake_injection_library(folder: Path) -> Path | None:
-    """A shared library exporting the two symbols nsight looks up in Nsight Compute's injection library (None
-    without a C compiler): nsight's load then succeeds on a CPU machine, up to the next step that needs a GPU."""
+    """A library with the two symbols nsight looks up in Nsight Compute's injection library (None without cc)."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
@@ -114,7 +112,7 @@ class FakeMachine:
     env: dict[str, str] = field(default_factory=dict)
 
     def build(self) -> dict[str, str]:
-        """Make the machine; the environment a kernel on it runs with (again after a runtime restart)."""
+        """Make the machine; the environment a kernel on it runs with."""
         for folder in ("bin", "py/pip", "home", "cwd"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         (self.root / "calls.jsonl").write_text("")
@@ -135,7 +133,7 @@ class FakeMachine:
         return {**env, **self.env}
 
     def save(self) -> None:
-        """Write what the tools answer (a test may change gpu or apt on a running machine)."""
+        """Write what the tools answer (again after a test changes gpu or apt)."""
         injection = {"missing": "@DIR@/injection", "loadable": str(self.root / "injection")}[self.injection]
         built = (self.root / "injection" / "libcuda-injection.so").exists()
         if self.injection == "loadable" and not built and build_fake_injection_library(self.root / "injection") is None:
@@ -144,8 +142,7 @@ class FakeMachine:
         (self.root / "machine.json").write_text(json.dumps({"gpu": self.gpu, "apt": self.apt, "ncu_script": script}))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
-        folder = self.root / f"{name}-ncu-{version}"
-        folder.mkdir(parents=True, exist_ok=True)
+        (folder := self.root / f"{name}-ncu-{version}").mkdir(parents=True, exist_ok=True)
         script = json.loads((self.root / "machine.json").read_text())["ncu_script"]
         (folder / "ncu").write_text(script.replace("@VERSION@", version).replace("@DIR@", str(folder)))
         (folder / "ncu").chmod(0o755)
@@ -161,9 +158,8 @@ class FakeMachine:
 
 def clean_environment() -> dict[str, str]:
     """This process's environment without the settings a simulated machine decides for itself."""
-    return {key: value for key, value in os.environ.items()
-            if not key.startswith(("NSPY_", "NCU_", "NVTX_", "NV_COMPUTE_"))
-            and key not in ("PYTHONPATH", "HOME", "DEBIAN_FRONTEND")}  # fmt: skip
+    drop = ("NSPY_", "NCU_", "NVTX_", "NV_COMPUTE_", "PYTHONPATH", "HOME", "DEBIAN_FRONTEND")
+    return {key: value for key, value in os.environ.items() if not key.startswith(drop)}
 
 
 def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, str]) -> Path:
@@ -177,11 +173,8 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
 
 # ---------------------------------------------------------------- the shell scripts' machine
 FAKE_PYTHON = """#!/bin/sh
-# A python3 for the scripts' tests: records what it is asked to do (FAKE_LOG); FAKE_* variables set its answers.
-# Its version is FAKE_PYTHON_VERSION; the code the scripts give it with -c runs in the real Python under that
-# version, except the harness check, which FAKE_HARNESS_MISSING answers. Its pip is this file's script_pip.
-# `pytest` leaves FAKE_EXECUTED as the executed notebook; the project's Python scripts run for real, with the test
-# suite's Python (it has the harness).
+# A python3 that logs each call (FAKE_LOG) and answers as FAKE_* say; -c code and the project's scripts run in the
+# real Python (as FAKE_PYTHON_VERSION); its pip is fake_env.script_pip; `pytest` leaves FAKE_EXECUTED as the run.
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
   -c) case "$2" in
@@ -225,22 +218,18 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
 
 def script_pip(python: str, args: list[str]) -> int:
     """The fake python's `-m pip`: freeze lists its packages; install checks that every requirement can be had
-    (offline: a wheel of that name and version in --find-links) and appends what it installed, from where and
-    into which Python, to FAKE_INSTALLS. It installs nothing."""
+    (offline: its wheel in --find-links) and logs what, from where and into which Python to FAKE_INSTALLS."""
     if args[:1] == ["freeze"]:
         print("\n".join(f"{name}=={version}" for name, version in SCRIPT_PYTHON_PACKAGES.items()))
         return 0
     record = {"python": python, "index": "PyPI", "find_links": None, "requirements": {}, "constraints": {}}
     words = iter([part for word in args[1:] for part in (word.split("=", 1) if word.startswith("--") else [word])])
     for word in words:  # pip's spellings of the same request are the same request: --find-links=X, -f X
-        if word in ("-r", "--requirement"):
-            record["requirements"].update(requirement_pins(Path(next(words)), record["constraints"]))
-        elif word in ("-c", "--constraint"):
-            record["constraints"].update(requirement_pins(Path(next(words)), record["constraints"]))
-        elif word in ("-f", "--find-links"):
-            record["find_links"] = next(words)
-        elif word in ("-i", "--index-url"):
-            record["index"] = next(words)
+        if word in ("-r", "--requirement", "-c", "--constraint"):
+            into = record["requirements" if word in ("-r", "--requirement") else "constraints"]
+            into.update(requirement_pins(Path(next(words)), record["constraints"]))
+        elif word in ("-f", "--find-links", "-i", "--index-url"):
+            record["find_links" if word in ("-f", "--find-links") else "index"] = next(words)
         elif word == "--no-index":
             record["index"] = None
         elif not word.startswith("-"):
@@ -257,38 +246,29 @@ def script_pip(python: str, args: list[str]) -> int:
 
 
 def pip_installs(folder: Path) -> list[dict]:
-    """What the fake python's pip installed in folder's script machine: one record per pip install."""
+    """What the fake python's pip installed in folder's script machine, one record per install."""
     path = folder / "pip_installs.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-NVIDIA_SMI_LISTING = {True: "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'\n",
-                      False: "#!/bin/sh\necho 'No devices were found'\nexit 6\n"}  # fmt: skip
 
 
 def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     """A fake python3 and an nvidia-smi that lists a GPU (or none), in folder; the environment that uses them."""
     bin_dir = folder / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", NVIDIA_SMI_LISTING[gpu])):
+    listing = "echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'" if gpu else "echo 'No devices were found'; exit 6"
+    for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", f"#!/bin/sh\n{listing}\n")):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    log = folder / "python.log"
-    log.touch()
+    (log := folder / "python.log").touch()
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),
             "FAKE_REAL_PYTHON": sys.executable, "FAKE_PIP": __file__, "FAKE_EXECUTED": str(executed[-1]),
             "FAKE_INSTALLS": str(folder / "pip_installs.jsonl"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
 
 
-def invoked(asked: list[str], what: str) -> list[str]:
-    """The calls of the fake python (run_script's third result) that start with what, e.g. "-m pip install"."""
-    return [line for line in asked if line.startswith(what)]
-
-
 def fresh_clone(folder: Path) -> Path:
-    """A copy of the files the shell scripts need, as a fresh clone has them (nothing a user made, like wheelhouse/):
-    a script that writes where it must not harms the copy, never the developer's tree."""
+    """A copy of the files the shell scripts need, as a fresh clone has them (no wheelhouse/): a script that writes
+    where it must not harms the copy, never the developer's tree."""
     names = """scripts/run_headless scripts/run_tests scripts/setup_gpu_runner scripts/settings.bash
         scripts/render_recorded.py scripts/recordings.py scripts/record_ncu.py scripts/ncu_launch.py
         scripts/notebook_format.py requirements-harness.txt requirements-dev.txt requirements.txt constraints-ci.txt
@@ -301,8 +281,7 @@ def fresh_clone(folder: Path) -> Path:
 
 
 def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
-    """Run one of our shell scripts with the fake python3 (and a GPU unless gpu=False): (exit status, what it
-    printed, what python was asked: one line per call)."""
+    """Run a shell script with the fake python3: (exit status, what it printed, what python was asked, by line)."""
     env = {**script_machine(tmp_path, gpu), **{key: str(value) for key, value in fake.items()}}
     done = subprocess.run(["bash", ROOT / script, *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr, (tmp_path / "python.log").read_text().splitlines()

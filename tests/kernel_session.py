@@ -1,6 +1,5 @@
-"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (on a busy
-machine a port picked as free can be taken before the kernel binds it); it never outlives its session: close(),
-also on leaving a `with` block, on a failed start and at garbage collection, kills its process group and reaps it."""
+"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (a port picked
+as free can be taken on a busy machine); close(), a failed start and garbage collection kill its process group."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from jupyter_client.manager import KernelManager
 from traitlets.config import Config
@@ -44,21 +42,6 @@ class CellError(Exception):
         self.ename, self.evalue, self.stdout = ename, evalue, stdout
 
 
-@dataclass
-class CellRun:
-    """What a front end gets from one cell: streams, results and displays (text/plain), error outputs, the reply."""
-
-    status, stdout, stderr = "", "", ""
-    results: list[str] = field(default_factory=list)
-    errors: list[dict] = field(default_factory=list)
-    content: dict = field(default_factory=dict)
-
-
-def ipc_config(folder: Path) -> Config:
-    """A kernel's sockets as IPC files in folder (also for nbclient); keep folder short (socket paths ~100 chars)."""
-    return Config({"KernelManager": {"transport": "ipc", "ip": str(Path(folder) / "k")}})
-
-
 def _shut_down(parts: dict) -> None:
     try:
         if parts["client"] is not None:
@@ -72,11 +55,12 @@ def _shut_down(parts: dict) -> None:
 class KernelSession:
     """A python3 kernel started with env on top of base_env (default: this process's environment)."""
 
-    def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None, base_env: Mapping | None = None):
-        folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))
-        self.manager = KernelManager(kernel_name="python3", config=ipc_config(folder))
+    def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None, base_env: dict | None = None):
+        folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))  # short: socket paths must stay under ~100 characters
+        config = Config({"KernelManager": {"transport": "ipc", "ip": str(folder / "k")}})
+        self.manager = KernelManager(kernel_name="python3", config=config)
         self._parts = {"manager": self.manager, "folder": folder, "client": None}
-        self._finalizer = weakref.finalize(self, _shut_down, self._parts)
+        self.close = weakref.finalize(self, _shut_down, self._parts)  # idempotent
         try:
             environment = {**(os.environ if base_env is None else base_env), **(env or {})}
             self.manager.start_kernel(env=environment, cwd=str(cwd or Path.cwd()))
@@ -86,17 +70,7 @@ class KernelSession:
         except BaseException:
             self.close()
             raise
-
-    @property
-    def pid(self) -> int | None:
-        process = getattr(self.manager.provisioner, "process", None)
-        return process.pid if process is not None else None
-
-    def __enter__(self) -> KernelSession:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+        self.pid = self.manager.provisioner.process.pid
 
     def run(self, code: str, timeout: float = 120) -> str:
         """Execute code; its stdout. CellError if it failed the way that stops Run all."""
@@ -105,17 +79,12 @@ class KernelSession:
             raise CellError(done.content.get("ename", ""), done.content.get("evalue", ""), done.stdout)
         return done.stdout
 
-    def execute(self, code: str, timeout: float = 120) -> CellRun:
-        """Execute code as Colab's front end does (no cell id); everything it receives for it."""
-        msg_id = self.client.execute(code, store_history=True, allow_stdin=False, stop_on_error=True)
-        done, deadline = CellRun(), time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"the cell did not finish within {timeout} s")
-            output = self.client.get_iopub_msg(timeout=remaining)
-            if output["parent_header"].get("msg_id") != msg_id:
-                continue
+    def execute(self, code: str, timeout: float = 120) -> SimpleNamespace:
+        """Execute code as Colab's front end does (no cell id); what it receives: streams, results and displays
+        (text/plain), error outputs, the reply's status and content."""
+        done = SimpleNamespace(stdout="", stderr="", results=[], errors=[])
+
+        def receive(output: dict) -> None:
             kind, body = output["header"]["msg_type"], output["content"]
             if kind == "stream":
                 setattr(done, body["name"], getattr(done, body["name"]) + body["text"])
@@ -123,13 +92,11 @@ class KernelSession:
                 done.results.append(body["data"].get("text/plain", ""))
             elif kind == "error":
                 done.errors.append(body)
-            elif kind == "status" and body["execution_state"] == "idle":
-                break
-        while True:
-            reply = self.client.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
-            if reply["parent_header"].get("msg_id") == msg_id:
-                done.content, done.status = reply["content"], reply["content"]["status"]
-                return done
+
+        reply = self.client.execute_interactive(code, store_history=True, allow_stdin=False, stop_on_error=True,
+                                                timeout=timeout, output_hook=receive)  # fmt: skip
+        done.content, done.status = reply["content"], reply["content"]["status"]
+        return done
 
     def value(self, expression: str):
         """The JSON value of an expression in the kernel, passed back in a file written for the purpose."""
@@ -138,7 +105,3 @@ class KernelSession:
         write = f"_pathlib.Path({str(answer)!r}).write_text(_json.dumps({expression}, default=str))"
         self.run(f"# @title test probe\nimport json as _json\nimport pathlib as _pathlib\n{write}")
         return json.loads(answer.read_text())
-
-    def close(self) -> None:
-        """Kill and reap the kernel (idempotent)."""
-        self._finalizer()

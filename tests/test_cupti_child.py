@@ -1,6 +1,5 @@
-"""Section 9's CUPTI child: run_cupti_child writes cupti_child's source beside the benchmark's and runs it in a fresh
-Python. The parent's side runs against a stand-in Python that records what it was handed; the real child, on this
-CPU machine, fails with its own error; what it reports for a call of two kernels comes from the real nsight."""
+"""Section 9's CUPTI child, run_cupti_child: against a stand-in Python that records what it was handed; the real
+child, which fails on this CPU machine; and what nsight itself reports for a call of two kernels."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ GEMM_NS = {512: 100.0, 1024: 700.0}
 REDUCE_NS = 10.0
 
 FAKE_PYTHON = """#!{python}
-# The child's Python: records its command line and environment, answers with FAKE_LIBCUPTI (else the preloaded one)
 import json, os, sys, time
 from pathlib import Path
 Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ), "pid": os.getpid()}}))
@@ -43,26 +41,21 @@ def product(n):
 
 
 @pytest.fixture
-def libcupti(tmp_path, monkeypatch):
+def child(tmp_path, monkeypatch):
+    """(libcupti.so.13 in the CUPTI folder, a stand-in Python for the child, the file it records itself in)."""
     monkeypatch.setattr(setup_helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
-    path = tmp_path / "cupti" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
-    path.parent.mkdir(parents=True)
-    path.touch()
-    return path
-
-
-@pytest.fixture
-def fake_python(tmp_path):
-    python, record = tmp_path / "python", tmp_path / "child.json"
+    libcupti, python, record = tmp_path / "cupti/nvidia/cu13/lib/libcupti.so.13", tmp_path / "python", tmp_path / "c"
+    libcupti.parent.mkdir(parents=True)
+    libcupti.touch()
     python.write_text(FAKE_PYTHON.format(python=sys.executable, record=str(record)))
     python.chmod(0o755)
-    return str(python), record
+    return libcupti, str(python), record
 
 
-def test_the_child_runs_its_program_on_the_benchmarks_source_with_a_clean_environment(
-    tmp_path, monkeypatch, libcupti, fake_python
+def test_the_child_runs_its_program_on_the_benchmark_with_a_clean_environment_and_its_libcupti_is_checked(
+    tmp_path, monkeypatch, child
 ):
-    python, record = fake_python
+    libcupti, python, record = child
     monkeypatch.setenv("PYTHONPATH", "/packages")
     for left_by_ncu in ("NVTX_INJECTION64_PATH", "NV_COMPUTE_PROFILER_DISABLE_STOCK_FILE_DEPLOYMENT"):
         monkeypatch.setenv(left_by_ncu, "/ncu/lib")
@@ -71,48 +64,42 @@ def test_the_child_runs_its_program_on_the_benchmarks_source_with_a_clean_enviro
     monkeypatch.setenv("FAKE_LIBCUPTI", str(resolved))
     parent_env = dict(os.environ)
     assert setup_helpers.run_cupti_child(product, SIZES, folder, python=python)["libcupti"] == str(resolved)
-    child = json.loads(record.read_text())
+    argv, env = json.loads(record.read_text())["argv"], json.loads(record.read_text())["env"]
     program, benchmark = str(folder / "cupti_child.py"), str(folder / "benchmark.py")
-    assert child["argv"][1:] == [program, benchmark, "product", "[512, 1024]", f"{folder}/"], child["argv"]
-    env = child["env"]
+    assert argv[1:] == [program, benchmark, "product", "[512, 1024]", f"{folder}/"], argv
     assert not [k for k in env if k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))], "Nsight Compute's leftovers"
     wanted = {"PYTHONPATH": f"{tmp_path / 'cupti'}{os.pathsep}/packages", "NSPY_NCU_INIT_AT_IMPORT": "0",
               "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}  # fmt: skip
     assert wanted.items() <= env.items(), f"CUPTI's packages first, no Nsight Compute: {[env.get(k) for k in wanted]}"
     assert os.environ == parent_env, "the parent's own environment must stay as it was"
-    source = (folder / "cupti_child.py").read_text()
-    tree, namespace = ast.parse(source), {}
+    tree, namespace = ast.parse(source := (folder / "cupti_child.py").read_text()), {}
     assert ast.unparse(tree.body[-1]) == "cupti_child(*sys.argv[1:])", "the program must call cupti_child"
     exec(compile(ast.Module(tree.body[:-1], []), program, "exec"), namespace)
-    inspect.signature(namespace["cupti_child"]).bind(*child["argv"][2:])
+    inspect.signature(namespace["cupti_child"]).bind(*argv[2:])
     table = symtable.symtable(source, program, "exec").lookup("cupti_child").get_namespace()
     used = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()}
-    missing = used - set(namespace) - set(dir(builtins))
-    assert not missing, f"the child's program lacks {missing}: add them to CHILD_IMPORTS"
+    assert not used - set(namespace) - set(dir(builtins)), "the child's program lacks imports: see CHILD_IMPORTS"
     exec(compile((folder / "benchmark.py").read_text(), benchmark, "exec"), benchmark_namespace := {})
     assert callable(benchmark_namespace["product"]), "benchmark.py must define the benchmark the child times"
-
-
-def test_a_child_whose_cupti_bound_another_libcupti_is_refused(tmp_path, monkeypatch, libcupti, fake_python):
     monkeypatch.setenv("FAKE_LIBCUPTI", "/torch/lib/libcupti.so.12")
     with pytest.raises(RuntimeError, match=r"CUPTI bound to '/torch/lib/libcupti.so.12', not the preloaded .*so\.13"):
-        setup_helpers.run_cupti_child(product, SIZES, tmp_path / "out", python=fake_python[0])
+        setup_helpers.run_cupti_child(product, SIZES, folder, python=python)
 
 
-def test_a_hung_child_is_stopped_at_its_time_limit_and_named(tmp_path, monkeypatch, libcupti, fake_python):
+def test_a_hung_child_is_stopped_at_its_time_limit_and_named(tmp_path, monkeypatch, child):
     monkeypatch.setenv("FAKE_CHILD", "hang")
     monkeypatch.setitem(setup_helpers.TIME_LIMITS_S, "cupti_child", 2)
     with pytest.raises(RuntimeError, match=r"the CUPTI child failed \(no end within 2 s\)"):
-        setup_helpers.run_cupti_child(product, SIZES, tmp_path / "out", python=fake_python[0])
-    assert ends_soon(json.loads(fake_python[1].read_text())["pid"]), "the hung child lives on after its time limit"
+        setup_helpers.run_cupti_child(product, SIZES, tmp_path / "out", python=child[1])
+    assert ends_soon(json.loads(child[2].read_text())["pid"]), "the hung child lives on after its time limit"
 
 
-def test_the_child_run_on_a_machine_without_cupti_fails_with_its_own_error(tmp_path, libcupti):
+def test_the_child_run_on_a_machine_without_cupti_fails_with_its_own_error(tmp_path, child):
     """The real child loads libcupti, imports nsight and fails to activate CUPTI (no cupti-python here)."""
     built = build_fake_injection_library(tmp_path / "built")
     if built is None:
         pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
-    libcupti.write_bytes(built.read_bytes())
+    child[0].write_bytes(built.read_bytes())
     folder = tmp_path / "s9_cupti"
     with pytest.raises(RuntimeError, match=r"(?s)the CUPTI child failed \(exit 1\): .*cupti-python is required"):
         setup_helpers.run_cupti_child(product, [512], folder)
@@ -129,10 +116,8 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
         utils.ActionData(name=name, values=np.array([ns]), compute_clock=1, memory_clock=1, gpu="H200", units=["ns"])
         for n in SIZES for run in range(runs) for name, ns in (("gemm", GEMM_NS[n] + run), ("splitk", REDUCE_NS))
     ]}  # fmt: skip
-    raw = extraction.extract_df_from_data(
-        records, ["gpu__time_duration.sum"], [(n,) for n in SIZES], runs, product, None, silent,
-        options["combine_kernel_metrics"],
-    )  # fmt: skip
+    raw = extraction.extract_df_from_data(records, ["gpu__time_duration.sum"], [(n,) for n in SIZES], runs, product,
+                                          None, silent, options["combine_kernel_metrics"])  # fmt: skip
     rows = transformation.aggregate_data(raw, product, None, silent).to_dict("records")
     expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum
     assert {row["n"]: row["AvgValue"] for row in rows} == pytest.approx(expected), f"not the kernels' sum: {rows}"

@@ -1,6 +1,6 @@
-"""Section 1's choice of backend (plumbing/setup_helpers.py, ncu_probe.py, imported): Nsight Compute only when the
-probe, a child process, profiled a kernel with the chosen ncu and measured a real time; else CUPTI, with its cause.
-Then the libcupti preload and the check after `import nsight`, and the facts section 1 records."""
+"""Section 1's backend (plumbing/setup_helpers.py, ncu_probe.py): Nsight Compute only when the probe, a child, profiled
+a kernel with the chosen ncu and measured a real time; else CUPTI, with its cause. The libcupti preload, the check
+after `import nsight`, the facts section 1 records."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from plumbing.ncu_probe import check_kernel_times
 
 @pytest.mark.parametrize("times", [[0.0], [math.nan], [], [math.inf], [-3.0], [812.0, 0.0]])
 def test_a_probe_kernel_time_of_zero_nan_or_none_is_refused(times):
-    """Nsight Compute that attached but measured nothing must not be chosen: every later section would fail."""
     with pytest.raises(RuntimeError, match="the probe kernel measured"):
         check_kernel_times(times)
     assert check_kernel_times([812.0]) == [812.0]
@@ -37,21 +36,20 @@ def test_the_real_probe_without_nsight_computes_injection_stops_at_import_nsight
     assert [path.name for path in (tmp_path / "probe").iterdir()] == ["probe.json"], "nothing was profiled"
 
 
-def answering(report: dict) -> str:
-    """A probe program that writes `report` as its answer (what the real probe writes at its end)."""
-    writes = f"pathlib.Path(sys.argv[1], 'probe.json').write_text({json.dumps(report)!r})"
-    return f"import json, pathlib, sys\nprint('a warning')\n{writes}"
+def answering(ncu, stage, error) -> str:
+    """A probe program that answers as the real probe does at its end."""
+    report = json.dumps({"ncu": ncu, "stage": stage, "error": error})
+    return f"import pathlib, sys\nprint('a warning')\npathlib.Path(sys.argv[1], 'probe.json').write_text({report!r})"
 
 
 PERMISSION = "ProfilerException: PROFILING FAILED \nErrors:\n- ==ERROR== ERR_NVGPUCTRPERM - The user does not have"
 PROBES = {  # probe program -> what probe_ncu must answer (usable, what its reason must say)
-    "done with the chosen ncu": (answering({"ncu": "CHOSEN", "stage": "done", "error": ""}), True, []),
-    "done with another ncu": (answering({"ncu": "OTHER", "stage": "done", "error": ""}), False, ["OTHER", "CHOSEN"]),
-    "measured zero": (answering({"ncu": "CHOSEN", "stage": "profile one kernel", "error": "measured [0.0]"}), False,
-                      ["'profile one kernel'", "measured [0.0]"]),
-    "no counter permission": (answering({"ncu": None, "stage": "profile one kernel", "error": PERMISSION}), False,
+    "done with the chosen ncu": (answering("CHOSEN", "done", ""), True, []),
+    "done with another ncu": (answering("OTHER", "done", ""), False, ["OTHER", "CHOSEN"]),
+    "measured zero": (answering("CHOSEN", "profile one kernel", "measured [0.0]"), False, ["'profile one kernel'"]),
+    "no counter permission": (answering(None, "profile one kernel", PERMISSION), False,
                               ["ERR_NVGPUCTRPERM", "NVreg_RestrictProfilingToAdminUsers=0"]),
-    "old ncu": (answering({"ncu": None, "stage": "import nsight", "error": "2026.2.1.0 or later is required"}), False,
+    "old ncu": (answering(None, "import nsight", "2026.2.1.0 or later is required"), False,
                 [f"Nsight Compute {helpers.NCU_FLOOR}+ first on PATH"]),
     "died, an earlier answer left": ("import os\nos._exit(7)", False, ["exit 7", "LOG"]),
     "hung": ("import time\ntime.sleep(60)", False, ["did not finish within 1 s", "LOG"]),
@@ -99,24 +97,23 @@ def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path):
 
 def test_importing_the_plumbing_loads_neither_torch_nor_nsight_nor_cupti():
     """Section 1 imports nsight before torch; the helpers that run before it may import neither."""
-    probe = "import sys, plumbing.harness, plumbing.setup_helpers\n"
-    probe += "print(sorted({'torch', 'nsight', 'cupti'} & {*sys.modules}))"
+    probe = "import sys, plumbing.harness, plumbing.setup_helpers; print({'torch', 'nsight', 'cupti'} & {*sys.modules})"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]", f"the plumbing imports {done.stdout.strip()}"
+    assert done.stdout.strip() == "set()", f"the plumbing imports {done.stdout.strip()}"
 
 
 def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path, monkeypatch):
     """What summary.json and the recordings say about the machine: torch stands in (no GPU here), nsight is real."""
     props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20,
                             total_memory=15 * 2**30)  # fmt: skip
-    matmul = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)))
     torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda index: props), __version__="2.11.0",
-                            version=SimpleNamespace(cuda="13.0"), backends=matmul)  # fmt: skip
-    machine = FakeMachine(tmp_path / "machine", path_ncus=["2026.3.1"])
-    monkeypatch.setenv("PATH", machine.build()["PATH"])
+                            version=SimpleNamespace(cuda="13.0"), backends=SimpleNamespace(cuda=SimpleNamespace(
+                            matmul=SimpleNamespace(allow_tf32=False))))  # fmt: skip
+    monkeypatch.setenv("PATH", FakeMachine(tmp_path / "m", path_ncus=["2026.3.1"]).build()["PATH"])
     facts = helpers.environment_facts(torch, nsight, False, "no ncu here", tmp_path / "libcupti.so.13")
     expected = {"gpu": "Tesla T4", "driver": "580.82.07", "compute_capability": "7.5", "sms": 40, "l2_bytes": 4 << 20,
-                "memory_gib": 15.0, "ncu_path": str(machine.root / "path-ncu-2026.3.1/ncu"), "ncu_version": "2026.3.1",
+                "memory_gib": 15.0, "ncu_path": str(tmp_path / "m/path-ncu-2026.3.1/ncu"), "ncu_version": "2026.3.1",
                 "nsight_python": nsight.__version__, "profiler": "cupti", "cupti_reason": "no ncu here",
-                "libcupti": str(tmp_path / "libcupti.so.13"), "torch": "2.11.0", "torch_cuda": "13.0"}  # fmt: skip
+                "libcupti": str(tmp_path / "libcupti.so.13"), "torch": "2.11.0", "torch_cuda": "13.0",
+                "tf32_matmul": False}  # fmt: skip
     assert {key: facts.get(key) for key in expected} == expected

@@ -3,11 +3,12 @@ itself, the choice of ncu, apt-get on a simulated machine (tests/fake_env.py), t
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, distribution
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
-from fake_env import FakeMachine
+from fake_env import FakeMachine, make_wheelhouse
+from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
 from support import cell_by_id
@@ -64,19 +65,16 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    assert read_wheelhouse({}) is None
+    assert read_wheelhouse({}) is None and read_ncu_path({}) is None
     for given in ("~/wheels", "wheels"):
-        assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", (
-            f"expand and resolve {given}"
-        )
+        assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", f"resolve {given}"
     ncu = fake_ncu(tmp_path / "given", "2026.2.1")
-    assert read_ncu_path({"NCU_PATH": str(ncu.parent)}) == ncu and read_ncu_path({}) is None
+    assert read_ncu_path({"NCU_PATH": str(ncu.parent)}) == ncu, "NCU_PATH may name ncu's folder"
     later = tmp_path / "new" / "cupti"
     assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
     assert not (tmp_path / "new").exists(), "checking the CUPTI folder setting must not make it"
 
 
-# ---------------------------------------------------------------- which ncu
 @pytest.mark.parametrize("version", [(2026, 2, 1), (2026, 3, 1), (2027, 1, 0), (2026, 2, 0), (2025, 3, 1)])
 def test_the_ncu_floor_is_the_one_nsight_enforces(tmp_path, version):
     ncu = fake_ncu(tmp_path, ".".join(map(str, version)))
@@ -84,35 +82,31 @@ def test_the_ncu_floor_is_the_one_nsight_enforces(tmp_path, version):
     assert helpers.ncu_is_recent(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION)
 
 
-def test_ncu_path_wins_over_a_newer_ncu_on_path_and_the_package_over_an_old_one(tmp_path):
-    chosen, newer = fake_ncu(tmp_path / "chosen", "2026.2.1"), fake_ncu(tmp_path / "newer", "2026.3.1")
-    environ = {"NCU_PATH": str(chosen), "PATH": str(newer.parent)}
-    assert choose_ncu([], "auto", None, environ) == (chosen, "Nsight Compute 2026.2.1 from NCU_PATH")
-    top, old = fake_ncu(tmp_path / "opt", "2026.3.1"), fake_ncu(tmp_path / "cuda", "2025.1.1")
-    listed = [str(tmp_path / "opt"), str(fake_ncu(tmp_path / "opt/target/x64", "2026.3.1")), str(top)]
-    assert choose_ncu(listed, "auto", None, {"PATH": str(old.parent)})[0] == top, "the package's own, top launcher"
-
-
-def test_a_current_ncu_behind_an_old_one_on_path_is_chosen_and_none_is_explained(tmp_path):
-    old, current = fake_ncu(tmp_path / "old", "2025.3.1"), fake_ncu(tmp_path / "current", "2026.2.1")
-    assert choose_ncu([], "auto", None, {"PATH": f"{old.parent}:{current.parent}"})[0] == current
-    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(old.parent)})
-    assert chosen is None and f"2025.3.1 at {old}" in why and "NSPY_TUTORIAL_WHEELHOUSE" in why, why
+def test_the_ncu_chosen_is_ncu_path_then_the_packages_then_the_first_current_one_on_path_else_none_explained(tmp_path):
+    ncus = {name: fake_ncu(tmp_path / name, version) for name, version in
+            [("chosen", "2026.2.1"), ("newer", "2026.3.1"), ("opt", "2026.3.1"), ("old", "2025.3.1")]}  # fmt: skip
+    on_path = {"PATH": f"{ncus['old'].parent}:{ncus['newer'].parent}"}
+    assert choose_ncu([], "auto", None, {"NCU_PATH": str(ncus["chosen"]), **on_path}) == (
+        ncus["chosen"], "Nsight Compute 2026.2.1 from NCU_PATH")  # fmt: skip
+    listed = [str(tmp_path / "opt"), str(fake_ncu(tmp_path / "opt/target/x64", "2026.3.1")), str(ncus["opt"])]
+    assert choose_ncu(listed, "auto", None, on_path)[0] == ncus["opt"], "the package's own, top launcher"
+    assert choose_ncu([], "auto", None, on_path)[0] == ncus["newer"], "a current ncu behind an old one on PATH"
+    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(ncus["old"].parent)})
+    assert chosen is None and f"2025.3.1 at {ncus['old']}" in why and "NSPY_TUTORIAL_WHEELHOUSE" in why, why
     with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu"):
-        choose_ncu([], "ncu", None, {"PATH": str(old.parent)})
-    assert choose_ncu([], "cupti", None, {"PATH": str(current.parent)}) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
+        choose_ncu([], "ncu", None, {"PATH": str(ncus["old"].parent)})
+    assert choose_ncu([], "cupti", None, on_path) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
 
 
-# ---------------------------------------------------------------- apt-get, on a simulated machine
 @pytest.fixture
 def machine(tmp_path, monkeypatch):
-    """A FakeMachine's executables on PATH in this process; apt's last failure forgotten afterwards."""
+    """A FakeMachine's executables (and its pip) for this process; apt's last failure forgotten afterwards."""
 
     def build(**options) -> FakeMachine:
         made = FakeMachine(tmp_path / "machine", **options)
         env = made.build()
-        monkeypatch.setenv("PATH", env["PATH"])
-        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])  # its pip
+        for name in ("PATH", "PYTHONPATH"):  # its tools and its pip
+            monkeypatch.setenv(name, env[name])
         return made
 
     monkeypatch.setitem(helpers.APT_FAILURE, "why", "")
@@ -139,10 +133,9 @@ def test_apt_unreachable_is_said_with_its_log_and_the_reason_names_it(tmp_path, 
     assert "apt-get update failed (exit 100" in choose_ncu([], "auto", None, {"PATH": ""})[1]
 
 
-def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, machine, monkeypatch):
-    from kernel_session import ends_soon
-
+def test_apt_has_time_for_a_slow_link_and_a_hung_one_is_stopped_with_its_helper(tmp_path, machine, monkeypatch):
     fake = machine(apt="hangs")
+    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, "a 1 GB package at 2 MB/s: a shorter one sends Colab to CUPTI"
     monkeypatch.setitem(helpers.TIME_LIMITS_S, "apt", 1)
     helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
     assert "no end within 1 s" in helpers.APT_FAILURE["why"]
@@ -150,15 +143,7 @@ def test_apt_that_hangs_is_stopped_at_its_time_limit_with_its_helper(tmp_path, m
         assert ends_soon(int((fake.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
 
 
-def test_apt_has_time_to_download_nsight_compute_on_a_slow_link():
-    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, (
-        "a 1 GB package at 2 MB/s: a shorter limit sends Colab to CUPTI"
-    )
-
-
-# ---------------------------------------------------------------- the pins
 def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
-    """nsight refuses an ncu-report older (year.minor) than the ncu it drives."""
     source = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source
     apt = [int(part) for part in source.split("nsight-compute-", 1)[1].split('"')[0].split(".")[:2]]
     report = [int(part) for part in helpers.PINS["ncu-report"].split(".")[:2]]
@@ -167,21 +152,12 @@ def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
 
 def test_installs_without_dependencies_still_bring_everything_nsight_needs():
     """pip runs with --no-deps: each requirement of a pinned package must be pinned or be Colab's own."""
-    covered = {
-        helpers.normalize(n)
-        for n in [*helpers.PINS, "numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
-    }
-    checked = set()
-    for name in helpers.PINS:
-        try:
-            requires = distribution(name).requires or []
-        except PackageNotFoundError:  # nvidia-ml-py is not in the CPU suite's environment; it requires nothing
-            continue
-        checked.add(name)
-        for requirement in map(Requirement, requires):
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                assert helpers.normalize(requirement.name) in covered, f"{name} needs {requirement.name}: pin it"
-    assert {"nsight-python", "cuda-core", "deepdiff"} <= checked
+    colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
+    covered = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}
+    for name in set(helpers.PINS) - {"nvidia-ml-py"}:  # not in the CPU suite's Python; it requires nothing
+        needs = [r for r in map(Requirement, distribution(name).requires or []) if r.marker is None
+                 or r.marker.evaluate({"extra": ""})]  # fmt: skip
+        assert {helpers.normalize(r.name) for r in needs} <= covered, f"{name} needs {needs}: pin what it lacks"
 
 
 @pytest.mark.parametrize(("colab_has", "installs_bindings"), [("13.0.1", False), ("12.9.2", True), (None, True)])
@@ -190,9 +166,12 @@ def test_cuda_bindings_go_into_the_cupti_folder_only_when_this_python_lacks_13(c
     assert ("cuda-bindings" in pins) is installs_bindings and {"cupti-python", "nvidia-cuda-cupti"} <= set(pins)
 
 
-def test_an_offline_install_that_lacks_a_wheel_names_the_wheelhouse_and_how_to_remake_it(tmp_path, machine):
-    machine()
-    (tmp_path / "wheels").mkdir()
+def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_names_it_and_how_to_remake_it(
+    tmp_path, machine
+):
+    fake, wheels = machine(), make_wheelhouse(tmp_path / "wheels", {"a-pkg": "1.0"}, {})
+    assert helpers.install_pins({"a-pkg": "1.0"}, tmp_path / "into", wheels, tmp_path / "pip.log") == ["a-pkg==1.0"]
+    assert {"--no-index", "--find-links", str(wheels)} <= set(fake.calls("pip")[0]["argv"]), "offline, from wheels"
     with pytest.raises(RuntimeError) as raised:
         helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", tmp_path / "wheels", tmp_path / "pip.log")
     said = str(raised.value)
