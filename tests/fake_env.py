@@ -269,14 +269,12 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
 def fresh_clone(folder: Path) -> Path:
     """A copy of the files the shell scripts need, as a fresh clone has them (no wheelhouse/): a script that writes
     where it must not harms the copy, never the developer's tree."""
-    names = """scripts/run_headless scripts/run_tests scripts/setup_gpu_runner scripts/settings.bash
-        scripts/render_recorded.py scripts/recordings.py scripts/record_ncu.py scripts/ncu_launch.py
-        scripts/notebook_format.py requirements-harness.txt requirements-dev.txt requirements.txt constraints-ci.txt
-        nsight_python_t4_tutorial.ipynb"""  # the three scripts, what they share, and what the page builder imports
-    for name in names.split():
+    names = "requirements-harness.txt requirements-dev.txt requirements.txt constraints-ci.txt"
+    for name in [*names.split(), "nsight_python_t4_tutorial.ipynb"]:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, folder / name)
-    shutil.copytree(ROOT / "plumbing", folder / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
+    for code in ("scripts", "plumbing"):  # whole, as a clone has them: a script may import any of its neighbours
+        shutil.copytree(ROOT / code, folder / code, ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 
 
