@@ -118,8 +118,7 @@ def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock
 
 
 def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]:
-    """nsight's attach command as a launch command: its flags, minus the attach-only ones, plus --nvtx (launch mode
-    filters NVTX ranges only with it), running `program` under the given ncu."""
+    """nsight's attach command as a launch command."""
     flags = list(attach[1:])
     for option, value in ATTACH_ONLY_OPTIONS.items():
         if option not in flags or (value is not None and flags[flags.index(option) + 1] != value):
@@ -153,9 +152,7 @@ def ncu_run(wait=lambda: 0):
 
 
 class ProfiledCalls:
-    """The replacements for what NCUCollector.collect calls. Outer: launch_ncu starts `ncu <nsight's flags> python3
-    ncu_inner.py --call N-k` and nsight's own extraction reads its report. Inner (under ncu): calls before k return
-    what the outer extracted; call k runs nsight's own profile session, then the process ends."""
+    """The replacements for what NCUCollector.collect calls."""
 
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
         self.work, self.role, self.target, self.ncu = work, role, target, ncu
@@ -363,8 +360,7 @@ QUERY_OPTIONS = ("--version", "--query-metrics", "--query-metrics-mode", "--list
 
 
 class NcuGuard:
-    """subprocess.Popen for the outer process: an ncu that profiles must carry `--clock-control none`; counts the ncu
-    processes the notebook's own cells start (section 10's command line)."""
+    """subprocess.Popen for the outer process."""
 
     def __init__(self, ncu: str):
         self.ncu, self.runs, self.section, self.per_section = ncu, [], None, {}
@@ -405,8 +401,7 @@ LAUNCH_MODE = {
 
 
 def section_one_names(namespace: dict, environment: dict | None = None):
-    """Section 1's names made with section 1's own functions (after the setup-helper cell); `environment` overrides
-    what they record."""
+    """Section 1's names made with section 1's own functions (after the setup-helper cell)."""
     import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
     import torch
 
@@ -435,8 +430,7 @@ def name_section_one(namespace: dict, environment: dict, torch) -> None:
 
 
 def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
-    """What the inner process replays for a call of `section`: the shared define cells, then the section's define
-    and run cells (not the CUPTI child, not section 10's own ncu command lines)."""
+    """What the inner process replays for a call of `section`."""
     return [
         step
         for step in recordings.plan(cells, [section])
@@ -445,9 +439,7 @@ def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, s
 
 
 def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_line, recorded=None) -> dict:
-    """recordings.execute() in launch mode: section 1's names made after the setup helpers, nsight patched, profiled
-    calls through `calls`; `recorded` stands in for "recorded ..." steps. Adds "namespace" and "ncu_runs" (section ->
-    ncu processes its own cells started). In the inner process a failure propagates."""
+    """recordings.execute() in launch mode."""
     namespace = {"__name__": "__main__", "RECORDING": recorded}
 
     def before(section, cell_id, role):

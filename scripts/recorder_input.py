@@ -1,8 +1,5 @@
-"""What scripts/record_ncu.py checks of its input before anything runs: --sections, and its scratch folder
-(NSPY_RECORD_WORK, else ./record_ncu_work). The recorder leaves MARKER in the folder it makes; the next run empties
-only a folder holding that marker (or an empty one, which it adopts), never the clone, a folder above it, HOME or /,
-nor a folder of other files: check_scratch_folder() refuses those, naming the setting, before the GPU checks, and
-emptied_scratch_folder() checks again where it deletes.
+"""What scripts/record_ncu.py checks before anything runs: --sections, and its scratch folder (NSPY_RECORD_WORK),
+which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 #!/usr/bin/env python3
 """The one page builder: a recording's page, or with --executed the page of a headless (CUPTI) run, on a CPU.
 
-    python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
-    python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
-    python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
-
-A recording's page (recorded_sections.ipynb/.html and summary.json, in its folder) runs the notebook's own cells
-in a real kernel with each run cell replaced by what it bound and printed on the GPU machine, then the summary cell.
-An executed run's page (HTML beside it) shows a SKIPPED section as its heading and a link to the recorded page and
-the CUPTI reason once. Both pages drop folded cells' input and give every plot alt text. Re-rendering unchanged data
-changes no file. Needs nbformat, nbclient and nbconvert (requirements-harness.txt; .ci/venv has them).
+python scripts/render_recorded.py [FOLDER ...]     # default: every docs/verified/*/recording.json
+python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
 """
 
 from __future__ import annotations
@@ -205,8 +198,7 @@ def _text(node: ast.AST) -> str:
 
 
 def alt_text(source: str) -> str:
-    """Alt text for the plot a cell draws: its titles, then its axis labels, as the cell (or the plumbing/figures.py
-    plot_ helper it calls) writes them."""
+    """Alt text for the plot a cell draws."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -231,8 +223,7 @@ def alt_text(source: str) -> str:
 
 
 def export_html(notebook: nbformat.NotebookNode) -> str:
-    """Both pages' HTML: folded cells' input dropped; every PNG the alt text of the cell that drew it (titles and
-    labels, then the alt text the cell displayed it with, if any)."""
+    """Both pages' HTML: folded cells' input dropped, every plot with its cell's alt text."""
     exporter = HTMLExporter()
     exporter.register_preprocessor(
         TagRemovePreprocessor(remove_input_tags={"remove-input"}, remove_cell_tags={"remove-cell"}), enabled=True
@@ -268,8 +259,7 @@ def cupti_reason(summary: dict) -> str:
 
 
 def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, recorded_link: str):
-    """A SKIPPED section keeps its heading (its first cell) and one line pointing to the recorded page; the reason is
-    printed once."""
+    """A SKIPPED section keeps its heading (its first cell) and one line pointing to the recorded page."""
     skipped, reason = skipped_sections(summary), cupti_reason(summary)
     kept, collapsed = [], set()
     for cell in notebook.cells:

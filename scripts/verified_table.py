@@ -1,12 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate the evidence tables of README.md and docs/maintainers.md from the committed docs/verified/ files.
+"""Regenerate the evidence tables of README.md and docs/maintainers.md from docs/verified/*/summary.json.
 
-    python scripts/verified_table.py          # rewrite the tables between their markers
-    python scripts/verified_table.py --check  # exit 1 if a table differs from the files
-
-One row per docs/verified/*/summary.json (the notebook's summary cell writes it: in a headless run, beside
-run_info.json, or on a recording's page, beside recording.json): the narrow table in README.md, the whole one and
-each recording's cost per section in docs/maintainers.md.
+python scripts/verified_table.py [--check]   # --check: exit 1 if a table differs from the files
 """
 
 from __future__ import annotations

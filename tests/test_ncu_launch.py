@@ -1,5 +1,4 @@
-"""scripts/ncu_launch.py on CPU: the ncu command it builds from nsight's own, the check that names what moved in a
-new nsight-python, nsight's collect driven through the patches to a fake ncu, and an ncu that hangs or fails."""
+"""scripts/ncu_launch.py on CPU: the ncu command from nsight's own, the internals check, collect to a fake ncu."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""scripts/record_ncu.py (the outer recorder) and scripts/ncu_inner.py (what ncu launches) on CPU: the plan, the
-clock policy (every ncu gets --clock-control none; a clock_control='base' call is served from the committed
-recording that ran it, or refused), and the plan replayed with a fake ncu up to what only the GPU runner can do."""
+"""scripts/record_ncu.py and ncu_inner.py on CPU: the plan, the clock policy, and the plan replayed with a fake ncu."""
 
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ import pytest
 import record_ncu
 import recordings
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT, RUN, ncu_namespace
+from support import ROOT, RUN, fake_ncu, ncu_namespace
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
@@ -153,34 +151,17 @@ def test_an_ncu_command_line_without_clock_control_none_is_refused_before_it_sta
 
 
 # ---------------------------------------------------------------- the plan replayed on a CPU with a fake ncu
-FAKE_NCU = """#!{python}
-# A profiled call's ncu notes the session time the inner would have written; `--import` prints a page; a profile
-# of section 10's command line copies the committed report to where -o says.
-import json, shutil, sys
-from pathlib import Path
-args = sys.argv[1:]
-if "--import" in args:
-    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
-elif "--call" in args:
-    work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
-    Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
-else:
-    shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
-"""
 NO_REPORT = "No NVIDIA Nsight Compute report found"  # nsight's own extraction, after ncu ran: no GPU, no report
 
 
 @pytest.fixture
 def launch_mode(tmp_path, monkeypatch):
-    """What the outer process has on the runner, without torch or a GPU: a fake ncu, section 1's names from the
-    committed recording's environment, nsight imported as with NSPY_NCU_INIT_AT_IMPORT=0."""
+    """What the outer process has on the runner, without torch or a GPU."""
     work = tmp_path / "work"
     (work / "calls").mkdir(parents=True)
     report = tmp_path / "sections.ncu-rep"
     report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_softmax").glob("*.ncu-rep.xz")).read_bytes()))
-    fake = tmp_path / "ncu"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, report=str(report)))
-    fake.chmod(0o755)
+    fake, _ = fake_ncu(tmp_path, report)
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
     facts = {**recordings.load_recording(COMMITTED[0])["environment"], "ncu_path": str(fake)}
@@ -233,8 +214,7 @@ def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or
 
 
 def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_frame(tmp_path, monkeypatch):
-    """Under ncu, every call before the inner's own is answered with the raw frame the outer extracted: nsight's
-    own aggregation must give back the frame the recording holds (section 6: bound_frame)."""
+    """Under ncu, every call before the inner's own is answered with the raw frame the outer extracted."""
     recording = recordings.load_recording(COMMITTED[0])
     call = next(call for call in recording["calls"] if call["section"] == 6)
     (tmp_path / "calls").mkdir()
@@ -253,8 +233,7 @@ def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_
 
 
 def test_ncu_inner_runs_its_call_with_nsights_own_session_writes_its_time_and_exits_0(launch_mode, monkeypatch):
-    """The command the outer gives ncu, run as ncu would: ncu_inner.py replays section 6 to call 6-0, runs nsight's
-    run_profile_session for it (here a stand-in: no GPU), notes the session time for the outer and stops."""
+    """The command the outer gives ncu, run as ncu would."""
     work, _ = launch_mode
     from nsight.collection import core
 
