@@ -41,9 +41,9 @@ PATCHED_FUNCTIONS = (
       "combine_kernel_metrics", "info_collectors_list", "config_scope_columns", "annotation_scope_columns",
       "info_prefix"]),
 )  # fmt: skip
-# The names NCUCollector.collect must still use for the patches to take effect (its code object's names).
-COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report")
-COLLECT_IMPORTS = ("activate", "get_active_tool")  # imported inside collect from nsight.tools_manager
+# The names NCUCollector.collect must still use for the patches to take effect (called, or imported inside it).
+COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report",
+                "activate", "get_active_tool")  # fmt: skip
 ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
 
 
@@ -68,13 +68,8 @@ def nsight_internals_problems() -> list[str]:
     if collect is None:
         return [*problems, "nsight.collection.ncu.NCUCollector.collect is gone"]
     code = collect.__code__
-    problems += [f"NCUCollector.collect no longer calls {name}" for name in COLLECT_USES if name not in code.co_names]
-    problems += [
-        f"NCUCollector.collect no longer imports {name} from nsight.tools_manager"
-        for name in COLLECT_IMPORTS
-        if name not in code.co_varnames + code.co_names
-    ]
-    return problems
+    used = code.co_names + code.co_varnames
+    return problems + [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
 
 
 def check_nsight_internals():
@@ -331,21 +326,13 @@ class ProfiledCalls:
         return raw
 
 
-def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | None:
+def committed_call(wanted: dict) -> dict | None:
     """{"call", "source": the recording that ran it} of a committed call with the same settings and configs, or None."""
-    for folder in folders if folders is not None else recording_folders():
+    for folder in recording_folders():
         recording = json.loads((folder / "recording.json").read_text())
-        for call in recording.get("calls", []):
-            if all(call.get(key) == value for key, value in wanted.items()) and call.get("raw_frame"):
-                provenance = recording.get("provenance", {})
-                source = call.get("served_from") or {
-                    "folder": folder.name, "created_utc": recording.get("created_utc"),
-                    "notebook_commit": provenance.get("notebook_commit"), "gpu": provenance.get("gpu"),
-                    "ncu_version": provenance.get("ncu_version"), "call_index": call.get("index"),
-                    "label": f"the recording of {recording.get('created_utc')} in {folder.name} (notebook commit "
-                    f"{str(provenance.get('notebook_commit'))[:7]})",
-                }  # fmt: skip
-                return {"call": call, "source": source}
+        for call in recording.get("calls", []):  # a call it refused to run names the recording that did
+            if all(call.get(key) == value for key, value in wanted.items()) and call.get("served_from"):
+                return {"call": call, "source": call["served_from"]}
     return None
 
 

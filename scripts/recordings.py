@@ -381,15 +381,9 @@ def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
     return path
 
 
-def recording_file(folder: Path) -> Path:
-    if not (Path(folder) / RECORDING_FILE).exists():
-        raise RecorderError(f"{folder} holds no {RECORDING_FILE}")
-    return Path(folder) / RECORDING_FILE
-
-
 def load_recording(folder: Path) -> dict:
     """A recording with its values decoded; `variables`: every cell's, a later cell's value of a name winning."""
-    recording = json.loads(recording_file(folder).read_text())
+    recording = json.loads((Path(folder) / RECORDING_FILE).read_text())
     if recording.get("format") != FORMAT:
         raise RecorderError(f"{folder}: recording format {recording.get('format')}, this library reads {FORMAT}")
     recording["environment"], recording["variables"] = decode(recording["environment"]), {}

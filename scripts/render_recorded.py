@@ -372,23 +372,16 @@ def render(folder: Path) -> tuple[Path, bool]:
 
 
 def recording_problem(folder: Path) -> str | None:
-    """Why a folder cannot be read as a recording, naming the file and how to make it again; None if it can."""
+    """Why a folder cannot be read as a recording, and how to make it again; None if it can."""
+    path, again = folder / recordings.RECORDING_FILE, "record it again on the GPU machine (scripts/record_ncu.py)"
     if not folder.is_dir():
-        return (
-            f"{folder} is not a folder: give a recording folder that scripts/record_ncu.py wrote "
-            "(docs/verified/<gpu>-ncu-<version>/), or none to render every docs/verified/*/recording.json"
-        )
+        return f"{folder} is not a folder: give one that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<v>/)"
+    if not path.exists():
+        return f"{folder} holds no {path.name}: {again}"
     try:
-        path = recordings.recording_file(folder)
         json.loads(path.read_text())
-    except recordings.RecorderError as error:
-        return f"{error}: give a folder that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<version>/)"
     except (OSError, ValueError) as error:
-        return (
-            f"{path} cannot be read as a recording ({type(error).__name__}: {error}); it is cut short or not JSON. "
-            f"Restore it (git checkout -- {path}) or record it again on the GPU machine (python3 scripts/record_ncu.py;"
-            " README: Re-recording the Nsight Compute data)"
-        )
+        return f"{path} cannot be read as a recording ({error}): restore it (git checkout -- {path}) or {again}"
     return None
 
 

@@ -65,7 +65,7 @@ def _collect_calling_nothing(self, func, configs, settings):
     ("attribute", "replacement", "named"),
     [(None, None, None), ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
      ("launch_ncu", _swapped_launch_ncu, "launch_ncu takes"),
-     ("collect", _collect_calling_nothing, "no longer calls begin_profiling.*no longer calls extract_df_from_report")],
+     ("collect", _collect_calling_nothing, "no longer uses begin_profiling.*no longer uses extract_df_from_report")],
 )  # fmt: skip
 def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
     if attribute == "begin_profiling":
