@@ -78,15 +78,11 @@ def check_nsight_internals():
 
     problems = nsight_internals_problems()
     if problems:
-        raise RecorderError(
-            f"scripts/record_ncu.py patches functions that NCUCollector.collect calls, and nsight-python "
-            f"{nsight.__version__} moved them: " + "; ".join(problems) + ". Port PATCHED_FUNCTIONS and ProfiledCalls "
-            f"to this release, or install nsight-python=={NSIGHT_VERSION} (the release it was written for)."
-        )
+        raise RecorderError(f"nsight-python {nsight.__version__} moved what record_ncu.py patches: "
+                            f"{'; '.join(problems)}. Port PATCHED_FUNCTIONS and ProfiledCalls, or install "
+                            f"nsight-python=={NSIGHT_VERSION}")  # fmt: skip
     if nsight.__version__ != NSIGHT_VERSION:
-        log_line(
-            f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing it patches moved"
-        )
+        log_line(f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing patched moved")
 
 
 def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
@@ -307,33 +303,23 @@ class ProfiledCalls:
         return raw
 
     def serve_committed(self, index: int, call: dict):
-        """A call this machine must not run (clock control other than none), from the committed recording."""
-        keys = ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")
-        wanted = {key: call[key] for key in keys}
-        found = committed_call(wanted)
+        """A call this machine must not run (clock control other than none), as a committed recording served it."""
+        wanted = {k: call[k] for k in ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")}
+        calls = [c for f in recording_folders() for c in json.loads((f / "recording.json").read_text())["calls"]]
+        found = next((c for c in calls if c.get("served_from") and all(c.get(k) == v for k, v in wanted.items())), None)
         if found is None:
             raise RecorderError(
-                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for clock_control="
-                f"{call['clock_control']!r}, which this recorder refuses: the GPU runner is shared and its clocks "
-                f"must stay as they are (ncu gets --clock-control {RUNNER_CLOCK_CONTROL}). No committed recording "
-                f"holds this call ({wanted}) to reuse. Run it on a GPU of your own, or change the notebook's call."
+                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for "
+                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is shared: ncu gets "
+                f"--clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording holds it ({wanted}): run it on a "
+                "GPU of your own, or change the call."
             )
-        call.update(metrics=found["call"]["metrics"], served_from=found["source"], raw_frame=found["call"]["raw_frame"])
+        call.update(metrics=found["metrics"], served_from=found["served_from"], raw_frame=found["raw_frame"])
         self.log(f"[record] call {index}: section {call['section']} {call['benchmark']} clock_control="
-                 f"{call['clock_control']!r} not run here; served from {found['source']['label']}")  # fmt: skip
-        raw = decode(found["call"]["raw_frame"])
+                 f"{call['clock_control']!r} not run here; served from {found['served_from']['label']}")  # fmt: skip
+        raw = decode(found["raw_frame"])
         self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
         return raw
-
-
-def committed_call(wanted: dict) -> dict | None:
-    """{"call", "source": the recording that ran it} of a committed call with the same settings and configs, or None."""
-    for folder in recording_folders():
-        recording = json.loads((folder / "recording.json").read_text())
-        for call in recording.get("calls", []):  # a call it refused to run names the recording that did
-            if all(call.get(key) == value for key, value in wanted.items()) and call.get("served_from"):
-                return {"call": call, "source": call["served_from"]}
-    return None
 
 
 def child_env(work: Path) -> dict:

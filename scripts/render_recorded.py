@@ -24,12 +24,8 @@ try:
     from nbconvert.preprocessors import TagRemovePreprocessor
     from traitlets.config import Config
 except ImportError as missing:
-    raise SystemExit(
-        f"render_recorded.py needs nbformat, nbclient and nbconvert, and this Python ({sys.executable}) lacks "
-        f"{missing.name}. Run it with the test suite's environment: scripts/run_tests makes .ci/venv, then "
-        ".ci/venv/bin/python scripts/render_recorded.py; or install them: "
-        "python3 -m pip install -r requirements-harness.txt"
-    ) from None
+    raise SystemExit(f"this Python ({sys.executable}) lacks {missing.name}: run .ci/venv/bin/python "
+                     "scripts/render_recorded.py (scripts/run_tests makes .ci/venv)") from None  # fmt: skip
 
 import notebook_format
 import recordings
@@ -289,20 +285,13 @@ def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, re
 
 def cupti_page(executed: Path) -> Path:
     """The HTML page of an executed notebook (scripts/run_headless), next to it."""
-    try:
+    what = "nbformat cannot read it as a notebook"
+    try:  # either cut short: a run killed while nbmake wrote it
         notebook = nbformat.read(executed, as_version=4)
-    except ValueError as error:  # not JSON, or cut short: a run killed while nbmake wrote it
-        raise SystemExit(
-            f"--executed {executed}: nbformat cannot read it as a notebook ({type(error).__name__}); "
-            "run scripts/run_headless again to write it whole"
-        ) from None
-    try:
+        what = "no readable summary.json beside it"
         summary = json.loads((executed.parent / "summary.json").read_text())
     except (OSError, ValueError) as error:
-        raise SystemExit(
-            f"--executed {executed}: no readable summary.json beside it ({type(error).__name__}); the page takes each "
-            "section's status and the CUPTI reason from it. Run scripts/run_headless again, which writes both."
-        ) from None
+        raise SystemExit(f"--executed {executed}: {what} ({error}); run scripts/run_headless again") from None
     folders = recordings.recording_folders()
     link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""  # committed beside the recordings
     target = executed.with_suffix(".html")
