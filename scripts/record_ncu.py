@@ -113,7 +113,7 @@ def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
 
 def folder_name(gpu: str, ncu_version: str) -> str:
     version = ncu_version.rsplit(".", 1)[0] if ncu_version.count(".") > 2 else ncu_version
-    return f"{recorder_input.gpu_slug(gpu)}-ncu-{version}"
+    return f"{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}-ncu-{version}"  # NVIDIA H200 -> nvidia-h200
 
 
 def query_metrics(ncu: str, families: list[str], bases: list[str], dest: Path, version: str):

@@ -114,17 +114,6 @@ def test_an_inner_process_replays_only_the_shared_cells_and_its_own_sections_def
         assert ids == shared + [c for c in own if c not in NOT_UNDER_NCU], f"section {number}: {ids}"
 
 
-def test_section_10_alone_reads_6_and_8_from_a_recording_or_says_to_record_them_together(tmp_path):
-    work = tmp_path / "work"
-    with pytest.raises(recordings.RecorderError, match=r"--sections 6,8,10"):
-        record_ncu.needed_reports([10], tmp_path / "empty", work)
-    recorded = record_ncu.needed_reports([10], COMMITTED[0].parent, work)
-    assert {"6", "8"} <= set(recorded["sections"])
-    assert any(path.name.endswith(".ncu-rep") for path in (work / "out" / "s8_off").iterdir())
-    assert not any((work / "out" / own).exists() for own in report_folders_of(10)), "section 10's own: made again"
-    assert record_ncu.needed_reports([6, 8, 10], tmp_path / "empty", tmp_path / "other") is None
-
-
 def test_an_ncu_command_line_without_clock_control_none_is_refused_before_it_starts(tmp_path):
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\ntouch started\n")
@@ -171,7 +160,11 @@ def launch_mode(tmp_path, monkeypatch):
 def test_section_10_alone_runs_in_the_outer_on_the_sections_it_reads_every_ncu_with_clock_none(launch_mode):
     """--sections 10 up to s10-details: 6 and 8 from the recording, section 10's own ncu through the guard."""
     work, replay = launch_mode
+    with pytest.raises(recordings.RecorderError, match=r"--sections 6,8,10"):
+        record_ncu.needed_reports([10], work / "no recordings", work)
+    assert record_ncu.needed_reports([6, 8, 10], work / "no recordings", work / "other") is None
     recorded = record_ncu.needed_reports([10], COMMITTED[0].parent, work)
+    assert not any((work / "out" / own).exists() for own in report_folders_of(10)), "section 10's own: made again"
     done, calls, guard = replay(recordings.plan(recordings.load_cells(), [10]), recorded)
     failures = {cell: run["output"][-1500:] for cell, run in done["runs"].items() if run.get("failed")}
     assert not failures, f"cells failed under the recorder's outer process: {failures}"
