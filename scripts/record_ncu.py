@@ -167,17 +167,24 @@ def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[
 
 
 def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | None:
-    """The recording that stands in for missing_dependencies(sections), its reports restored into the run's output
-    folder; None when every section read is recorded in this run."""
-    folder = recordings.dependency_recording(sections, dest_root)
-    if folder is None:
+    """The newest recording holding the sections these read but are not recorded with them, its reports restored
+    into the run's output folder; None when there are none."""
+    missing = recordings.missing_dependencies(sections)
+    if not missing:
         return None
-    recordings.restore_report_folders(folder, work / "out")
+    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{recordings.RECORDING_FILE}"))
+              if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
+    if not usable:
+        raise RecorderError(
+            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
+            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
+        )
+    recordings.restore_report_folders(usable[-1], work / "out")
     for number in sections:
         for name in report_folders_of(number):
             shutil.rmtree(work / "out" / name, ignore_errors=True)  # its own: made again here
-    log_line(f"[record] sections {recordings.missing_dependencies(sections)} (read by {sections}) from {folder}")
-    return recordings.load_recording(folder)
+    log_line(f"[record] sections {missing} (read by {sections}) from {usable[-1]}")
+    return recordings.load_recording(usable[-1])
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:

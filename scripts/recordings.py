@@ -139,22 +139,6 @@ def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
     return cell_source(cells, cell_id)
 
 
-def dependency_recording(sections: list[int], dest_root: Path) -> Path | None:
-    """The newest recording in dest_root holding missing_dependencies(sections) (None if there are none), else a
-    RecorderError that says what to record."""
-    missing = missing_dependencies(sections)
-    if not missing:
-        return None
-    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILE}"))
-              if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
-    if not usable:
-        raise RecorderError(
-            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
-            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
-        )
-    return usable[-1]
-
-
 def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
     """Names the sections' visible define cells bind: the benchmark settings a recording must match."""
     sources = [cell_source(cells, cell_id) for number in sections for role in ("define", "gpu_define")

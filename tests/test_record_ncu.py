@@ -90,6 +90,24 @@ def test_a_recording_folder_names_the_gpu_and_ncus_version_to_its_patch_level(ve
     assert record_ncu.folder_name("NVIDIA H200", version) == f"nvidia-h200-ncu-{folder}"
 
 
+@pytest.mark.parametrize(("given", "version"), [("folder", "2025.1.0"), ("file", "2025.3.1"), ("folder", "2024.3.2")])
+def test_ncu_path_names_the_ncu_the_recorder_runs_and_one_older_than_2025_1_is_refused(tmp_path, monkeypatch, given,
+                                                                                     version):  # fmt: skip
+    fake = tmp_path / "ncu"
+    fake.write_text(f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("NCU_PATH", str(tmp_path if given == "folder" else fake))
+    assert record_ncu.ncu_executable() == str(fake), "NCU_PATH (a folder: its ncu) must be the ncu that runs"
+    if version < "2025.1":
+        with pytest.raises(recordings.RecorderError, match=f"ncu {version} is older than 2025.1"):
+            record_ncu.launch_mode_ncu_version(str(fake))
+    else:
+        assert record_ncu.launch_mode_ncu_version(str(fake))[0] == version
+    monkeypatch.setenv("NCU_PATH", str(tmp_path / "none"))
+    with pytest.raises(recordings.RecorderError, match="NCU_PATH=.* names no executable ncu"):
+        record_ncu.ncu_executable()
+
+
 def test_plan_of_section_10_alone_reads_the_sections_it_needs_from_the_recording():
     done = _record_ncu("--plan", "--sections", "10")
     assert done.returncode == 0, done.stderr
@@ -254,5 +272,5 @@ def test_the_recorder_exits_2_when_a_section_failed_though_it_wrote_the_others(m
     monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "0")
     monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {8: RUN[8]}))
     assert record_ncu.main(["--dest", str(tmp_path)]) == 2 and RUN[8] in capsys.readouterr().err
-    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {}))
-    assert record_ncu.main(["--dest", str(tmp_path)]) == 0
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {} if keep else {0: "kept"}))
+    assert record_ncu.main(["--dest", str(tmp_path), "--keep-work"]) == 0, "--keep-work must reach the outer process"
