@@ -90,7 +90,7 @@ def test_a_recording_folder_names_the_gpu_and_ncus_version_to_its_patch_level(ve
     assert record_ncu.folder_name("NVIDIA H200", version) == f"nvidia-h200-ncu-{folder}"
 
 
-@pytest.mark.parametrize(("given", "version"), [("folder", "2025.1.0"), ("file", "2025.3.1"), ("folder", "2024.3.2")])
+@pytest.mark.parametrize(("given", "version"), [("folder", "2025.1.0"), ("file", "2025.3.1"), ("folder", "2025.0.9")])
 def test_ncu_path_names_the_ncu_the_recorder_runs_and_one_older_than_2025_1_is_refused(tmp_path, monkeypatch, given,
                                                                                      version):  # fmt: skip
     fake = tmp_path / "ncu"
@@ -106,6 +106,15 @@ def test_ncu_path_names_the_ncu_the_recorder_runs_and_one_older_than_2025_1_is_r
     monkeypatch.setenv("NCU_PATH", str(tmp_path / "none"))
     with pytest.raises(recordings.RecorderError, match="NCU_PATH=.* names no executable ncu"):
         record_ncu.ncu_executable()
+
+
+def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monkeypatch, tmp_path):
+    monkeypatch.setattr(record_ncu, "require_gpu", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+    monkeypatch.delattr(nsight_ncu, "begin_profiling")
+    monkeypatch.setattr(record_ncu, "ncu_executable", lambda: pytest.fail("ncu was looked for before nsight's check"))
+    with pytest.raises(recordings.RecorderError, match="begin_profiling is gone"):
+        record_ncu.outer(tmp_path, [2], False)
 
 
 def test_plan_of_section_10_alone_reads_the_sections_it_needs_from_the_recording():
