@@ -1,11 +1,6 @@
 #!/usr/bin/env python3
-"""What ncu launches for one profiled call of scripts/record_ncu.py (never run by hand):
-
-    ncu <nsight's own flags> python3 scripts/ncu_inner.py --work WORK --call N-k
-
-It replays the shared define cells and section N's define and run cells (ncu_launch.inner_plan), serves the
-section's calls before k from what the outer extracted (WORK/calls/), runs call k with nsight's own
-run_profile_session, and exits 0; 3 when the section's cells ended before call k.
+"""What ncu launches for one profiled call of scripts/record_ncu.py (never run by hand): replays section N up to
+call k (ncu_launch.inner_plan), runs call k with nsight's own session, exits 0; 3 when the cells ended before it.
 """
 
 from __future__ import annotations

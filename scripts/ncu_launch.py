@@ -41,9 +41,9 @@ PATCHED_FUNCTIONS = (
       "combine_kernel_metrics", "info_collectors_list", "config_scope_columns", "annotation_scope_columns",
       "info_prefix"]),
 )  # fmt: skip
-# The names NCUCollector.collect must still use for the patches to take effect (its code object's names).
-COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report")
-COLLECT_IMPORTS = ("activate", "get_active_tool")  # imported inside collect from nsight.tools_manager
+# The names NCUCollector.collect must still use for the patches to take effect (called, or imported inside it).
+COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report",
+                "activate", "get_active_tool")  # fmt: skip
 ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
 
 
@@ -68,13 +68,8 @@ def nsight_internals_problems() -> list[str]:
     if collect is None:
         return [*problems, "nsight.collection.ncu.NCUCollector.collect is gone"]
     code = collect.__code__
-    problems += [f"NCUCollector.collect no longer calls {name}" for name in COLLECT_USES if name not in code.co_names]
-    problems += [
-        f"NCUCollector.collect no longer imports {name} from nsight.tools_manager"
-        for name in COLLECT_IMPORTS
-        if name not in code.co_varnames + code.co_names
-    ]
-    return problems
+    used = code.co_names + code.co_varnames
+    return problems + [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
 
 
 def check_nsight_internals():
@@ -83,15 +78,11 @@ def check_nsight_internals():
 
     problems = nsight_internals_problems()
     if problems:
-        raise RecorderError(
-            f"scripts/record_ncu.py patches functions that NCUCollector.collect calls, and nsight-python "
-            f"{nsight.__version__} moved them: " + "; ".join(problems) + ". Port PATCHED_FUNCTIONS and ProfiledCalls "
-            f"to this release, or install nsight-python=={NSIGHT_VERSION} (the release it was written for)."
-        )
+        raise RecorderError(f"nsight-python {nsight.__version__} moved what record_ncu.py patches: "
+                            f"{'; '.join(problems)}. Port PATCHED_FUNCTIONS and ProfiledCalls, or install "
+                            f"nsight-python=={NSIGHT_VERSION}")  # fmt: skip
     if nsight.__version__ != NSIGHT_VERSION:
-        log_line(
-            f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing it patches moved"
-        )
+        log_line(f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing patched moved")
 
 
 def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
@@ -118,8 +109,7 @@ def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock
 
 
 def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]:
-    """nsight's attach command as a launch command: its flags, minus the attach-only ones, plus --nvtx (launch mode
-    filters NVTX ranges only with it), running `program` under the given ncu."""
+    """nsight's attach command as a launch command."""
     flags = list(attach[1:])
     for option, value in ATTACH_ONLY_OPTIONS.items():
         if option not in flags or (value is not None and flags[flags.index(option) + 1] != value):
@@ -153,9 +143,7 @@ def ncu_run(wait=lambda: 0):
 
 
 class ProfiledCalls:
-    """The replacements for what NCUCollector.collect calls. Outer: launch_ncu starts `ncu <nsight's flags> python3
-    ncu_inner.py --call N-k` and nsight's own extraction reads its report. Inner (under ncu): calls before k return
-    what the outer extracted; call k runs nsight's own profile session, then the process ends."""
+    """The replacements for what NCUCollector.collect calls."""
 
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
         self.work, self.role, self.target, self.ncu = work, role, target, ncu
@@ -315,41 +303,23 @@ class ProfiledCalls:
         return raw
 
     def serve_committed(self, index: int, call: dict):
-        """A call this machine must not run (clock control other than none), from the committed recording."""
-        keys = ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")
-        wanted = {key: call[key] for key in keys}
-        found = committed_call(wanted)
+        """A call this machine must not run (clock control other than none), as a committed recording served it."""
+        wanted = {k: call[k] for k in ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")}
+        calls = [c for f in recording_folders() for c in json.loads((f / "recording.json").read_text())["calls"]]
+        found = next((c for c in calls if c.get("served_from") and all(c.get(k) == v for k, v in wanted.items())), None)
         if found is None:
             raise RecorderError(
-                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for clock_control="
-                f"{call['clock_control']!r}, which this recorder refuses: the GPU runner is shared and its clocks "
-                f"must stay as they are (ncu gets --clock-control {RUNNER_CLOCK_CONTROL}). No committed recording "
-                f"holds this call ({wanted}) to reuse. Run it on a GPU of your own, or change the notebook's call."
+                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for "
+                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is shared: ncu gets "
+                f"--clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording holds it ({wanted}): run it on a "
+                "GPU of your own, or change the call."
             )
-        call.update(metrics=found["call"]["metrics"], served_from=found["source"], raw_frame=found["call"]["raw_frame"])
+        call.update(metrics=found["metrics"], served_from=found["served_from"], raw_frame=found["raw_frame"])
         self.log(f"[record] call {index}: section {call['section']} {call['benchmark']} clock_control="
-                 f"{call['clock_control']!r} not run here; served from {found['source']['label']}")  # fmt: skip
-        raw = decode(found["call"]["raw_frame"])
+                 f"{call['clock_control']!r} not run here; served from {found['served_from']['label']}")  # fmt: skip
+        raw = decode(found["raw_frame"])
         self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
         return raw
-
-
-def committed_call(wanted: dict, folders: list[Path] | None = None) -> dict | None:
-    """{"call", "source": the recording that ran it} of a committed call with the same settings and configs, or None."""
-    for folder in folders if folders is not None else recording_folders():
-        recording = json.loads((folder / "recording.json").read_text())
-        for call in recording.get("calls", []):
-            if all(call.get(key) == value for key, value in wanted.items()) and call.get("raw_frame"):
-                provenance = recording.get("provenance", {})
-                source = call.get("served_from") or {
-                    "folder": folder.name, "created_utc": recording.get("created_utc"),
-                    "notebook_commit": provenance.get("notebook_commit"), "gpu": provenance.get("gpu"),
-                    "ncu_version": provenance.get("ncu_version"), "call_index": call.get("index"),
-                    "label": f"the recording of {recording.get('created_utc')} in {folder.name} (notebook commit "
-                    f"{str(provenance.get('notebook_commit'))[:7]})",
-                }  # fmt: skip
-                return {"call": call, "source": source}
-    return None
 
 
 def child_env(work: Path) -> dict:
@@ -363,8 +333,7 @@ QUERY_OPTIONS = ("--version", "--query-metrics", "--query-metrics-mode", "--list
 
 
 class NcuGuard:
-    """subprocess.Popen for the outer process: an ncu that profiles must carry `--clock-control none`; counts the ncu
-    processes the notebook's own cells start (section 10's command line)."""
+    """subprocess.Popen for the outer process."""
 
     def __init__(self, ncu: str):
         self.ncu, self.runs, self.section, self.per_section = ncu, [], None, {}
@@ -405,8 +374,7 @@ LAUNCH_MODE = {
 
 
 def section_one_names(namespace: dict, environment: dict | None = None):
-    """Section 1's names made with section 1's own functions (after the setup-helper cell); `environment` overrides
-    what they record."""
+    """Section 1's names made with section 1's own functions (after the setup-helper cell)."""
     import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
     import torch
 
@@ -435,8 +403,7 @@ def name_section_one(namespace: dict, environment: dict, torch) -> None:
 
 
 def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
-    """What the inner process replays for a call of `section`: the shared define cells, then the section's define
-    and run cells (not the CUPTI child, not section 10's own ncu command lines)."""
+    """What the inner process replays for a call of `section`."""
     return [
         step
         for step in recordings.plan(cells, [section])
@@ -445,9 +412,7 @@ def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, s
 
 
 def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_line, recorded=None) -> dict:
-    """recordings.execute() in launch mode: section 1's names made after the setup helpers, nsight patched, profiled
-    calls through `calls`; `recorded` stands in for "recorded ..." steps. Adds "namespace" and "ncu_runs" (section ->
-    ncu processes its own cells started). In the inner process a failure propagates."""
+    """recordings.execute() in launch mode."""
     namespace = {"__name__": "__main__", "RECORDING": recorded}
 
     def before(section, cell_id, role):

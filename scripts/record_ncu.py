@@ -1,20 +1,11 @@
 #!/usr/bin/env python3
 """Record the notebook's sections 2 to 10 under Nsight Compute on a GPU machine, in launch mode.
 
-    python3 scripts/record_ncu.py                      # on a GPU machine with ncu 2025.1+ on PATH (or NCU_PATH)
-    python3 scripts/record_ncu.py --sections 2,3,5     # only these; the others stay as the recording has them
-    python3 scripts/record_ncu.py --plan               # anywhere: the cells it would run, the metrics; no GPU
+    python3 scripts/record_ncu.py [--sections 2,3,5] [--plan] [--keep-work]
 
-Why launch mode: nsight-python 1.1.0 attaches only ncu 2026.2.1+; the GPU runner has 2025.3.1. This outer process
-runs the notebook's own cells (scripts/recordings.py, plumbing/cells.py's SECTION_PLAN) with nsight's collect
-unchanged and the functions it calls patched (ncu_launch.py, check_nsight_internals). Each profiled call starts
-`ncu <nsight's attach flags, minus --mode/--process-id, plus --nvtx, always --clock-control none> python3
-scripts/ncu_inner.py --work WORK --call N-k`, which replays section N up to call k under nsight's own session;
-collect then reads the report with nsight's own extraction.
-
-Output, in docs/verified/<gpu>-ncu-<version>/ (or --dest; with --sections merged into what is there): recording.json,
-the REPORT_FOLDERS (reports as .ncu-rep.xz), tu104_metrics.txt and tu104_metric_suffixes.txt. Exit status: 0 when
-every recorded section is ok, 2 otherwise (the rest still written).
+Launch mode because nsight-python 1.1.0 attaches only to ncu 2026.2.1+ and the runner has 2025.3.1: each profiled
+call runs `ncu <nsight's flags, --clock-control none> python3 scripts/ncu_inner.py --work W --call N-k` (ncu_launch.py).
+Writes docs/verified/<gpu>-ncu-<version>/; exit 2 unless every recorded section is ok.
 """
 
 from __future__ import annotations
@@ -64,8 +55,7 @@ def notebook_metrics(cells: list[dict]) -> list[str]:
 
 
 def metric_families(cells: list[dict]) -> list[str]:
-    """The metric families (`lts__`, `launch__`, `smsp__`, ...) of every metric name the notebook writes: whole
-    names, names built in an f-string (launch__occupancy_limit_{kind}) and patterns (smsp__..._stalled_(\\w+))."""
+    """The metric families (`lts__`, `launch__`, `smsp__`, ...) of every metric name the notebook writes."""
     found = {DEFAULT_METRIC.split("__", 1)[0]}
     for text in _code_strings(cells):
         found |= set(METRIC_FAMILY.findall(text))
@@ -123,7 +113,7 @@ def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
 
 def folder_name(gpu: str, ncu_version: str) -> str:
     version = ncu_version.rsplit(".", 1)[0] if ncu_version.count(".") > 2 else ncu_version
-    return f"{recorder_input.gpu_slug(gpu)}-ncu-{version}"
+    return f"{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}-ncu-{version}"  # NVIDIA H200 -> nvidia-h200
 
 
 def query_metrics(ncu: str, families: list[str], bases: list[str], dest: Path, version: str):
@@ -177,17 +167,24 @@ def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[
 
 
 def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | None:
-    """The recording that stands in for missing_dependencies(sections), its reports restored into the run's output
-    folder; None when every section read is recorded in this run."""
-    folder = recordings.dependency_recording(sections, dest_root)
-    if folder is None:
+    """The newest recording holding the sections these read but are not recorded with them, its reports restored
+    into the run's output folder; None when there are none."""
+    missing = recordings.missing_dependencies(sections)
+    if not missing:
         return None
-    recordings.restore_report_folders(folder, work / "out")
+    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{recordings.RECORDING_FILE}"))
+              if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
+    if not usable:
+        raise RecorderError(
+            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
+            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
+        )
+    recordings.restore_report_folders(usable[-1], work / "out")
     for number in sections:
         for name in report_folders_of(number):
             shutil.rmtree(work / "out" / name, ignore_errors=True)  # its own: made again here
-    log_line(f"[record] sections {recordings.missing_dependencies(sections)} (read by {sections}) from {folder}")
-    return recordings.load_recording(folder)
+    log_line(f"[record] sections {missing} (read by {sections}) from {usable[-1]}")
+    return recordings.load_recording(usable[-1])
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:

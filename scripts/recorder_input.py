@@ -1,8 +1,5 @@
-"""What scripts/record_ncu.py checks of its input before anything runs: --sections, and its scratch folder
-(NSPY_RECORD_WORK, else ./record_ncu_work). The recorder leaves MARKER in the folder it makes; the next run empties
-only a folder holding that marker (or an empty one, which it adopts), never the clone, a folder above it, HOME or /,
-nor a folder of other files: check_scratch_folder() refuses those, naming the setting, before the GPU checks, and
-emptied_scratch_folder() checks again where it deletes.
+"""What scripts/record_ncu.py checks before anything runs: --sections, and its scratch folder (NSPY_RECORD_WORK),
+which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /.
 """
 
 from __future__ import annotations
@@ -10,7 +7,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -21,16 +17,10 @@ SETTING = "NSPY_RECORD_WORK"
 MARKER = ".nspy-recorder-scratch"  # written by emptied(): this folder is a recorder's, its files may go
 
 
-def chosen(default_name: str, environ=os.environ) -> Path:
-    """NSPY_RECORD_WORK (~ expanded, relative to the current folder), else ./<default_name>."""
-    given = environ.get(SETTING)
-    return Path(given).expanduser().resolve() if given else (Path.cwd() / default_name).resolve()
-
-
 def check_scratch_folder(default_name: str, environ=os.environ) -> Path:
     """The scratch folder, or a RecorderError that names the setting and what to do. Deletes and writes nothing."""
-    work = chosen(default_name, environ)
-    given = environ.get(SETTING)
+    given = environ.get(SETTING)  # ~ expanded, relative to the current folder
+    work = Path(given).expanduser().resolve() if given else (Path.cwd() / default_name).resolve()
     what = f"{SETTING}={given}" if given else f"the default scratch folder {work} ({SETTING} is not set)"
     fix = f"set {SETTING} to a new or empty folder (the recorder makes it and empties only what it made)"
     home = Path(environ.get("HOME") or Path.home()).expanduser().resolve()
@@ -111,8 +101,3 @@ def importlib_version(name: str) -> str:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
-
-
-def gpu_slug(gpu: str) -> str:
-    """'NVIDIA H200' -> 'nvidia-h200': the start of a recording folder's name."""
-    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")

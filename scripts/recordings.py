@@ -1,7 +1,5 @@
-"""The recording library of scripts/record_ncu.py and render_recorded.py: the plan (plumbing/cells.py's
-SECTION_PLAN), the one executor of cells, values <-> JSON, docs/verified/<folder>/recording.json, and what a CPU
-runs in place of a section's run cells (the values they bound on the GPU machine).
-"""
+"""The recording library of record_ncu.py and render_recorded.py: the plan, the one executor of cells, values <->
+JSON, docs/verified/<folder>/recording.json, and what a CPU runs in place of a section's run cells."""
 
 from __future__ import annotations
 
@@ -115,10 +113,7 @@ def prelude_cell_ids(cells: list[dict]) -> list[str]:
 
 
 def plan(cells: list[dict], sections) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role) in order: the harness cells and the define cells that bind SHARED_NAMES ("prelude";
-    record_ncu.py makes section 1's names itself), then each section's code cells in notebook order. A section the
-    recorded ones read (SECTION_DEPENDENCY) but not recorded with them runs first from a recording ("recorded <role>").
-    """
+    """(section, cell id, role) in order."""
     steps = [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells)]
     for number in sorted(set(sections) | set(missing_dependencies(sections))):
         prefix = "" if number in sections else "recorded "
@@ -142,22 +137,6 @@ def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
     if role.startswith("recorded ") and role.removeprefix("recorded ") in REPLACED_ON_CPU:
         return inject_source(cell_id)
     return cell_source(cells, cell_id)
-
-
-def dependency_recording(sections: list[int], dest_root: Path) -> Path | None:
-    """The newest recording in dest_root holding missing_dependencies(sections) (None if there are none), else a
-    RecorderError that says what to record."""
-    missing = missing_dependencies(sections)
-    if not missing:
-        return None
-    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{RECORDING_FILE}"))
-              if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
-    if not usable:
-        raise RecorderError(
-            f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
-            f"together (--sections {','.join(map(str, sorted({*sections, *missing})))})"
-        )
-    return usable[-1]
 
 
 def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str]:
@@ -242,8 +221,7 @@ def log_line(text: str) -> None:
 
 
 def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> dict:
-    """Execute a cell as a notebook would (its last expression's value printed): {"source", "output", "variables"
-    (the recordable values it bound or rebound)}. An exception propagates with the output so far in `cell_output`."""
+    """Execute a cell as a notebook would (its last expression's value printed)."""
     buffer = io.StringIO()
 
     class Tee(io.TextIOBase):
@@ -272,12 +250,7 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
 
 
 def execute(steps, namespace: dict, log=log_line, before=None, after=None, propagate=False) -> dict:
-    """Run the steps' cells (plan()) in namespace: the one executor of the outer and the inner process.
-
-    Returns {"runs": {cell id: run}, "failed": {section: cell id}, "wall_s": {section: s}}. A failing cell stops its
-    section and the sections that read it; a failing shared (prelude) cell stops everything; with `propagate` (the inner
-    process under ncu) it propagates. before(section, cell id, role) runs before each cell, after() after each ok.
-    """
+    """Run the steps' cells (plan()) in namespace."""
     cells, runs, failed, wall_s = load_cells(), {}, {}, {}
     for section, cell_id, role in steps:
         if section not in failed and failed_dependency(section, failed):
@@ -392,15 +365,9 @@ def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
     return path
 
 
-def recording_file(folder: Path) -> Path:
-    if not (Path(folder) / RECORDING_FILE).exists():
-        raise RecorderError(f"{folder} holds no {RECORDING_FILE}")
-    return Path(folder) / RECORDING_FILE
-
-
 def load_recording(folder: Path) -> dict:
     """A recording with its values decoded; `variables`: every cell's, a later cell's value of a name winning."""
-    recording = json.loads(recording_file(folder).read_text())
+    recording = json.loads((Path(folder) / RECORDING_FILE).read_text())
     if recording.get("format") != FORMAT:
         raise RecorderError(f"{folder}: recording format {recording.get('format')}, this library reads {FORMAT}")
     recording["environment"], recording["variables"] = decode(recording["environment"]), {}
@@ -455,8 +422,7 @@ def inject_source(cell_id: str) -> str:
 
 
 def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, str]]:
-    """(cell id, role, source to run on a CPU) for section `number`: a run or gpu_define cell's the values it bound
-    on the GPU machine."""
+    """(cell id, role, source to run on a CPU) for section `number`."""
     by_id = {cell["id"]: cell for cell in cells}
     return [
         (cell_id, role, inject_source(cell_id) if role in REPLACED_ON_CPU else by_id[cell_id]["source"])

@@ -1,15 +1,8 @@
 #!/usr/bin/env python3
 """The one page builder: a recording's page, or with --executed the page of a headless (CUPTI) run, on a CPU.
 
-    python scripts/render_recorded.py                                   # every docs/verified/*/recording.json
-    python scripts/render_recorded.py docs/verified/nvidia-h200-ncu-2025.3.1
-    python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
-
-A recording's page (recorded_sections.ipynb/.html and summary.json, in its folder) runs the notebook's own cells
-in a real kernel with each run cell replaced by what it bound and printed on the GPU machine, then the summary cell.
-An executed run's page (HTML beside it) shows a SKIPPED section as its heading and a link to the recorded page and
-the CUPTI reason once. Both pages drop folded cells' input and give every plot alt text. Re-rendering unchanged data
-changes no file. Needs nbformat, nbclient and nbconvert (requirements-harness.txt; .ci/venv has them).
+python scripts/render_recorded.py [FOLDER ...]     # default: every docs/verified/*/recording.json
+python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
 """
 
 from __future__ import annotations
@@ -31,12 +24,8 @@ try:
     from nbconvert.preprocessors import TagRemovePreprocessor
     from traitlets.config import Config
 except ImportError as missing:
-    raise SystemExit(
-        f"render_recorded.py needs nbformat, nbclient and nbconvert, and this Python ({sys.executable}) lacks "
-        f"{missing.name}. Run it with the test suite's environment: scripts/run_tests makes .ci/venv, then "
-        ".ci/venv/bin/python scripts/render_recorded.py; or install them: "
-        "python3 -m pip install -r requirements-harness.txt"
-    ) from None
+    raise SystemExit(f"this Python ({sys.executable}) lacks {missing.name}: run .ci/venv/bin/python "
+                     "scripts/render_recorded.py (scripts/run_tests makes .ci/venv)") from None  # fmt: skip
 
 import notebook_format
 import recordings
@@ -205,8 +194,7 @@ def _text(node: ast.AST) -> str:
 
 
 def alt_text(source: str) -> str:
-    """Alt text for the plot a cell draws: its titles, then its axis labels, as the cell (or the plumbing/figures.py
-    plot_ helper it calls) writes them."""
+    """Alt text for the plot a cell draws."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -231,8 +219,7 @@ def alt_text(source: str) -> str:
 
 
 def export_html(notebook: nbformat.NotebookNode) -> str:
-    """Both pages' HTML: folded cells' input dropped; every PNG the alt text of the cell that drew it (titles and
-    labels, then the alt text the cell displayed it with, if any)."""
+    """Both pages' HTML: folded cells' input dropped, every plot with its cell's alt text."""
     exporter = HTMLExporter()
     exporter.register_preprocessor(
         TagRemovePreprocessor(remove_input_tags={"remove-input"}, remove_cell_tags={"remove-cell"}), enabled=True
@@ -268,8 +255,7 @@ def cupti_reason(summary: dict) -> str:
 
 
 def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, recorded_link: str):
-    """A SKIPPED section keeps its heading (its first cell) and one line pointing to the recorded page; the reason is
-    printed once."""
+    """A SKIPPED section keeps its heading (its first cell) and one line pointing to the recorded page."""
     skipped, reason = skipped_sections(summary), cupti_reason(summary)
     kept, collapsed = [], set()
     for cell in notebook.cells:
@@ -299,20 +285,13 @@ def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, re
 
 def cupti_page(executed: Path) -> Path:
     """The HTML page of an executed notebook (scripts/run_headless), next to it."""
-    try:
+    what = "nbformat cannot read it as a notebook"
+    try:  # either cut short: a run killed while nbmake wrote it
         notebook = nbformat.read(executed, as_version=4)
-    except ValueError as error:  # not JSON, or cut short: a run killed while nbmake wrote it
-        raise SystemExit(
-            f"--executed {executed}: nbformat cannot read it as a notebook ({type(error).__name__}); "
-            "run scripts/run_headless again to write it whole"
-        ) from None
-    try:
+        what = "no readable summary.json beside it"
         summary = json.loads((executed.parent / "summary.json").read_text())
     except (OSError, ValueError) as error:
-        raise SystemExit(
-            f"--executed {executed}: no readable summary.json beside it ({type(error).__name__}); the page takes each "
-            "section's status and the CUPTI reason from it. Run scripts/run_headless again, which writes both."
-        ) from None
+        raise SystemExit(f"--executed {executed}: {what} ({error}); run scripts/run_headless again") from None
     folders = recordings.recording_folders()
     link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""  # committed beside the recordings
     target = executed.with_suffix(".html")
@@ -382,23 +361,16 @@ def render(folder: Path) -> tuple[Path, bool]:
 
 
 def recording_problem(folder: Path) -> str | None:
-    """Why a folder cannot be read as a recording, naming the file and how to make it again; None if it can."""
+    """Why a folder cannot be read as a recording, and how to make it again; None if it can."""
+    path, again = folder / recordings.RECORDING_FILE, "record it again on the GPU machine (scripts/record_ncu.py)"
     if not folder.is_dir():
-        return (
-            f"{folder} is not a folder: give a recording folder that scripts/record_ncu.py wrote "
-            "(docs/verified/<gpu>-ncu-<version>/), or none to render every docs/verified/*/recording.json"
-        )
+        return f"{folder} is not a folder: give one that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<v>/)"
+    if not path.exists():
+        return f"{folder} holds no {path.name}: {again}"
     try:
-        path = recordings.recording_file(folder)
         json.loads(path.read_text())
-    except recordings.RecorderError as error:
-        return f"{error}: give a folder that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<version>/)"
     except (OSError, ValueError) as error:
-        return (
-            f"{path} cannot be read as a recording ({type(error).__name__}: {error}); it is cut short or not JSON. "
-            f"Restore it (git checkout -- {path}) or record it again on the GPU machine (python3 scripts/record_ncu.py;"
-            " README: Re-recording the Nsight Compute data)"
-        )
+        return f"{path} cannot be read as a recording ({error}): restore it (git checkout -- {path}) or {again}"
     return None
 
 

@@ -1,12 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate the evidence tables of README.md and docs/maintainers.md from the committed docs/verified/ files.
+"""Regenerate the evidence tables of README.md and docs/maintainers.md from docs/verified/*/summary.json.
 
-    python scripts/verified_table.py          # rewrite the tables between their markers
-    python scripts/verified_table.py --check  # exit 1 if a table differs from the files
-
-One row per docs/verified/*/summary.json (the notebook's summary cell writes it: in a headless run, beside
-run_info.json, or on a recording's page, beside recording.json): the narrow table in README.md, the whole one and
-each recording's cost per section in docs/maintainers.md.
+python scripts/verified_table.py [--check]   # --check: exit 1 if a table differs from the files
 """
 
 from __future__ import annotations
@@ -86,10 +81,6 @@ def _line(cells) -> str:
     return "| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |"
 
 
-def row(summary_path: Path) -> str:
-    return _line(row_cells(summary_path))
-
-
 def row_cells(summary_path: Path) -> list:
     """A table row of what summary.json says; its wall time and commit from run_info.json or recording.json."""
     summary, folder = read_json(summary_path), summary_path.parent
@@ -145,7 +136,7 @@ def cost_rows(recording_path: Path) -> list[str]:
             seconds(cost.get("wall_s")),
             info["notebook_commit"][:7],
         ]  # fmt: skip
-        rows.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+        rows.append(_line(cells))
     return rows
 
 
@@ -168,13 +159,6 @@ def numbers_text(numbers) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
-def backends_text() -> str:
-    return (
-        f"sections {numbers_text(CUPTI_SECTIONS)} run on CUPTI, and {numbers_text(NCU_ONLY_SECTIONS)} (which need "
-        "Nsight Compute) are SKIPPED"
-    )
-
-
 def replace_table(page: str, new_table: str, begin: str = BEGIN, end: str = END, inline: bool = False) -> str:
     """The page with the text between the markers replaced; a page without the markers is returned as it was."""
     if begin not in page or end not in page:
@@ -190,7 +174,13 @@ def tables() -> list[tuple[str, str, str, bool]]:
         (EVIDENCE_BEGIN, EVIDENCE_END, table(columns=NARROW, header=NARROW_HEADER), False),
         (BEGIN, END, table(), False),
         (COST_BEGIN, COST_END, cost_table(), False),
-        (BACKENDS_BEGIN, BACKENDS_END, backends_text(), True),
+        (
+            BACKENDS_BEGIN,
+            BACKENDS_END,
+            f"sections {numbers_text(CUPTI_SECTIONS)} run on CUPTI, and "
+            f"{numbers_text(NCU_ONLY_SECTIONS)} (which need Nsight Compute) are SKIPPED",
+            True,
+        ),  # fmt: skip
     ]
 
 

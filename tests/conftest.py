@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import nbformat
 import pytest
-from support import NOTEBOOK
+from support import NOTEBOOK, fake_ncu
 
 from plumbing.cells import SECTION_PLAN
 
@@ -16,28 +14,13 @@ def notebook() -> nbformat.NotebookNode:
     return nbformat.read(NOTEBOOK, as_version=4)
 
 
-FAKE_NCU = """#!{python}
-# Stands in for ncu: records its command line and what the inner would have written, then exits.
-import json, sys
-from pathlib import Path
-args = sys.argv[1:]
-Path({log!r}).write_text(json.dumps(args))
-work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]  # call: <section>-<k>
-Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
-print("==PROF== Report:", Path(work, "out", "s4", "report.ncu-rep"), "by", sys.executable)  # as ncu names its -o
-"""
-
-
 @pytest.fixture
 def patched(tmp_path, monkeypatch):
     """The outer recorder's patches on the installed nsight, with a fake ncu; undone afterwards."""
     import ncu_launch  # here, not at the top: the GPU run's pytest has no nsight of its own
     from nsight.collection import ncu as nsight_ncu
 
-    log = tmp_path / "ncu_args.json"
-    fake = tmp_path / "ncu"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log)))
-    fake.chmod(0o755)
+    fake, log = fake_ncu(tmp_path)
     work = tmp_path / "work"
     (work / "calls").mkdir(parents=True)
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))

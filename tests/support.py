@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -51,6 +52,32 @@ def frame_rows(frame, regions: int, metrics: int) -> dict:
     return {key: value * TO_BASE[unit] for key, value, unit in zip(keys, frame.AvgValue, frame.Unit, strict=True)}
 
 
+FAKE_NCU = """#!{python}
+# Stands in for ncu: notes its command line; a profiled call writes what the inner would have; `--import` prints a
+# page; section 10's own profile copies `report` to where -o says.
+import json, shutil, sys
+from pathlib import Path
+args = sys.argv[1:]
+Path({log!r}).write_text(json.dumps(args))
+if "--import" in args:
+    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
+elif "--call" in args:
+    work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
+    Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
+    print("==PROF== Report:", Path(work, "out", "s4", "report.ncu-rep"), "by", sys.executable)  # as ncu names its -o
+else:
+    shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
+"""
+
+
+def fake_ncu(folder, report="") -> tuple:
+    """(the fake ncu, the file it notes its last command line in), in folder."""
+    fake, log = folder / "ncu", folder / "ncu_args.json"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report)))
+    fake.chmod(0o755)
+    return fake, log
+
+
 def gpu_listing() -> str:
     """What `nvidia-smi -L` lists, or '' when there is no NVIDIA GPU (or no driver)."""
     try:
@@ -63,8 +90,7 @@ def gpu_listing() -> str:
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:
-    """The plan's shared cells then `cell_ids`, run in this process under Nsight Compute; `names` stand in for
-    section 1's."""
+    """The plan's shared cells then `cell_ids`, run in this process under Nsight Compute."""
     import nsight
 
     cells = recordings.load_cells()
@@ -104,8 +130,7 @@ def load_json(path: Path) -> dict:
 
 
 def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow: under CUPTI exactly the sections that need Nsight Compute
-    are SKIPPED, for a declared environment limit; under Nsight Compute none is."""
+    """Sections whose status the backend does not allow."""
     profiler = summary["environment"].get("profiler")
     if profiler not in ("ncu", "cupti"):
         return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
@@ -160,8 +185,7 @@ def parse(template: str, findings: list[str]) -> list:
 
 
 class RecordedNotebook:
-    """A kernel with the harness, section 1's names and the shared define cells from a recording; then the recorded
-    sections in notebook order, each run cell replaced by what it bound on the GPU machine."""
+    """A kernel with the harness, section 1's names and the shared define cells from a recording."""
 
     def __init__(self, folder: Path, tmp_path: Path):
         self.folder, self.out = folder, tmp_path / "out"
@@ -184,8 +208,7 @@ class RecordedNotebook:
             raise
 
     def section(self, number: int) -> str:
-        """What section `number` printed. The recorded sections before it run first, in notebook order, once per
-        kernel; a section that fails (or does not end ok) fails every later call, naming its cells."""
+        """What section `number` printed."""
         assert number in self.sections, f"{self.folder.name} holds no section {number}: {RERECORD}"
         while number not in self.outputs:
             assert self.failure is None, self.failure
@@ -240,8 +263,7 @@ class RecordedNotebook:
         return peaks
 
     def altered(self, number: int, change: str, read: str = "None") -> dict:
-        """{"findings": what section `number`'s analysis cells conclude after `change` (code run in a copy of the
-        namespace), "read": `read` evaluated there}; the kernel's own results are put back."""
+        """What section `number`'s analysis cells conclude after `change`, in a copy of the namespace."""
         self.section(number)
         sources = [source for _, role, source in recordings.cpu_section_sources(self.cells, number)
                    if role == "analysis"]  # fmt: skip

@@ -1,5 +1,4 @@
-"""scripts/ncu_launch.py on CPU: the ncu command it builds from nsight's own, the check that names what moved in a
-new nsight-python, nsight's collect driven through the patches to a fake ncu, and an ncu that hangs or fails."""
+"""scripts/ncu_launch.py on CPU: the ncu command from nsight's own, the internals check, collect to a fake ncu."""
 
 from __future__ import annotations
 
@@ -66,7 +65,7 @@ def _collect_calling_nothing(self, func, configs, settings):
     ("attribute", "replacement", "named"),
     [(None, None, None), ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
      ("launch_ncu", _swapped_launch_ncu, "launch_ncu takes"),
-     ("collect", _collect_calling_nothing, "no longer calls begin_profiling.*no longer calls extract_df_from_report")],
+     ("collect", _collect_calling_nothing, "no longer uses begin_profiling.*no longer uses extract_df_from_report")],
 )  # fmt: skip
 def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
     if attribute == "begin_profiling":

@@ -1,6 +1,4 @@
-"""scripts/record_ncu.py (the outer recorder) and scripts/ncu_inner.py (what ncu launches) on CPU: the plan, the
-clock policy (every ncu gets --clock-control none; a clock_control='base' call is served from the committed
-recording that ran it, or refused), and the plan replayed with a fake ncu up to what only the GPU runner can do."""
+"""scripts/record_ncu.py and ncu_inner.py on CPU: the plan, the clock policy, and the plan replayed with a fake ncu."""
 
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ import pytest
 import record_ncu
 import recordings
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT, RUN, ncu_namespace
+from support import ROOT, RUN, fake_ncu, ncu_namespace
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 
@@ -92,6 +90,33 @@ def test_a_recording_folder_names_the_gpu_and_ncus_version_to_its_patch_level(ve
     assert record_ncu.folder_name("NVIDIA H200", version) == f"nvidia-h200-ncu-{folder}"
 
 
+@pytest.mark.parametrize(("given", "version"), [("folder", "2025.1.0"), ("file", "2025.3.1"), ("folder", "2025.0.9")])
+def test_ncu_path_names_the_ncu_the_recorder_runs_and_one_older_than_2025_1_is_refused(tmp_path, monkeypatch, given,
+                                                                                     version):  # fmt: skip
+    fake = tmp_path / "ncu"
+    fake.write_text(f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("NCU_PATH", str(tmp_path if given == "folder" else fake))
+    assert record_ncu.ncu_executable() == str(fake), "NCU_PATH (a folder: its ncu) must be the ncu that runs"
+    if version < "2025.1":
+        with pytest.raises(recordings.RecorderError, match=f"ncu {version} is older than 2025.1"):
+            record_ncu.launch_mode_ncu_version(str(fake))
+    else:
+        assert record_ncu.launch_mode_ncu_version(str(fake))[0] == version
+    monkeypatch.setenv("NCU_PATH", str(tmp_path / "none"))
+    with pytest.raises(recordings.RecorderError, match="NCU_PATH=.* names no executable ncu"):
+        record_ncu.ncu_executable()
+
+
+def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monkeypatch, tmp_path):
+    monkeypatch.setattr(record_ncu, "require_gpu", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+    monkeypatch.delattr(nsight_ncu, "begin_profiling")
+    monkeypatch.setattr(record_ncu, "ncu_executable", lambda: pytest.fail("ncu was looked for before nsight's check"))
+    with pytest.raises(recordings.RecorderError, match="begin_profiling is gone"):
+        record_ncu.outer(tmp_path, [2], False)
+
+
 def test_plan_of_section_10_alone_reads_the_sections_it_needs_from_the_recording():
     done = _record_ncu("--plan", "--sections", "10")
     assert done.returncode == 0, done.stderr
@@ -99,22 +124,11 @@ def test_plan_of_section_10_alone_reads_the_sections_it_needs_from_the_recording
         assert f"section {number}: read by [10], taken from the recording in docs/verified" in done.stdout
     others = re.findall(r"^section [2-9]: \S+ \((?!recorded )", done.stdout, re.M)
     assert not others, f"only section 10's cells are recorded: {others}"
-    cells = recordings.load_cells()
-    steps = recordings.plan(cells, [10])
-    assert [s for s in steps if s[0] == 10] == [(10, c, r) for c, r in recordings.section_steps(cells, 10)]
-    assert not any(role.startswith("recorded ") for _, _, role in recordings.plan(cells, [6, 8, 10]))
 
 
-def test_the_staleness_check_sees_what_every_visible_define_cell_binds_if_use_ncu_blocks_included():
-    cells = recordings.load_cells()
-    for number, plan in SECTION_PLAN.items():
-        for cell_id in plan.get("define", ()):
-            source = recordings.cell_source(cells, cell_id)
-            if not source.lstrip().startswith("# @title"):
-                bound = recordings.top_level_names(source)
-                assert bound and bound <= recordings.benchmark_setting_names(cells, [number]), cell_id
+def test_the_staleness_check_sees_the_settings_each_define_cell_binds_if_use_ncu_blocks_included():
     assert {"CONDITION_METRICS", "BOUND_METRICS", "FUSION_N", "FUSION_METRICS"} <= (
-        recordings.benchmark_setting_names(cells)
+        recordings.benchmark_setting_names(recordings.load_cells())
     ), "the Nsight Compute sections' settings (inside if USE_NCU:) must be compared"
 
 
@@ -125,17 +139,6 @@ def test_an_inner_process_replays_only_the_shared_cells_and_its_own_sections_def
         ids = [cell_id for _, cell_id, _ in ncu_launch.inner_plan(cells, number)]
         own = [c for c, role in recordings.section_steps(cells, number) if role not in ("analysis",)]
         assert ids == shared + [c for c in own if c not in NOT_UNDER_NCU], f"section {number}: {ids}"
-
-
-def test_section_10_alone_reads_6_and_8_from_a_recording_or_says_to_record_them_together(tmp_path):
-    work = tmp_path / "work"
-    with pytest.raises(recordings.RecorderError, match=r"--sections 6,8,10"):
-        record_ncu.needed_reports([10], tmp_path / "empty", work)
-    recorded = record_ncu.needed_reports([10], COMMITTED[0].parent, work)
-    assert {"6", "8"} <= set(recorded["sections"])
-    assert any(path.name.endswith(".ncu-rep") for path in (work / "out" / "s8_off").iterdir())
-    assert not any((work / "out" / own).exists() for own in report_folders_of(10)), "section 10's own: made again"
-    assert record_ncu.needed_reports([6, 8, 10], tmp_path / "empty", tmp_path / "other") is None
 
 
 def test_an_ncu_command_line_without_clock_control_none_is_refused_before_it_starts(tmp_path):
@@ -153,34 +156,17 @@ def test_an_ncu_command_line_without_clock_control_none_is_refused_before_it_sta
 
 
 # ---------------------------------------------------------------- the plan replayed on a CPU with a fake ncu
-FAKE_NCU = """#!{python}
-# A profiled call's ncu notes the session time the inner would have written; `--import` prints a page; a profile
-# of section 10's command line copies the committed report to where -o says.
-import json, shutil, sys
-from pathlib import Path
-args = sys.argv[1:]
-if "--import" in args:
-    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
-elif "--call" in args:
-    work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
-    Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
-else:
-    shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
-"""
 NO_REPORT = "No NVIDIA Nsight Compute report found"  # nsight's own extraction, after ncu ran: no GPU, no report
 
 
 @pytest.fixture
 def launch_mode(tmp_path, monkeypatch):
-    """What the outer process has on the runner, without torch or a GPU: a fake ncu, section 1's names from the
-    committed recording's environment, nsight imported as with NSPY_NCU_INIT_AT_IMPORT=0."""
+    """What the outer process has on the runner, without torch or a GPU."""
     work = tmp_path / "work"
     (work / "calls").mkdir(parents=True)
     report = tmp_path / "sections.ncu-rep"
     report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_softmax").glob("*.ncu-rep.xz")).read_bytes()))
-    fake = tmp_path / "ncu"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, report=str(report)))
-    fake.chmod(0o755)
+    fake, _ = fake_ncu(tmp_path, report)
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
     facts = {**recordings.load_recording(COMMITTED[0])["environment"], "ncu_path": str(fake)}
@@ -201,7 +187,11 @@ def launch_mode(tmp_path, monkeypatch):
 def test_section_10_alone_runs_in_the_outer_on_the_sections_it_reads_every_ncu_with_clock_none(launch_mode):
     """--sections 10 up to s10-details: 6 and 8 from the recording, section 10's own ncu through the guard."""
     work, replay = launch_mode
+    with pytest.raises(recordings.RecorderError, match=r"--sections 6,8,10"):
+        record_ncu.needed_reports([10], work / "no recordings", work)
+    assert record_ncu.needed_reports([6, 8, 10], work / "no recordings", work / "other") is None
     recorded = record_ncu.needed_reports([10], COMMITTED[0].parent, work)
+    assert not any((work / "out" / own).exists() for own in report_folders_of(10)), "section 10's own: made again"
     done, calls, guard = replay(recordings.plan(recordings.load_cells(), [10]), recorded)
     failures = {cell: run["output"][-1500:] for cell, run in done["runs"].items() if run.get("failed")}
     assert not failures, f"cells failed under the recorder's outer process: {failures}"
@@ -233,8 +223,7 @@ def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or
 
 
 def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_frame(tmp_path, monkeypatch):
-    """Under ncu, every call before the inner's own is answered with the raw frame the outer extracted: nsight's
-    own aggregation must give back the frame the recording holds (section 6: bound_frame)."""
+    """Under ncu, every call before the inner's own is answered with the raw frame the outer extracted."""
     recording = recordings.load_recording(COMMITTED[0])
     call = next(call for call in recording["calls"] if call["section"] == 6)
     (tmp_path / "calls").mkdir()
@@ -253,8 +242,7 @@ def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_
 
 
 def test_ncu_inner_runs_its_call_with_nsights_own_session_writes_its_time_and_exits_0(launch_mode, monkeypatch):
-    """The command the outer gives ncu, run as ncu would: ncu_inner.py replays section 6 to call 6-0, runs nsight's
-    run_profile_session for it (here a stand-in: no GPU), notes the session time for the outer and stops."""
+    """The command the outer gives ncu, run as ncu would."""
     work, _ = launch_mode
     from nsight.collection import core
 
@@ -293,5 +281,5 @@ def test_the_recorder_exits_2_when_a_section_failed_though_it_wrote_the_others(m
     monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "0")
     monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {8: RUN[8]}))
     assert record_ncu.main(["--dest", str(tmp_path)]) == 2 and RUN[8] in capsys.readouterr().err
-    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {}))
-    assert record_ncu.main(["--dest", str(tmp_path)]) == 0
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {} if keep else {0: "kept"}))
+    assert record_ncu.main(["--dest", str(tmp_path), "--keep-work"]) == 0, "--keep-work must reach the outer process"

@@ -1,11 +1,9 @@
-"""What a recording keeps of each section (the page and README's table read it, not printed text), and which cells a
-recorder runs for the sections it records (scripts/recordings.py)."""
+"""What a recording keeps of each section, and which cells the recorder runs for the sections it records."""
 
 import builtins
 
 import pytest
 import recordings
-import render_recorded
 from support import free_names, module_level_names
 
 from plumbing.cells import SECTION_ONE_NAMES, SECTION_PLAN
@@ -28,20 +26,6 @@ def test_a_sections_entry_is_failed_naming_the_cell_that_raised_else_what_its_ow
     assert not failed or failed[8] in entry["reason"], f"the reason must name the cell that failed: {entry['reason']!r}"
 
 
-def test_recording_a_section_again_replaces_its_figures_and_settings_and_keeps_the_others():
-    figure = {"name": "fp32 matmul 2048", "unit": "TFLOP/s"}
-    setting = next(iter(recordings.benchmark_setting_names(recordings.load_cells(), [4])))
-    old = {"format": recordings.FORMAT, "mode": "ncu", "sections": {"2": {}, "4": {}}, "cells": {}, "calls": [],
-           "figures": recordings.encode([{**figure, "section": 2, "value": 1.0}, {"section": 3, "value": 3.0}]),
-           "define_values": {setting: "an old value", "OTHER_SECTIONS_SETTING": 1}}  # fmt: skip
-    new = {**old, "define_values": {}, "figures": recordings.encode([{**figure, "section": 2, "value": 2.0}])}
-    merged = recordings.merge(old, new, [2, 4])
-    assert [(f["section"], f["value"]) for f in recordings.decode(merged["figures"])] == [(2, 2.0), (3, 3.0)]
-    assert merged["define_values"] == {"OTHER_SECTIONS_SETTING": 1}, (
-        f"recordings.merge must drop section 4's old {setting!r} (no cell makes it now) and keep the others' settings"
-    )
-
-
 def test_the_recording_keeps_a_prelude_cell_under_no_section_and_leaves_out_the_cells_of_a_section_it_read():
     run = {"source": "x = 1\n", "output": "", "variables": {"x": 1}}
     prelude, read, gpu = SECTION_PLAN[2]["define"][0], SECTION_PLAN[3]["run"][0], SECTION_PLAN[8]["gpu_define"][0]
@@ -58,15 +42,10 @@ def test_a_run_cells_injection_binds_exactly_what_that_cell_bound_on_the_gpu_mac
             namespace = {"RECORDING": recording}
             exec(recordings.inject_source(cell_id), namespace)
             assert set(namespace) - {"RECORDING", "__builtins__"} == set(entry["variables"]), cell_id
-    cost = {"profiled_calls": 0, "ncu_processes": 1, "ncu_wall_s": 0.0, "wall_s": 7.0}  # section 10 runs ncu itself
-    assert render_recorded.wall_note({"sections": {"10": {"cost": cost}}}, 10) == "", "no profiled call, no note"
 
 
 @pytest.mark.parametrize("number", SECTION_PLAN)
 def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cells_read(number):
-    """`--sections N`: every name section N's cells read from an earlier cell is bound by a cell the plan runs before
-    the section (a section it reads, SECTION_DEPENDENCY, from a recording), or is one of section 1's names, which
-    record_ncu.py makes itself."""
     cells = recordings.load_cells()
     steps = recordings.plan(cells, [number])
     first = next(index for index, (section, _, _) in enumerate(steps) if section == number)

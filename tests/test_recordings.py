@@ -1,6 +1,4 @@
-"""scripts/recordings.py, the library of the recorder and the page builder: what a cell run keeps, values <-> JSON,
-how a partial recording merges with the committed one, what a section's cost counts, and the checks made before
-anything runs (the Python's imports, the commit a recording names)."""
+"""scripts/recordings.py: a cell run, values <-> JSON, merging a partial recording, a section's cost."""
 
 from __future__ import annotations
 
@@ -28,12 +26,6 @@ def test_a_cell_run_keeps_its_source_what_it_printed_the_value_it_showed_and_the
     )
 
 
-def test_a_failing_cell_keeps_what_it_printed_before_it_failed():
-    with pytest.raises(ZeroDivisionError) as raised:
-        recordings.run_cell({}, "print('before')\n1 / 0", "s2-demo", echo=False)
-    assert raised.value.cell_output == "before\n"
-
-
 def test_frames_with_an_index_and_series_survive_the_json_round_trip():
     import pandas as pd
 
@@ -47,7 +39,7 @@ def test_frames_with_an_index_and_series_survive_the_json_round_trip():
     pd.testing.assert_frame_equal(back["p"], plain)
 
 
-def _recording(sections: dict, commit: str) -> dict:
+def _recording(sections: dict, commit: str, setting: str) -> dict:
     return {
         "format": recordings.FORMAT, "mode": "ncu", "provenance": {"notebook_commit": commit},
         "sections": {str(n): {"status": "ok", "notebook_commit": commit} for n in sections},
@@ -56,18 +48,21 @@ def _recording(sections: dict, commit: str) -> dict:
             **{cell: {"section": n, "role": "run", "source": commit} for n, cell in sections.items()},
         },
         "calls": [{"section": n, "cell": cell} for n, cell in sections.items()],
-        "figures": [{"section": n} for n in sections],
+        "figures": recordings.encode([{"section": n, "value": commit} for n in sections]),
+        "define_values": {setting: commit, "OTHER_SECTIONS_SETTING": commit} if commit == "old" else {},
     }  # fmt: skip
 
 
-def test_recording_some_sections_keeps_the_others_as_they_were(tmp_path):
-    recordings.write_recording(tmp_path, _recording({n: RUN[n] for n in (2, 3)}, "old"), [2, 3])
-    recordings.write_recording(tmp_path, _recording({3: RUN[3]}, "new"), [3])
+def test_recording_some_sections_replaces_theirs_and_keeps_the_others_as_they_were(tmp_path):
+    setting = next(iter(recordings.benchmark_setting_names(recordings.load_cells(), [3])))
+    recordings.write_recording(tmp_path, _recording({n: RUN[n] for n in (2, 3)}, "old", setting), [2, 3])
+    recordings.write_recording(tmp_path, _recording({3: RUN[3]}, "new", setting), [3])
     merged = json.loads((tmp_path / "recording.json").read_text())
     assert {n: info["notebook_commit"] for n, info in merged["sections"].items()} == {"2": "old", "3": "new"}
     assert merged["cells"][RUN[2]]["source"] == "old" and merged["cells"][RUN[3]]["source"] == "new"
     assert [(call["section"], call["cell"]) for call in merged["calls"]] == [(2, RUN[2]), (3, RUN[3])]
-    assert [figure["section"] for figure in merged["figures"]] == [2, 3]
+    assert [(f["section"], f["value"]) for f in recordings.decode(merged["figures"])] == [(2, "old"), (3, "new")]
+    assert merged["define_values"] == {"OTHER_SECTIONS_SETTING": "old"}, f"section 3's old {setting!r} must go"
 
 
 def test_a_sections_cost_counts_the_ncu_processes_it_started_not_the_calls_served_from_elsewhere():

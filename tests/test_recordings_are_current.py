@@ -1,6 +1,4 @@
-"""Staleness and evidence checks: the committed recordings are complete and were made from today's notebook, and the
-pages rendered from them are current. These fail on edits of the notebook that change what a recording holds (re-record
-then); the lessons on the recorded values are tested in test_section_NN.py."""
+"""Staleness and evidence checks: the committed recordings are complete, from today's notebook, pages current."""
 
 import hashlib
 import json

@@ -1,10 +1,5 @@
-"""The HTML pages a reader opens: a CUPTI-mode run from the GPU runner, turned into a page a reader can take in.
-
-scripts/render_recorded.py --executed renders a notebook that scripts/run_headless executed. Run here on the
-committed real run (docs/verified/*-cupti/), it must show each section that summary.json says was SKIPPED as its
-heading and one line that points to the recorded Nsight Compute page, print the CUPTI fallback reason (summary.json's)
-once, and give every plot alt text.
-"""
+"""The HTML pages a reader opens: the committed CUPTI run's page (render_recorded.py --executed) and the recorded
+page's summary."""
 
 from __future__ import annotations
 
@@ -92,8 +87,7 @@ def test_every_plot_has_alt_text_from_its_title(page):
 
 @pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
 def test_section_4s_note_names_the_recording_of_each_calls_rows_once_and_only_where_calls_were_served(folder):
-    """Section 4 mixes rows of two recordings (base clocks are never run on the runner): row by row, the page says
-    which recording each call's rows come from, in one table per section with served calls."""
+    """Section 4 mixes rows of two recordings (base clocks are never run on the runner)."""
     recording = recordings.load_recording(folder)
     note = render_recorded.served_note(recording, 4)
     rows = {tuple(cell.strip(" `") for cell in line.split("|")[1:3]): line for line in note.splitlines()[4:]}
@@ -125,8 +119,7 @@ def test_a_recorded_page_needs_every_section_ok_and_a_run_page_collapses_only_th
 
 @pytest.mark.parametrize("folder", recordings.recording_folders(), ids=lambda folder: folder.name)
 def test_the_recorded_pages_summary_json_says_what_the_gpu_run_said_section_by_section(folder):
-    """The page runs the notebook's summary cell on the recording: its summary.json (the README's row) must hold the
-    recording's figures, and each recorded section's verdict and time as the GPU machine recorded them."""
+    """The page runs the notebook's summary cell on the recording."""
     recording, text = recordings.load_recording(folder), (folder / "recorded_sections.html").read_text()
     facts = (recording["provenance"]["gpu"], recording["provenance"]["ncu_version"], "launch mode", "not attach")
     assert all(fact in text for fact in facts), f"the page must say {facts}: python scripts/render_recorded.py"
