@@ -1,16 +1,24 @@
-"""Staleness checks: the committed evidence is what the scripts make from today's notebook and files. These fail on
-any edit of the notebook (or of what the pages are made from) until the evidence is made again and committed."""
+"""Staleness and evidence checks, gathered here: the committed evidence (the recorded page, the tables, the runs, the
+recording, the notebook's embedded plumbing) is what the scripts make from today's notebook and files. Most fail on
+any edit of the notebook until the evidence is made again (the careless-edit audit leaves this file out)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
 import subprocess
 import sys
 
+import embed_modules
 import pytest
-from support import ROOT
+import record_ncu
+import recordings
+import render_recorded
+from support import NOTEBOOK, ROOT
+
+from plumbing.cells import SECTION_ONE_NAMES, section_of
 
 RECORDINGS = sorted(path.parent for path in (ROOT / "docs/verified").glob("*/recording.json"))
 
@@ -68,3 +76,104 @@ def test_published_pages_show_the_lesson_code_but_not_the_plumbing(page):
     text = re.sub(r"<[^>]+>", "", (ROOT / page).read_text())  # the page as a reader sees it, without markup
     assert "class SectionGuard" not in text and "def record_figure" not in text, f"{page} shows the folded code"
     assert "nsight.annotate(" in text, f"{page} lost the learner's code: only the folded cells' input may be dropped"
+
+
+NCU = recordings.recording_folders()
+RERECORD = "re-record on the GPU runner (scripts/record_ncu.py), run render_recorded.py, commit"
+UNITS = {"gpu__time_duration.sum": "ns", "dram__cycles_elapsed.avg.per_second": "hz", "lts__t_sector_hit_rate.pct": "%",
+         "gpc__cycles_elapsed.avg.per_second": "hz", "dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
+         "sm__throughput.avg.pct_of_peak_sustained_elapsed": "%",
+         "dram__throughput.avg.pct_of_peak_sustained_elapsed": "%"}  # fmt: skip
+on_ncu = pytest.mark.parametrize("folder", NCU, ids=[folder.name for folder in NCU])
+
+
+def test_a_recording_is_committed():
+    assert NCU, f"no Nsight Compute recording in docs/verified: the sections are untested; {RERECORD}"
+
+
+def test_every_recorded_section_ends_ok_on_its_recording_with_physical_figures_and_section_1s_names(recorded):
+    recorded.section(recorded.sections[-1])  # runs every section; fails, naming a section's cells, unless each is ok
+    assert not recorded.value("[f for f in FIGURES if f['check'] == 'SUSPECT']"), "figures outside physical limits"
+    present = recorded.value(f"[name for name in {list(SECTION_ONE_NAMES)!r} if name in globals()]")
+    assert set(SECTION_ONE_NAMES) - set(present) == {"torch"}, "cpu_section_one_source lacks a name of section 1"
+
+
+@on_ncu
+def test_each_recorded_figure_is_once_in_the_recording_and_is_the_one_its_section_printed(folder):
+    recording = recordings.load_recording(folder)
+    figures = recordings.decode(recording["figures"])
+    names = [(figure["section"], figure["name"]) for figure in figures]
+    assert len(names) == len(set(names)), f"{folder.name}: figures recorded twice {sorted(names)}: {RERECORD}"
+    for figure in figures:
+        printed = "".join(
+            e["output"] for cell_id, e in recording["cells"].items() if section_of(cell_id) == figure["section"]
+        )
+        assert f"{figure['name']}: {figure['value']:,.1f} {figure['unit']}" in printed, (
+            f"{folder.name}: figure {figure['name']} is not what section {figure['section']} printed: {RERECORD}"
+        )
+
+
+def test_recording_was_made_from_the_notebooks_current_benchmark_settings(recorded):
+    numbers = recorded.sections
+    recorded.section(numbers[-1])  # runs every recorded section's define cells
+    settings = recordings.benchmark_setting_names(recorded.cells, numbers)
+    then = {k: recordings.decode(v) for k, v in recorded.recording["define_values"].items() if k in settings}
+    now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
+    stale = sorted(name for name in then if json.loads(json.dumps(then[name], default=str)) != now[name])
+    assert not stale, f"the define cells changed {stale} since the recording {recorded.folder.name}: {RERECORD}"
+
+
+@on_ncu
+def test_recorded_units_are_nsight_computes_base_units_and_the_rated_clock_is_one(folder):
+    variables = recordings.load_recording(folder)["variables"]
+    frames = [
+        *variables["condition_frames"].values(),
+        *(variables[k] for k in ("bound_frame", "fusion_frame", "sweep_frame")),
+    ]
+    units = {(metric, unit) for frame in frames for metric, unit in zip(frame.Metric, frame.Unit, strict=True)}
+    assert not {(m, u) for m, u in units if UNITS.get(m, u) != u}, f"units differ from Nsight Compute's: {units}"
+    assert len({clock for frame in frames for clock in frame.ComputeClock}) == 1, "ComputeClock is a rated attribute"
+
+
+def test_every_metric_the_notebook_requests_exists_for_a_t4():
+    listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metric_suffixes.txt"))
+    assert listings, "no committed tu104 metric list (scripts/record_ncu.py writes tu104_metric_suffixes.txt)"
+    known = {line.split()[0] for line in listings[-1].read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
+    unknown = [metric for metric in record_ncu.notebook_metrics(recordings.load_cells()) if metric not in known]
+    assert not unknown, f"metrics the notebook requests that a T4's ncu does not know ({listings[-1].name}): {unknown}"
+
+
+@on_ncu
+def test_every_recorded_output_sits_beside_the_source_that_printed_it_and_changed_cells_are_named(folder):
+    notebook, recording = render_recorded.build(folder)
+    shown = {cell.metadata["recorded_cell"]: cell for cell in notebook.cells if "recorded_cell" in cell.metadata}
+    assert shown, "the page shows no recorded cell"
+    for cell_id, cell in shown.items():
+        entry, outputs = recording["cells"][cell_id], "".join(o.get("text", "") for o in cell.outputs)
+        assert (cell.source, outputs) == (entry["source"], entry["output"]), f"{cell_id}: not the recorded cell"
+        ran = recording["provenance"].get("cell_sha256", {}).get(cell_id, entry["sha256"])
+        assert hashlib.sha256(cell.source.encode()).hexdigest() == ran, f"{cell_id}: not the source that ran"
+    now = {cell["id"]: cell["source"] for cell in recordings.load_cells()}
+    changed = sorted(
+        c for c, e in recording["cells"].items() if e["role"] == "run" and c in now and e["source"] != now[c]
+    )
+    notes = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    named = sorted(set(re.findall(r"The notebook's cell `([a-z0-9-]+)` has changed since this recording", notes)))
+    assert named == changed, f"run cells changed since the recording: {changed}; the page names {named}"
+
+
+@on_ncu
+def test_recorded_notes_quote_ncu_wall_time_only_where_the_recording_timed_profiled_calls(folder):
+    notebook, recording = render_recorded.build(folder)
+    notes = [cell.source for cell in notebook.cells if cell.cell_type == "markdown" and "*Recorded:*" in cell.source]
+    quoted = sorted(float(seconds) for note in notes for seconds in re.findall(r"([\d.]+) s of ncu wall time", note))
+    timed = sorted(
+        round(info["cost"]["ncu_wall_s"], 1)
+        for info in recording["sections"].values()
+        if info["cost"].get("profiled_calls") and info["cost"].get("ncu_wall_s") is not None
+    )
+    assert quoted == timed, f"the notes quote {quoted} s of ncu wall time, the recording timed {timed} s"
+
+
+def test_every_embedding_cell_holds_todays_modules():
+    assert embed_modules.stale_cells(json.loads(NOTEBOOK.read_text())) == {}, "run scripts/embed_modules.py --fix"

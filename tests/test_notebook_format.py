@@ -36,11 +36,6 @@ def test_the_committed_notebook_is_canonical_and_fix_leaves_it_byte_for_byte(tmp
     assert copy.read_bytes() == NOTEBOOK.read_bytes(), "--fix changed a notebook that --check calls canonical"
 
 
-def test_every_embedding_cell_holds_todays_modules():
-    """A staleness check: it fails until `python scripts/embed_modules.py --fix` has run after a plumbing edit."""
-    assert embed_modules.stale_cells(json.loads(NOTEBOOK.read_text())) == {}, "run scripts/embed_modules.py --fix"
-
-
 def test_every_long_folded_cell_embeds_its_code_from_plumbing():
     by_hand = [i for i, s in _cells().items() if s.startswith("# @title") and len(s.splitlines()) > 15
                and not embed_modules.embedded_modules(s)]  # fmt: skip
