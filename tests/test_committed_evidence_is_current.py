@@ -1,6 +1,6 @@
 """Staleness and evidence checks, gathered here: the committed evidence (the recorded page, the tables, the runs, the
-recording, the notebook's embedded plumbing) is what the scripts make from today's notebook and files. Most fail on
-any edit of the notebook until the evidence is made again (the careless-edit audit leaves this file out)."""
+recording, the notebook's embedded plumbing) is what the scripts make from today's notebook and files. Several fail
+on any edit of the notebook until the evidence is made again; the careless-edit audit leaves out the page re-render."""
 
 from __future__ import annotations
 
