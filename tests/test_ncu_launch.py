@@ -103,7 +103,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
     assert call["combine_kernel_metrics"] == "add_kernels" and call["tag"].startswith("bench-")
     kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
-    assert "WORK/out/s4/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
+    assert "WORK/out/s4_all_none/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
         f"a recorded call must show this machine's paths relative to WORK or REPO (they are committed): {kept}"
     )
 
