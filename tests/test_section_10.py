@@ -91,3 +91,21 @@ def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_bel
     )
     findings = recorded.altered(10, change)["findings"]
     assert parse(STALLS, findings)[-1] == wording, f"with the second stall at {share:.0%} of the first: {findings}"
+
+
+@pytest.mark.parametrize(
+    ("shift", "wording"), [("np.nextafter(v, np.inf)", "equals"), ("v * (1 + 1e-9)", "differs from")]
+)
+def test_section_10_calls_the_csv_the_frame_up_to_its_last_digit_and_no_further(recorded, shift, wording):
+    change = (  # the CSV as read back, its AvgValue moved: by one last digit (a CSV round trip can) or by 1e-9
+        "class _CsvMoved:\n"
+        "    def __getattr__(self, name):\n"
+        "        return getattr(_pd, name)\n"
+        "    def read_csv(self, *args, **kwargs):\n"
+        "        read = _pd.read_csv(*args, **kwargs)\n"
+        "        v = read.AvgValue\n"
+        f"        return read.assign(AvgValue={shift})\n"
+        "_pd, pd = pd, _CsvMoved()\n"
+    )
+    findings = recorded.altered(10, change)["findings"]
+    assert parse(FILES, findings)[1] == wording, f"with the CSV's AvgValue at {shift}: {findings}"
