@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from notebook_format import REPO, NotANotebook, load_notebook, parse_args, render
+from notebook_format import REPO, each_notebook, parse_args, render
 
 SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by scripts/embed_modules\.py\)(?:  # noqa: E501)?$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
@@ -83,28 +83,23 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
     return stale
 
 
+def embed(path: Path, notebook: dict, fix: bool) -> int:
+    stale = stale_cells(notebook)
+    for index, cell in enumerate(notebook["cells"]):
+        if index in stale:
+            modules = ", ".join(module for module, _ in embedded_modules(stale[index]))
+            print(f"{path}: cell {index} ({cell['id']}) differs from {modules}")
+        cell["source"] = stale.get(index, "".join(cell["source"]))
+    if stale and fix:
+        path.write_text(render(notebook))
+    elif stale:
+        print(f"Embed them with: python {Path(__file__).resolve()} --fix {path}")
+    return 1 if stale and not fix else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, __doc__, "name the cells that differ from their modules (exit 1)", "rewrite them")
-    status = 0
-    for path in args.notebooks:
-        try:
-            notebook = load_notebook(path)
-            stale = stale_cells(notebook)
-        except (NotANotebook, EmbeddingError) as error:
-            print(f"{path}: {error}", file=sys.stderr)
-            status = 2
-            continue
-        for index, cell in enumerate(notebook["cells"]):
-            if index in stale:
-                modules = ", ".join(module for module, _ in embedded_modules(stale[index]))
-                print(f"{path}: cell {index} ({cell['id']}) differs from {modules}")
-            cell["source"] = stale.get(index, "".join(cell["source"]))
-        if stale and args.fix:
-            path.write_text(render(notebook))
-        elif stale:
-            print(f"Embed them with: python {Path(__file__).resolve()} --fix {path}")
-            status = 1
-    return status
+    return each_notebook(args, embed, errors=(EmbeddingError,))
 
 
 if __name__ == "__main__":

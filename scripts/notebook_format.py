@@ -113,23 +113,31 @@ def parse_args(argv: list[str] | None, doc: str, check: str, fix: str) -> argpar
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, status = parse_args(argv, __doc__, "report what is not canonical (exit 1)", "rewrite in canonical form"), 0
+def each_notebook(args: argparse.Namespace, handle, errors: tuple = ()) -> int:
+    """handle(path, notebook, fix) for each notebook given (0: as it should be, 1: not); 2 where one cannot be read."""
+    status = 0
     for path in args.notebooks:
         try:
-            notebook = load_notebook(path)
-        except NotANotebook as error:
+            status = max(status, handle(path, load_notebook(path), args.fix))
+        except (NotANotebook, *errors) as error:
             print(f"{path}: {error}", file=sys.stderr)
             status = 2
-            continue
-        if args.fix:
-            path.write_text(render(canonical(notebook)))
-        found = [] if args.fix else problems(path)
-        print("\n".join(f"{path}: {problem}" for problem in found) or f"{path}: canonical")
-        if found:
-            print(f"Fix with: python {os.path.relpath(__file__)} --fix {path}")
-            status = 1
     return status
+
+
+def check_or_fix(path: Path, notebook: dict, fix: bool) -> int:
+    if fix:
+        path.write_text(render(canonical(notebook)))
+    found = [] if fix else problems(path)
+    print("\n".join(f"{path}: {problem}" for problem in found) or f"{path}: canonical")
+    if found:
+        print(f"Fix with: python {os.path.relpath(__file__)} --fix {path}")
+    return 1 if found else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, __doc__, "report what is not canonical (exit 1)", "rewrite in canonical form")
+    return each_notebook(args, check_or_fix)
 
 
 if __name__ == "__main__":
