@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 
 import recordings
-from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
+from recordings import RECORDING_FILE, ROOT, RecorderError, decode, encode, log_line, recording_folders
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_ONE_NAMES, SETUP_HELPERS
 
@@ -305,8 +305,10 @@ class ProfiledCalls:
     def serve_committed(self, index: int, call: dict):
         """A call this machine must not run (clock control other than none), as a committed recording served it."""
         wanted = {k: call[k] for k in ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")}
-        calls = [c for f in recording_folders() for c in json.loads((f / "recording.json").read_text())["calls"]]
-        found = next((c for c in calls if c.get("served_from") and all(c.get(k) == v for k, v in wanted.items())), None)
+        matching = (
+            c for c in committed_calls() if c.get("raw_frame") and all(c.get(k) == v for k, v in wanted.items())
+        )
+        found = next(matching, None)
         if found is None:
             raise RecorderError(
                 f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for "
@@ -320,6 +322,22 @@ class ProfiledCalls:
         raw = decode(found["raw_frame"])
         self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
         return raw
+
+
+def committed_calls():
+    """Every call of the committed recordings, each with served_from: the recording that ran it (kept when later
+    recordings served it again)."""
+    for folder in recording_folders():
+        recording = json.loads((folder / RECORDING_FILE).read_text())
+        commit = str(recording["provenance"].get("notebook_commit"))[:7]
+        ran_here = {
+            "folder": folder.name,
+            "created_utc": recording["created_utc"],
+            "notebook_commit": commit,
+            "label": f"the recording of {recording['created_utc']} in {folder.name} (notebook commit {commit})",
+        }
+        for call in recording.get("calls", []):
+            yield {**call, "served_from": call.get("served_from") or {**ran_here, "call_index": call.get("index")}}
 
 
 def child_env(work: Path) -> dict:

@@ -65,6 +65,22 @@ def test_a_base_clock_call_is_served_from_the_committed_recording_that_ran_it(pa
     assert source["notebook_commit"] != recording["provenance"]["notebook_commit"], source["label"]
 
 
+def test_a_base_clock_call_that_ran_in_a_committed_recording_is_served_and_names_that_recording(
+    patched, monkeypatch, tmp_path
+):
+    calls, log, work = patched
+    raw = json.loads((COMMITTED[0] / "recording.json").read_text())
+    for call in raw["calls"]:
+        call.pop("served_from", None)  # as a recording made on a GPU of one's own, where the call ran
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "recording.json").write_text(json.dumps(raw))
+    monkeypatch.setattr(ncu_launch, "recording_folders", lambda *args: [tmp_path / "own"])
+    _base_clock_benchmark()()
+    assert not log.exists(), "ncu was started for a clock_control='base' call"
+    source = calls.calls[-1]["served_from"]
+    assert source["folder"] == "own" and "own" in source["label"], f"it must name the recording that ran it: {source}"
+
+
 def _record_ncu(*args):
     return subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), *args], capture_output=True, text=True)
 
