@@ -56,8 +56,8 @@ def reads_report_folders(number):
 
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
-UNNUMBERED_CELLS = {"tutorial-title": None, "overview": None, "gpu-check": 1, "helpers-title": 1, "harness": 1,
-                    "setup-helpers": 1, "summary-heading": None, "summary-code": None, "takeaways": None}  # fmt: skip
+UNNUMBERED_CELLS = {"tutorial-title": None, "overview": None, GPU_CHECK: 1, "helpers-title": 1, HARNESS: 1,
+                    SETUP_HELPERS: 1, "summary-heading": None, SUMMARY: None, "takeaways": None}  # fmt: skip
 SECTION_CELL_ID = re.compile(r"^s(\d+)(?:-[a-z0-9-]+)?$")
 
 

@@ -19,15 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
 from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a plain python3 has what it needs)
-from plumbing.setup_helpers import pins_from_requirements  # noqa: E402
+from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
@@ -92,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
     requirements = main_pins + ([] if args.no_harness else ["-r", str(ROOT / "requirements-harness.txt")])
     installed = read_installed(args.skip_installed)
+    cupti_pins = [f"{name}=={version}" for name, version in cupti_set(installed).items()]  # the notebook's rule
     try:
         download(requirements, args.dest, args.python_version, platforms, deps=True)
         download(cupti_pins, args.dest / "cupti", args.python_version, platforms, deps=False)
@@ -99,12 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
               f"available for Python {args.python_version} on {platforms[0]}?", file=sys.stderr)  # fmt: skip
         return 1
-    pinned = {normalize(re.split(r"[=<>!~ ]", pin)[0]) for pin in main_pins}
+    pinned = {normalize(pin.split("==")[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):
         if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
-            wheel.unlink()
-    if "cuda-bindings" not in cupti_set({"cuda-bindings": installed.get("cuda-bindings")}):  # the notebook's rule
-        for wheel in set((args.dest / "cupti").glob("cuda_bindings-*.whl")) - before:
             wheel.unlink()
     if before and installed:
         print(f"kept the {len(before)} wheels that were in {args.dest} before this run (only wheels it downloaded "

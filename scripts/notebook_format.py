@@ -86,9 +86,9 @@ def unreadable_cells(cells: list) -> list[str]:
     return found
 
 
-def problems(path: Path) -> list[str]:
-    """What --fix would change in a notebook, named ([] if canonical)."""
-    notebook = load_notebook(path)
+def problems(path: Path, notebook: dict | None = None) -> list[str]:
+    """What --fix would change in a notebook (notebook: its loaded content), named ([] if canonical)."""
+    notebook = load_notebook(path) if notebook is None else notebook
     fixed = canonical(notebook)
     found = [f"{key} is {notebook.get(key)!r}, expected {fixed[key]!r}" for key in ("nbformat", "nbformat_minor",
              "metadata") if notebook.get(key) != fixed[key]]  # fmt: skip
@@ -128,7 +128,7 @@ def each_notebook(args: argparse.Namespace, handle, errors: tuple = ()) -> int:
 def check_or_fix(path: Path, notebook: dict, fix: bool) -> int:
     if fix:
         path.write_text(render(canonical(notebook)))
-    found = [] if fix else problems(path)
+    found = [] if fix else problems(path, notebook)
     print("\n".join(f"{path}: {problem}" for problem in found) or f"{path}: canonical")
     if found:
         print(f"Fix with: python {os.path.relpath(__file__)} --fix {path}")

@@ -16,6 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from notebook_format import is_folded
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "nsight_python_t4_tutorial.ipynb"
 LIMITS = {  # measure: (most allowed, what it counts)
     "visible_lines": (450, "visible code lines"),
@@ -33,7 +35,7 @@ def page_size(path: Path) -> dict[str, float]:
         lines = sum(1 for line in source.splitlines() if line.strip())
         if cell["cell_type"] == "markdown":
             words += len(source.split())
-        elif cell["cell_type"] == "code" and source.lstrip().startswith("# @title"):
+        elif is_folded(cell):
             folded += lines
         elif cell["cell_type"] == "code":
             visible.append(lines)

@@ -266,6 +266,12 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
             "FAKE_INSTALLS": str(folder / "pip_installs.jsonl"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
 
 
+def files_of(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """{relative path: content} of the files under folder, but those whose path starts with one of skip."""
+    files = {str(path.relative_to(folder)): path for path in folder.rglob("*") if path.is_file()}
+    return {name: path.read_bytes() for name, path in files.items() if not name.startswith(skip)}
+
+
 def fresh_clone(folder: Path) -> Path:
     """A copy of the files the shell scripts need, as a fresh clone has them (no wheelhouse/): a script that writes
     where it must not harms the copy, never the developer's tree."""

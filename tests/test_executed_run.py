@@ -6,9 +6,8 @@ import json
 
 import nbformat
 import pytest
-from support import ROOT, section_problems
+from support import ROOT, run_allowing_errors, section_problems
 from support import load_json as load
-from test_notebook_gpu import run_allowing_errors
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import finish_run, merge_failures, run_problems

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
-from support import NOTEBOOK, copy_allowing_errors, gpu_listing, section_problems
+from support import NOTEBOOK, gpu_listing, run_allowing_errors, section_problems
 
 from plumbing.cells import SECTION_COUNT
 from plumbing.executed_run import finish_run, run_problems
@@ -35,16 +33,6 @@ def cell_timeout_s(environ=os.environ) -> int:
         pytest.fail(f"NSPY_TUTORIAL_CELL_TIMEOUT={given!r} is not a whole number of seconds above 0: set it to one "
                     "(the seconds one notebook cell may take), or unset it for 900.", pytrace=False)  # fmt: skip
     return int(given)
-
-
-def run_allowing_errors(notebook, copy, timeout_s) -> tuple[int, str]:
-    """nbmake on a copy of notebook that allows errors (its outputs written there, never into the committed one)."""
-    copy_allowing_errors(notebook, copy)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(copy.parent), "-o",
-               "addopts=", "--nbmake", f"--nbmake-timeout={timeout_s}", "--overwrite", str(copy)]  # fmt: skip
-    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(copy.parent))
-    done = subprocess.run(command, cwd=copy.parent, env=env, capture_output=True, text=True)
-    return done.returncode, done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_env import fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
+from fake_env import files_of, fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES
 
 from plumbing.harness import OUTPUT_FOLDER
@@ -22,12 +22,8 @@ HEADLESS = "scripts/run_headless"
 HARNESS = requirement_pins(ROOT / "requirements-harness.txt")
 CHANGES = ("-m pip install", "-m ipykernel install", "-m pytest")  # what a refused run must not ask python to do
 IN_ROOT = ("pytest.log", "run_info.json", NOTEBOOK.name)  # where an empty output folder would have put them
+MACHINE_OWN = ("bin/", "python.log")  # the fake machine's own files, left out of files_of
 ANSWERS_FOLDER = {"FAKE_EXECUTED": "none"}  # the fake pytest leaves no executed notebook: no page, a quick run
-
-
-def files_of(folder: Path) -> dict[str, bytes]:  # but the fake machine's own (bin/, python.log)
-    files = {str(path.relative_to(folder)): path for path in folder.rglob("*") if path.is_file()}
-    return {name: path.read_bytes() for name, path in files.items() if not name.startswith(("bin/", "python.log"))}
 
 
 @pytest.fixture
@@ -69,14 +65,14 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, t
     fill = {"tmp": tmp_path, "clone": clone}
     args = [arg.format(**fill) for arg in args]
     settings = {key: value.format(**fill) if isinstance(value, str) else value for key, value in settings.items()}
-    before, in_root = files_of(tmp_path), [name for name in IN_ROOT if (Path("/") / name).exists()]
+    before, in_root = files_of(tmp_path, MACHINE_OWN), [name for name in IN_ROOT if (Path("/") / name).exists()]
     status, output, asked = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=clone, FAKE_HARNESS_MISSING=1,
                                        **settings)  # fmt: skip
     assert status == 2 and named.format(**fill) in output, f"refuse (exit 2) naming {named!r}:\n{output}"
     assert not [line for line in asked if line.startswith(CHANGES)], f"refused, yet python was asked to {asked}"
     if "WHEELHOUSE" in named:
         assert "scripts/make_wheelhouse.py --dest wheelhouse" in output, "say how to make a wheelhouse"
-    assert files_of(tmp_path) == before, "a refused run must write nothing"
+    assert files_of(tmp_path, MACHINE_OWN) == before, "a refused run must write nothing"
     assert [name for name in IN_ROOT if (Path("/") / name).exists()] == in_root, "a refused run wrote into /"
 
 

@@ -9,14 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fake_env import FAKE_PYTHON, fresh_clone, pip_installs, requirement_pins, run_script
+from fake_env import FAKE_PYTHON, files_of, fresh_clone, pip_installs, requirement_pins, run_script
 from support import ROOT
 
 RUN_TESTS = "scripts/run_tests"
-
-
-def files_of(folder: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
 VENVS = {  # what is at the venv setting's folder: {file: content}; None: a file there, not a folder
