@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from support import NOTEBOOK, fake_ncu
+import recordings
+from support import NOTEBOOK, RecordedNotebook, fake_ncu
 
 from plumbing.cells import SECTION_PLAN
 
@@ -33,29 +34,10 @@ def patched(tmp_path, monkeypatch):
     calls.uninstall()
 
 
-def pytest_generate_tests(metafunc):
-    """`recorded` takes each committed recording (docs/verified/*/recording.json)."""
-    if "recorded" in metafunc.fixturenames:
-        import recordings
-
-        folders = recordings.recording_folders()
-        metafunc.parametrize("recorded", folders, ids=[folder.name for folder in folders], indirect=True)
-
-
-@pytest.fixture(scope="session")
-def recorded_kernels():
-    kernels = {}
-    yield kernels
-    for kernel in kernels.values():
-        kernel.close()
-
-
-@pytest.fixture
-def recorded(request, recorded_kernels, tmp_path_factory):
+@pytest.fixture(scope="session", params=recordings.recording_folders(), ids=lambda folder: folder.name)
+def recorded(request, tmp_path_factory):
     """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording and test
     process: .section(N) runs the recorded sections up to N in notebook order, once."""
-    from support import RecordedNotebook
-
-    if request.param not in recorded_kernels:
-        recorded_kernels[request.param] = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
-    return recorded_kernels[request.param]
+    kernel = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
+    yield kernel
+    kernel.close()
