@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import lzma
 import os
@@ -172,8 +173,8 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     missing = recordings.missing_dependencies(sections)
     if not missing:
         return None
-    usable = [path.parent for path in sorted(Path(dest_root).glob(f"*/{recordings.RECORDING_FILE}"))
-              if all(str(dep) in json.loads(path.read_text()).get("sections", {}) for dep in missing)]  # fmt: skip
+    usable = [folder for folder in recordings.recording_folders(dest_root)
+              if all(str(dep) in recordings.load_recording(folder)["sections"] for dep in missing)]  # fmt: skip
     if not usable:
         raise RecorderError(
             f"sections {sections} read sections {missing}, and no recording in {dest_root} holds them: record them "
@@ -185,6 +186,13 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
             shutil.rmtree(work / "out" / name, ignore_errors=True)  # its own: made again here
     log_line(f"[record] sections {missing} (read by {sections}) from {usable[-1]}")
     return recordings.load_recording(usable[-1])
+
+
+def importlib_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
@@ -217,7 +225,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     dest = dest_root / folder_name(namespace["ENVIRONMENT"]["gpu"], version)
     provenance = {
         "ncu_version": version, "ncu_version_text": ncu_says, "ncu_path": ncu, "nsight_python": nsight.__version__,
-        "ncu_report": recorder_input.importlib_version("ncu-report"), "torch": torch.__version__,
+        "ncu_report": importlib_version("ncu-report"), "torch": torch.__version__,
         "torch_cuda": torch.version.cuda, "pandas": pd.__version__, "python": sys.version.split()[0],
     }  # fmt: skip
 

@@ -4,7 +4,6 @@ which it empties only if it holds MARKER or nothing: never the clone, a folder a
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -94,10 +93,3 @@ def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -
             "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
             "python3 -m pip install -r requirements-harness.txt"
         )
-
-
-def importlib_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"

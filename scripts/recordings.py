@@ -377,8 +377,8 @@ def load_recording(folder: Path) -> dict:
     return recording
 
 
-def recording_folders(root: Path = ROOT) -> list[Path]:
-    return sorted(path.parent for path in (Path(root) / "docs" / "verified").glob(f"*/{RECORDING_FILE}"))
+def recording_folders(verified: Path = ROOT / "docs" / "verified") -> list[Path]:
+    return sorted(path.parent for path in Path(verified).glob(f"*/{RECORDING_FILE}"))
 
 
 def recorded_sections(recording: dict) -> list[int]:

@@ -368,10 +368,12 @@ def recording_problem(folder: Path) -> str | None:
     if not path.exists():
         return f"{folder} holds no {path.name}: {again}"
     try:
-        json.loads(path.read_text())
-    except (OSError, ValueError) as error:
+        found = json.loads(path.read_text()).get("format")
+    except (OSError, ValueError, AttributeError) as error:
         return f"{path} cannot be read as a recording ({error}): restore it (git checkout -- {path}) or {again}"
-    return None
+    return (
+        None if found == recordings.FORMAT else f"{path} is recording format {found}, not {recordings.FORMAT}: {again}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,7 +52,8 @@ def test_make_wheelhouse_runs_in_a_plain_python_as_the_offline_recipe_calls_it()
 @pytest.mark.parametrize(
     ("kind", "said"),
     [("no such folder", "{folder} is not a folder"), ("an empty folder", "{folder} holds no recording.json"),
-     ("a cut-short recording.json", "{folder}/recording.json cannot be read as a recording")],
+     ("a cut-short recording.json", "{folder}/recording.json cannot be read as a recording"),
+     ("a recording of format 1", "{folder}/recording.json is recording format 1, not 2")],
 )  # fmt: skip
 def test_render_recorded_names_a_recording_it_cannot_read_and_how_to_make_it_again(kind, said, tmp_path, monkeypatch,
                                                                                   capsys):  # fmt: skip
@@ -61,6 +62,8 @@ def test_render_recorded_names_a_recording_it_cannot_read_and_how_to_make_it_aga
         folder.mkdir()
     if "cut-short" in kind:
         (folder / "recording.json").write_text('{"format": 2, "cells": {"a-cell": {"sou')
+    if "format 1" in kind:
+        (folder / "recording.json").write_text('{"format": 1, "cells": {}}')
     before = sorted(tmp_path.rglob("*"))
     assert command_line(monkeypatch, "render_recorded", folder) == 2, f"render_recorded.py on {kind} must exit 2"
     err = capsys.readouterr().err
