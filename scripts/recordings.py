@@ -45,7 +45,6 @@ class RecorderError(RuntimeError):
     """Something a recorder cannot work around; the message says what to do."""
 
 
-# ---------------------------------------------------------------- the notebook's cells and the plan
 def load_cells(path: Path = NOTEBOOK) -> list[dict]:
     cells = json.loads(Path(path).read_text())["cells"]
     return [{"id": cell.get("id"), "type": cell["cell_type"], "source": "".join(cell["source"])} for cell in cells]
@@ -133,7 +132,6 @@ def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str
     return set().union(*(top_level_names(s) for s in sources if not s.lstrip().startswith("# @title")))
 
 
-# ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
 def encode(value):
     """JSON for frames (with dtypes and a named index), series, dicts with any keys, tuples, numpy scalars."""
     import numpy as np
@@ -199,7 +197,6 @@ def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
 
 
-# ---------------------------------------------------------------- running the cells
 def log_line(text: str) -> None:
     """A recorder's own log: straight to the terminal, never into a cell's captured output."""
     sys.__stdout__.write(f"{text}\n")
@@ -235,7 +232,7 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
-def execute(steps, namespace: dict, log=log_line, before=None, after=None, propagate=False) -> dict:
+def execute(steps, namespace: dict, log=log_line, before=lambda *_: None, after=lambda *_: None, propagate=False):
     cells, runs, failed, wall_s = load_cells(), {}, {}, {}
     for section, cell_id, role in steps:
         dep = next((dep for dep in SECTION_DEPENDENCY.get(section, ()) if dep in failed), None)
@@ -243,8 +240,7 @@ def execute(steps, namespace: dict, log=log_line, before=None, after=None, propa
             failed[section] = f"{failed[dep]} (section {dep}, which it reads)"
         if section in failed:
             continue
-        if before:
-            before(section, cell_id, role)
+        before(section, cell_id, role)
         log(f"[record] section {section or '-'}: cell {cell_id} ({role})")
         source, started = source_to_run(cells, cell_id, role), time.perf_counter()
         try:
@@ -261,12 +257,10 @@ def execute(steps, namespace: dict, log=log_line, before=None, after=None, propa
             continue
         finally:
             wall_s[section] = wall_s.get(section, 0.0) + time.perf_counter() - started
-        if after:
-            after(section, cell_id, role)
+        after(section, cell_id, role)
     return {"runs": runs, "failed": failed, "wall_s": wall_s}
 
 
-# ---------------------------------------------------------------- provenance
 def notebook_commit() -> str:
     if commit := os.environ.get("NSPY_RECORD_COMMIT"):  # the runner's tree arrives without its git history
         return commit
@@ -274,7 +268,6 @@ def notebook_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-# ---------------------------------------------------------------- the recording file
 def recorded_cells(runs: dict, commit: str, created: str) -> dict:
     """Every cell the recorder ran (a prelude cell in no section), not those of a section read from a recording."""
     return {cell_id: {"section": None if run["role"] == "prelude" else section_of(cell_id), "role": run["role"],
@@ -298,14 +291,9 @@ def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: s
 def new_recording(what, provenance, namespace, done, sections, commit, created, cost) -> dict:
     """A recording of `sections` from what execute() did in namespace; cost(number) is a section's cost."""
     env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
-    provenance = {
-        "gpu": env["gpu"],
-        "driver": env["driver"],
-        **provenance,
-        "host": socket.gethostname(),
-        "notebook_commit": commit,
-        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
-    }
+    sha256 = hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
+    provenance = {"gpu": env["gpu"], "driver": env["driver"], **provenance, "host": socket.gethostname(),
+                  "notebook_commit": commit, "notebook_sha256": sha256}  # fmt: skip
     return {"format": FORMAT, "what": what, "mode": "ncu", "created_utc": created, "provenance": provenance,
             "environment": encode(env),
             "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
@@ -362,7 +350,6 @@ def recorded_sections(recording: dict) -> list[int]:
     return sorted(int(number) for number in recording["sections"])
 
 
-# ---------------------------------------------------------------- a recording on a CPU (tests, recorded page)
 def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
     """A folded cell for a kernel that ran the harness: section 1's names from a recording, without GPU or torch."""
     return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)

@@ -63,17 +63,15 @@ marked *recorded* called the profiler there: they are shown with the source that
 | --- | --- |
 | GPU | {provenance["gpu"]} (driver {provenance["driver"]}) |
 | Nsight Compute | `ncu` {provenance["ncu_version"]}, **launch mode** (`ncu ... python3 ncu_inner.py`), not attach |
-| nsight-python | {provenance["nsight_python"]} (its own profiling session, extraction and aggregation), ncu-report \
-{provenance["ncu_report"]} |
+| nsight-python | {provenance["nsight_python"]}, ncu-report {provenance["ncu_report"]} |
 | torch | {provenance["torch"]} (CUDA {provenance["torch_cuda"]}), Python {provenance["python"]} |
 | notebook | commit `{provenance["notebook_commit"]}`, sha256 `{provenance["notebook_sha256"][:16]}...` |
 | recorded | {recording["created_utc"]} by `scripts/record_ncu.py` (its cost: docs/maintainers.md) |
 
 **Why launch mode.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this machine has ncu
-{provenance["ncu_version"]}. So each profiled call ran nsight's own profiling session in a fresh Python process
-*under* the ncu command line, with the flags nsight's attach passes (always `--clock-control none`: the machine is
-shared and its clocks stay as they are), and nsight's own extraction and aggregation built the frames
-`to_dataframe()` returns. Only the trigger differs from a Colab run; wall times include a Python start per call.
+{provenance["ncu_version"]}. So each profiled call ran nsight's own profiling session in a fresh Python process under
+`ncu`, with the flags nsight's attach passes (always `--clock-control none`: the shared machine's clocks stay as they
+are), and nsight's own extraction and aggregation built the frames. Only the trigger differs from a Colab run.
 """
 
 
@@ -142,11 +140,9 @@ TITLE_KEYWORDS = {"title": "title", "xlabel": "x axis", "ylabel": "y axis"}
 
 def _text(node: ast.AST) -> str:
     """A string constant as written; an f-string with its {fields} as they read in the source."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
     if isinstance(node, ast.JoinedStr):
         return "".join(part.value if isinstance(part, ast.Constant) else "{...}" for part in node.values)
-    return ""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
 
 
 def alt_text(source: str) -> str:
@@ -161,14 +157,12 @@ def alt_text(source: str) -> str:
                and node.name.startswith("plot_")]  # fmt: skip
     parts: list[tuple[int, str, str]] = []
     for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        if node.func.attr in TITLE_CALLS and node.args and _text(node.args[0]):
-            parts.append((node.lineno, TITLE_CALLS[node.func.attr], _text(node.args[0])))
-        if node.func.attr == "set":
-            for keyword in node.keywords:
-                if keyword.arg in TITLE_KEYWORDS and _text(keyword.value):
-                    parts.append((keyword.value.lineno, TITLE_KEYWORDS[keyword.arg], _text(keyword.value)))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
+            call = node.func.attr
+            named = [(TITLE_CALLS[call], node.args[0])] if call in TITLE_CALLS and node.args else []
+            keywords = [k for k in node.keywords if call == "set" and k.arg in TITLE_KEYWORDS]
+            named += [(TITLE_KEYWORDS[k.arg], k.value) for k in keywords]
+            parts += [(value.lineno, kind, _text(value)) for kind, value in named if _text(value)]
     parts.sort(key=lambda part: (part[1] != "title", part[0]))
     seen = dict.fromkeys(f"{kind}: {text}" for _, kind, text in parts)
     return "Plot. " + "; ".join(seen) if seen else "plot"
@@ -214,10 +208,8 @@ def joined_streams(outputs: list) -> list:
     """Each run of one stream in one output (how the kernel splits a cell's printing depends on timing)."""
     joined = []
     for output in outputs:
-        previous = joined[-1] if joined else None
-        if output.output_type == "stream" and previous and previous.output_type == "stream" and (
-                previous.name == output.name):  # fmt: skip
-            previous.text += output.text
+        if joined and output.output_type == joined[-1].output_type == "stream" and joined[-1].name == output.name:
+            joined[-1].text += output.text
         else:
             joined.append(output)
     return joined

@@ -31,8 +31,7 @@ HEADER = (
     "| total wall time | headline figures (% of datasheet peak) | run |\n"
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
-WRITTEN_BY = {"run_info.json": "scripts/run_headless on the GPU machine",
-              "recording.json": "scripts/record_ncu.py on the GPU machine"}  # fmt: skip
+WRITTEN_BY = {"run_info.json": "scripts/run_headless", "recording.json": "scripts/record_ncu.py"}  # on the GPU machine
 
 
 class UnreadableFile(Exception):
@@ -40,7 +39,7 @@ class UnreadableFile(Exception):
 
 
 def unreadable(path: Path, error: Exception) -> UnreadableFile:
-    again = WRITTEN_BY.get(path.name, "scripts/run_headless on the GPU machine (a recording's: render_recorded.py)")
+    again = WRITTEN_BY.get(path.name, "scripts/run_headless (a recording's: scripts/render_recorded.py)")
     return UnreadableFile(f"{path} cannot be read ({type(error).__name__}: {error}); restore it (git checkout -- "
                           f"{path}) or write it again with {again}, then run scripts/verified_table.py")  # fmt: skip
 
@@ -136,10 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     updated = dict(pages)
     for begin, end, text, inline in generated:  # links in a page under docs/ are relative to docs/
-        for name, page in updated.items():
-            updated[name] = replace_table(
-                page, text.replace("](docs/", "](") if "/" in name else text, begin, end, inline
-            )
+        for name in pages:
+            local = text.replace("](docs/", "](") if "/" in name else text
+            updated[name] = replace_table(updated[name], local, begin, end, inline)
     stale = [name for name in pages if updated[name] != pages[name]]
     if check:
         differ = f"{', '.join(stale)}: the generated tables differ from docs/verified; run scripts/verified_table.py"

@@ -38,17 +38,14 @@ def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(sc
     assert "--no-such-option" in capsys.readouterr().err
 
 
-def test_render_recorded_in_a_python_without_its_packages_says_what_it_lacks_and_what_to_run():
-    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "render_recorded.py")], capture_output=True,
-                          text=True, cwd=ROOT)  # fmt: skip  # -S: like a system python3 without site-packages
-    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-    assert "lacks nbformat" in done.stderr and ".ci/venv/bin/python" in done.stderr, done.stderr
-
-
-def test_make_wheelhouse_runs_in_a_plain_python_as_the_offline_recipe_calls_it():
-    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "make_wheelhouse.py"), "--help"],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip  # -S: no site-packages, no pandas
-    assert done.returncode == 0 and done.stdout.startswith("usage: "), f"python3 without pandas must run it: {done}"
+@pytest.mark.parametrize(  # the offline recipe runs make_wheelhouse in a plain python3; render_recorded needs .ci/venv
+    ("script", "ok", "said"),
+    [("make_wheelhouse", True, "usage: "), ("render_recorded", False, "lacks nbformat: run .ci/venv/bin/python")],
+)
+def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_to_use(script, ok, said):
+    command = [sys.executable, "-S", str(ROOT / "scripts" / f"{script}.py"), *["--help"] * ok]  # -S: no site-packages
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert (done.returncode == 0) == ok and "Traceback" not in done.stderr and said in done.stdout + done.stderr, done
 
 
 @pytest.mark.parametrize(
@@ -176,8 +173,7 @@ def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_wa
 def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
     notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
     notebook["cells"][0]["metadata"] = {"collapsed": True}  # Colab noise: --fix removes it
-    edited = tmp_path / "edited.ipynb"
-    edited.write_text(json.dumps(notebook))
+    (edited := tmp_path / "edited.ipynb").write_text(json.dumps(notebook))
     check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
     done = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1, done.stdout
