@@ -33,6 +33,12 @@ def test_every_plot_of_a_cupti_runs_page_has_alt_text_from_its_title(run, tmp_pa
     assert all(alt.startswith("Plot. title: ") for alt in alts), f"plots need alt text from their titles: {alts}"
 
 
+def test_alt_text_gives_the_title_first_then_each_axis_by_its_own_label():
+    source = 'ax.set(ylabel="TFLOP/s", xlabel=f"n ({unit})")\nfig.suptitle("fp16 vs fp32")\nax.set_xlabel("bytes")'
+    alt = "Plot. title: fp16 vs fp32; y axis: TFLOP/s; x axis: n ({...}); x axis: bytes"
+    assert render_recorded.alt_text(source) == alt, "a plot's alt text must name each axis by its own label"
+
+
 @on_recordings
 def test_the_recorded_page_names_the_recording_of_served_calls_in_each_section_that_has_them_and_only_there(folder):
     notebook, recording = render_recorded.build(folder)
