@@ -45,7 +45,6 @@ class RecorderError(RuntimeError):
     """Something a recorder cannot work around; the message says what to do."""
 
 
-# ---------------------------------------------------------------- the notebook's cells and the plan
 def load_cells(path: Path = NOTEBOOK) -> list[dict]:
     cells = json.loads(Path(path).read_text())["cells"]
     return [{"id": cell.get("id"), "type": cell["cell_type"], "source": "".join(cell["source"])} for cell in cells]
@@ -68,11 +67,8 @@ def section_steps(cells: list[dict], number: int) -> list[tuple[str, str]]:
     if number not in SECTION_PLAN:
         raise RecorderError(f"section {number} is not in plumbing/cells.py's SECTION_PLAN: {sorted(SECTION_PLAN)}")
     roles = {cell_id: role for role in ROLES for cell_id in SECTION_PLAN[number].get(role, ())}
-    steps = [(cell["id"], roles.get(cell["id"], "analysis")) for cell in section_cells(cells, number)
-             if cell["type"] == "code"]  # fmt: skip
-    planned = set(roles)
-    missing = sorted(planned - {cell_id for cell_id, _ in steps})
-    if missing:
+    steps = [(c["id"], roles.get(c["id"], "analysis")) for c in section_cells(cells, number) if c["type"] == "code"]
+    if missing := sorted(set(roles) - {cell_id for cell_id, _ in steps}):
         raise RecorderError(f"section {number}'s plan names cells the notebook lacks in that section: {missing}. "
                             "Update SECTION_PLAN in plumbing/cells.py to the notebook's cell ids.")  # fmt: skip
     return steps
@@ -101,19 +97,15 @@ def _bound_names(body) -> set[str]:
 
 def prelude_cell_ids(cells: list[dict]) -> list[str]:
     """The harness cells, then, in notebook order, the define cells of sections that bind SHARED_NAMES."""
-    ids, missing = [HARNESS, SETUP_HELPERS], set(SHARED_NAMES)
-    for cell in cells:
-        if cell["type"] == "code" and cell["id"] not in ids and section_of(cell["id"]) not in (None, 1):
-            defined = top_level_names(cell["source"]) & set(SHARED_NAMES)
-            ids += [cell["id"]] if defined else []
-            missing -= defined
-    if missing:
+    binds = {cell["id"]: top_level_names(cell["source"]) & set(SHARED_NAMES) for cell in cells
+             if cell["type"] == "code" and section_of(cell["id"]) not in (None, 1)}  # fmt: skip
+    if missing := set(SHARED_NAMES).difference(*binds.values()):
         raise RecorderError(f"no notebook cell defines {sorted(missing)} (plumbing/cells.py: SHARED_NAMES)")
-    return ids
+    return [HARNESS, SETUP_HELPERS] + [cell_id for cell_id, names in binds.items() if names]
 
 
 def plan(cells: list[dict], sections) -> list[tuple[int | None, str, str]]:
-    """(section, cell id, role) in order."""
+    """(section, cell id, role) in order; a section the recorded ones read (not recorded with them) is 'recorded '."""
     steps = [(None, cell_id, "prelude") for cell_id in prelude_cell_ids(cells)]
     for number in sorted(set(sections) | set(missing_dependencies(sections))):
         prefix = "" if number in sections else "recorded "
@@ -124,12 +116,6 @@ def plan(cells: list[dict], sections) -> list[tuple[int | None, str, str]]:
 def missing_dependencies(sections) -> list[int]:
     """The sections the recorded ones read (SECTION_DEPENDENCY) but are not recorded with them."""
     return sorted({dep for number in sections for dep in SECTION_DEPENDENCY.get(number, ()) if dep not in sections})
-
-
-def failed_dependency(section, failed: dict) -> str | None:
-    """Why `section` cannot run when a section it reads failed (`failed`: section -> cell id), else None."""
-    dep = next((dep for dep in SECTION_DEPENDENCY.get(section, ()) if dep in failed), None)
-    return None if dep is None else f"{failed[dep]} (section {dep}, which it reads)"
 
 
 def source_to_run(cells: list[dict], cell_id: str, role: str) -> str:
@@ -146,29 +132,27 @@ def benchmark_setting_names(cells: list[dict], sections=SECTION_PLAN) -> set[str
     return set().union(*(top_level_names(s) for s in sources if not s.lstrip().startswith("# @title")))
 
 
-# ---------------------------------------------------------------- values <-> JSON (no pickles in the repository)
 def encode(value):
     """JSON for frames (with dtypes and a named index), series, dicts with any keys, tuples, numpy scalars."""
     import numpy as np
     import pandas as pd
 
     if isinstance(value, pd.DataFrame):
-        spec = {"columns": [str(column) for column in value.columns],
-                "dtypes": {str(column): str(dtype) for column, dtype in value.dtypes.items()},
-                "data": {str(c): [encode(item) for item in value[c].tolist()] for c in value.columns}}  # fmt: skip
+        spec = {"columns": [str(c) for c in value.columns], "dtypes": {str(c): str(d) for c, d in value.dtypes.items()},
+                "data": {str(c): encode(value[c].tolist()) for c in value.columns}}  # fmt: skip
         if not isinstance(value.index, pd.RangeIndex) or value.index.name or value.columns.name:
-            spec.update(
-                index=encode(value.index.tolist()), index_name=value.index.name, columns_name=value.columns.name
-            )
+            spec |= {"index": encode(value.index.tolist()), "index_name": value.index.name,
+                     "columns_name": value.columns.name}  # fmt: skip
         return {"__frame__": spec}
     if isinstance(value, pd.Series):
         return {"__series__": {"name": encode(value.name), "index": encode(value.index.tolist()),
                                "values": encode(value.tolist()), "dtype": str(value.dtype)}}  # fmt: skip
     if isinstance(value, dict):
         return {"__dict__": [[encode(key), encode(item)] for key, item in value.items()]}
-    if isinstance(value, (tuple, list)):
-        items = [encode(item) for item in value]
-        return {"__tuple__": items} if isinstance(value, tuple) else items
+    if isinstance(value, tuple):
+        return {"__tuple__": encode(list(value))}
+    if isinstance(value, list):
+        return [encode(item) for item in value]
     if value is None or value is pd.NA or value is pd.NaT:
         return None
     for kind, plain in (((np.bool_, bool), bool), ((np.integer, int), int), ((str, Path), str)):
@@ -190,9 +174,9 @@ def decode(value):
         spec = value["__frame__"]
         frame = pd.DataFrame({column: spec["data"][column] for column in spec["columns"]}, columns=spec["columns"])
         for column, dtype in spec["dtypes"].items():
-            column_ = frame[column]
+            values = frame[column]
             frame[column] = (
-                column_.astype(object).where(column_.notna(), None) if dtype == "object" else column_.astype(dtype)
+                values.astype(object).where(values.notna(), None) if dtype == "object" else values.astype(dtype)
             )
         if "index" in spec:
             frame.index = pd.Index(decode(spec["index"]), name=spec["index_name"])
@@ -213,7 +197,6 @@ def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
 
 
-# ---------------------------------------------------------------- running the cells
 def log_line(text: str) -> None:
     """A recorder's own log: straight to the terminal, never into a cell's captured output."""
     sys.__stdout__.write(f"{text}\n")
@@ -249,16 +232,15 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
     return {"source": source, "output": buffer.getvalue(), "variables": bound}
 
 
-def execute(steps, namespace: dict, log=log_line, before=None, after=None, propagate=False) -> dict:
-    """Run the steps' cells (plan()) in namespace."""
+def execute(steps, namespace: dict, log=log_line, before=lambda *_: None, after=lambda *_: None, propagate=False):
     cells, runs, failed, wall_s = load_cells(), {}, {}, {}
     for section, cell_id, role in steps:
-        if section not in failed and failed_dependency(section, failed):
-            failed[section] = failed_dependency(section, failed)
+        dep = next((dep for dep in SECTION_DEPENDENCY.get(section, ()) if dep in failed), None)
+        if section not in failed and dep is not None:  # a section it reads failed
+            failed[section] = f"{failed[dep]} (section {dep}, which it reads)"
         if section in failed:
             continue
-        if before:
-            before(section, cell_id, role)
+        before(section, cell_id, role)
         log(f"[record] section {section or '-'}: cell {cell_id} ({role})")
         source, started = source_to_run(cells, cell_id, role), time.perf_counter()
         try:
@@ -275,86 +257,69 @@ def execute(steps, namespace: dict, log=log_line, before=None, after=None, propa
             continue
         finally:
             wall_s[section] = wall_s.get(section, 0.0) + time.perf_counter() - started
-        if after:
-            after(section, cell_id, role)
+        after(section, cell_id, role)
     return {"runs": runs, "failed": failed, "wall_s": wall_s}
 
 
-# ---------------------------------------------------------------- provenance
 def notebook_commit() -> str:
-    if os.environ.get("NSPY_RECORD_COMMIT"):
-        return os.environ["NSPY_RECORD_COMMIT"]
+    if commit := os.environ.get("NSPY_RECORD_COMMIT"):  # the runner's tree arrives without its git history
+        return commit
     done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
 
 
-# ---------------------------------------------------------------- the recording file
 def recorded_cells(runs: dict, commit: str, created: str) -> dict:
     """Every cell the recorder ran (a prelude cell in no section), not those of a section read from a recording."""
-    return {
-        cell_id: {
-            "section": None if run["role"] == "prelude" else section_of(cell_id), "role": run["role"],
-            "source": run["source"], "sha256": hashlib.sha256(run["source"].encode()).hexdigest(),
-            "output": run["output"], "failed": run.get("failed", False),
-            "variables": {name: encode(value) for name, value in sorted(run.get("variables", {}).items())},
-            "notebook_commit": commit, "recorded_utc": created,
-        }
-        for cell_id, run in runs.items()
-        if not run["role"].startswith("recorded ")
-    }  # fmt: skip
+    return {cell_id: {"section": None if run["role"] == "prelude" else section_of(cell_id), "role": run["role"],
+                      "source": run["source"], "sha256": hashlib.sha256(run["source"].encode()).hexdigest(),
+                      "output": run["output"], "failed": run.get("failed", False),
+                      "variables": {name: encode(value) for name, value in sorted(run["variables"].items())},
+                      "notebook_commit": commit, "recorded_utc": created}
+            for cell_id, run in runs.items() if not run["role"].startswith("recorded ")}  # fmt: skip
 
 
 def section_entry(number: int, status: dict, failed: dict, cost: dict, commit: str, created: str) -> dict:
     """A recorded section: its status (FAILED, naming the cell, if one raised), headline and cost."""
-    info = status.get(number, {})
-    return {
-        "status": "FAILED" if number in failed else info.get("status", "NOT RUN"),
-        "reason": f"cell {failed[number]} failed" if number in failed else info.get("reason", ""),
-        "headline": info.get("headline", ""), "failed_cell": failed.get(number), "cost": cost,
-        "notebook_commit": commit, "recorded_utc": created,
-    }  # fmt: skip
+    info = {"status": "NOT RUN", "reason": "", **status.get(number, {})}
+    if number in failed:
+        info |= {"status": "FAILED", "reason": f"cell {failed[number]} failed"}
+    return {"status": info["status"], "reason": info["reason"], "headline": info.get("headline", ""),
+            "failed_cell": failed.get(number), "cost": cost, "notebook_commit": commit,
+            "recorded_utc": created}  # fmt: skip
 
 
 def new_recording(what, provenance, namespace, done, sections, commit, created, cost) -> dict:
     """A recording of `sections` from what execute() did in namespace; cost(number) is a section's cost."""
     env, status = dict(namespace["ENVIRONMENT"]), namespace.get("SECTIONS", {})
-    host = {
-        "host": socket.gethostname(),
-        "notebook_commit": commit,
-        "notebook_sha256": hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(),
-    }
-    return {
-        "format": FORMAT, "what": what, "mode": "ncu", "created_utc": created,
-        "provenance": {"gpu": env["gpu"], "driver": env["driver"], **provenance, **host},
-        "environment": encode(env),
-        "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
-        "cells": recorded_cells(done["runs"], commit, created),
-        "figures": encode([figure for figure in namespace.get("FIGURES", []) if figure["section"] in sections]),
-    }  # fmt: skip
+    sha256 = hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
+    provenance = {"gpu": env["gpu"], "driver": env["driver"], **provenance, "host": socket.gethostname(),
+                  "notebook_commit": commit, "notebook_sha256": sha256}  # fmt: skip
+    return {"format": FORMAT, "what": what, "mode": "ncu", "created_utc": created, "provenance": provenance,
+            "environment": encode(env),
+            "sections": {str(n): section_entry(n, status, done["failed"], cost(n), commit, created) for n in sections},
+            "cells": recorded_cells(done["runs"], commit, created),
+            "figures": encode([f for f in namespace.get("FIGURES", []) if f["section"] in sections])}  # fmt: skip
 
 
 def merge(old: dict | None, new: dict, sections: list[int]) -> dict:
     """A recording of `sections` over an older one: the other sections stay as they were."""
     if not old or old.get("format") != FORMAT:
         return new
-    keep = set(map(str, sections))
-    merged = {**new, "sections": {**{k: v for k, v in old["sections"].items() if k not in keep}, **new["sections"]}}
-    kept = {k: v for k, v in old["cells"].items() if v["section"] is not None and str(v["section"]) not in keep}
-    shared = {k: v for k, v in new["cells"].items() if v["section"] is None and k not in kept}
-    cells = {**shared, **kept, **{k: v for k, v in new["cells"].items() if v["section"] is not None}}
-    merged["cells"] = dict(
-        sorted(cells.items(), key=lambda item: -1 if item[1]["section"] is None else item[1]["section"])
-    )
+    redone = set(map(str, sections))
+    merged = {**new, "sections": {k: v for k, v in old["sections"].items() if k not in redone} | new["sections"]}
+    kept = {k: v for k, v in old["cells"].items() if v["section"] is not None and str(v["section"]) not in redone}
+    cells = {k: v for k, v in new["cells"].items() if v["section"] is None and k not in kept} | kept
+    cells |= {k: v for k, v in new["cells"].items() if v["section"] is not None}
+    merged["cells"] = dict(sorted(cells.items(), key=lambda item: item[1]["section"] or -1))  # prelude first
     for key in ("calls", "figures"):  # figures are stored encoded ({"__dict__": ...}): read their section decoded
         if key in new:
-            others = [item for item in old.get(key, []) if str(decode(item).get("section")) not in keep]
+            others = [item for item in old.get(key, []) if str(decode(item).get("section")) not in redone]
             merged[key] = sorted(others + new[key], key=lambda item: decode(item).get("section") or 0)
     if "define_values" in new:  # the recorded sections' settings are the new recording's alone, even those now gone
         settings = benchmark_setting_names(load_cells(), sections)
         kept = {name: value for name, value in old.get("define_values", {}).items() if name not in settings}
-        merged["define_values"] = {**kept, **new["define_values"]}
-    merged["sections_recorded_last"] = sections
-    return merged
+        merged["define_values"] = kept | new["define_values"]
+    return merged | {"sections_recorded_last": sections}
 
 
 def write_recording(dest: Path, recording: dict, sections: list[int]) -> Path:
@@ -385,7 +350,6 @@ def recorded_sections(recording: dict) -> list[int]:
     return sorted(int(number) for number in recording["sections"])
 
 
-# ---------------------------------------------------------------- a recording on a CPU (tests, recorded page)
 def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
     """A folded cell for a kernel that ran the harness: section 1's names from a recording, without GPU or torch."""
     return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)
@@ -423,9 +387,8 @@ def inject_source(cell_id: str) -> str:
 
 def cpu_section_sources(cells: list[dict], number: int) -> list[tuple[str, str, str]]:
     """(cell id, role, source to run on a CPU) for section `number`."""
-    by_id = {cell["id"]: cell for cell in cells}
     return [
-        (cell_id, role, inject_source(cell_id) if role in REPLACED_ON_CPU else by_id[cell_id]["source"])
+        (cell_id, role, source_to_run(cells, cell_id, f"recorded {role}"))
         for cell_id, role in section_steps(cells, number)
     ]
 

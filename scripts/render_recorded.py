@@ -33,7 +33,6 @@ from recordings import ROOT
 from verified_table import numbers_text
 
 from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
-from plumbing.executed_run import section_or_none
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -56,64 +55,37 @@ def label(recording: dict) -> str:
     provenance = recording["provenance"]
     return f"""# Sections {numbers_text(recordings.recorded_sections(recording))}, from a recording
 
-**What this page is.** The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU
-by `scripts/render_recorded.py`, from Nsight Compute data recorded on a GPU machine. Nothing here is typed by hand.
+The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU by
+`scripts/render_recorded.py` over Nsight Compute data recorded on a GPU machine: nothing here is typed by hand. Cells
+marked *recorded* called the profiler there: they are shown with the source that ran and the output it printed.
 
 | | |
 | --- | --- |
 | GPU | {provenance["gpu"]} (driver {provenance["driver"]}) |
 | Nsight Compute | `ncu` {provenance["ncu_version"]}, **launch mode** (`ncu ... python3 ncu_inner.py`), not attach |
-| nsight-python | {provenance["nsight_python"]} (its own profiling session, extraction and aggregation), ncu-report \
-{provenance["ncu_report"]} |
+| nsight-python | {provenance["nsight_python"]}, ncu-report {provenance["ncu_report"]} |
 | torch | {provenance["torch"]} (CUDA {provenance["torch_cuda"]}), Python {provenance["python"]} |
 | notebook | commit `{provenance["notebook_commit"]}`, sha256 `{provenance["notebook_sha256"][:16]}...` |
 | recorded | {recording["created_utc"]} by `scripts/record_ncu.py` (its cost: docs/maintainers.md) |
 
-**How it was recorded.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this GPU machine has ncu
-{provenance["ncu_version"]}. So `scripts/record_ncu.py` ran the notebook's own cells with nsight's collector's
-functions replaced: each profiled call ran nsight's own profiling session in a fresh Python process *under* the ncu
-command line, with the flags nsight's attach command passes (always `--clock-control none`: the machine is shared
-and its clocks stay as they are; a call that asks for base clocks is shown from the earlier recording that ran it),
-and nsight's own extraction and aggregation built the frames `to_dataframe()` returns. Only the trigger differs
-from a Colab run; wall times include starting a Python process per call, so they are not what attach costs.
-
-Cells marked *recorded* called the profiler on the GPU machine: they are shown with the source that ran there and
-the output it printed.
+**Why launch mode.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this machine has ncu
+{provenance["ncu_version"]}. So each profiled call ran nsight's own profiling session in a fresh Python process under
+`ncu`, with the flags nsight's attach passes (always `--clock-control none`: the shared machine's clocks stay as they
+are), and nsight's own extraction and aggregation built the frames. Only the trigger differs from a Colab run.
 """
 
 
 def served_note(recording: dict, number: int) -> str:
-    """Which recording each of section `number`'s calls' rows come from; '' when this one ran them all."""
-    calls = [call for call in recording["calls"] if call.get("section") == number and call.get("benchmark")]
-    if not any(call.get("served_from") for call in calls):
-        return ""
-    here = f"this recording ({recording['created_utc']})"
-    rows = [
-        f"| `{call['cache_control']}` | `{call['clock_control']}` | "
-        + (f"{call['served_from']['label']}, which requested {', '.join(call['metrics'])} only" if call.get(
-            "served_from") else here) + " |"
-        for call in calls
-    ]  # fmt: skip
-    return (
-        "\n\nThe rows of each call, by the recording they come from (a call with `clock_control` other than "
-        "`none` is not run on the runner, whose clocks stay as they are; a metric its recording did not request "
-        "shows as NaN). Rows of two recordings were taken at different times, so a difference between them is "
-        "not the setting's alone: compare rows of one recording first.\n\n"
-        "| cache_control | clock_control | rows from |\n| --- | --- | --- |\n" + "\n".join(rows)
-    )
-
-
-def wall_note(recording: dict, number: int) -> str:
-    """The ncu wall time of section `number`'s profiled calls; '' without any (section 10 runs its own ncu)."""
-    cost = recording["sections"].get(str(number), {}).get("cost", {})
-    if not cost.get("profiled_calls") or cost.get("ncu_wall_s") is None:
-        return ""
-    seconds, calls = cost["ncu_wall_s"], cost["profiled_calls"]
-    return f" ({seconds:.1f} s of ncu wall time in {calls} run(s), Python start-up per call included)"
+    """Where the rows of section `number`'s calls served from another recording come from; '' if none was."""
+    served = [f"`cache_control={call['cache_control']}, clock_control={call['clock_control']}` from "
+              f"{call['served_from']['label']}" for call in recording["calls"]
+              if call.get("section") == number and call.get("served_from")]  # fmt: skip
+    return (f" A call this runner does not run (its clocks stay as they are) has rows served from another recording, "
+            f"with only the metrics that recording requested: {'; '.join(served)}.") * bool(served)  # fmt: skip
 
 
 def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
-    """A run cell as it ran on the GPU machine: the recording's source and what it printed."""
+    """A cell as it ran on the GPU machine: the recording's source and what it printed."""
     node = nbformat.v4.new_code_cell(entry["source"], metadata={"tags": ["skip-execution"], "recorded_cell": cell_id})
     if entry["output"]:
         node.outputs = [nbformat.v4.new_output("stream", name="stdout", text=entry["output"])]
@@ -121,10 +93,9 @@ def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
 
 
 def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
-    recording = recordings.load_recording(folder)
-    cells = recordings.load_cells()
-    by_id = {cell["id"]: cell for cell in cells}
-    numbers = recordings.recorded_sections(recording)
+    recording, cells = recordings.load_recording(folder), recordings.load_cells()
+    by_id, gpu, ncu = {cell["id"]: cell for cell in cells}, *map(recording["provenance"].get, ("gpu", "ncu_version"))
+    ran = f"*Recorded:* the next cell ran on the {gpu} under ncu {ncu} in launch mode; below is what it printed there."
     notebook = nbformat.v4.new_notebook()
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell(label(recording)))
@@ -133,39 +104,22 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     notebook.cells.append(folded(recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE))
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
         notebook.cells.append(folded(by_id[cell_id]["source"], hide="remove-cell"))
-    for number in numbers:
+    for number in recordings.recorded_sections(recording):
         if reads_report_folders(number):
-            notebook.cells.append(
-                folded(
-                    f"# @title The reports this section reads, from the recording\n"
-                    f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)\n"
-                )
-            )
+            restore = f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)"
+            notebook.cells.append(folded(f"# @title The reports this section reads, from the recording\n{restore}"))
         steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
-        first_run = True
+        served = served_note(recording, number)
         for cell in recordings.section_cells(cells, number):
             role, source = steps.get(cell["id"], ("markdown", cell["source"]))
             entry = recording["cells"].get(cell["id"])
             if role == "markdown":
                 notebook.cells.append(nbformat.v4.new_markdown_cell(source))
-            elif role == "run":  # shown as it ran on the GPU machine, its values stand in for it here
-                note = (
-                    f"*Recorded:* the next cell ran on the {recording['provenance']['gpu']} under ncu "
-                    f"{recording['provenance']['ncu_version']} in launch mode{wall_note(recording, number) * first_run}"
-                    f"; below is what it printed there.{served_note(recording, number) * first_run}"
-                )
-                first_run = False
-                if entry and entry["source"] != cell["source"]:
-                    note += (f"\n\n*The notebook's cell `{cell['id']}` has changed since this recording (commit "
-                             f"`{entry['notebook_commit'][:7]}`): the page shows the source that ran and printed the "
-                             "output below.*")  # fmt: skip
-                if not entry:
-                    note = f"*Not recorded:* the recording holds no run of `{cell['id']}`; re-record section {number}."
-                notebook.cells.append(nbformat.v4.new_markdown_cell(note))
+            elif role in recordings.REPLACED_ON_CPU:  # shown as it ran on the GPU machine, its values stand in here
+                if role == "run":
+                    notebook.cells.append(nbformat.v4.new_markdown_cell(ran + served))
+                    served = ""  # once, at the section's first run cell
                 notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [folded(source)]
-            elif role == "gpu_define":  # read the GPU machine as it defined: shown as it ran, its values stand in
-                notebook.cells += [recorded_cell(cell["id"], entry) if entry else nbformat.v4.new_code_cell("")]
-                notebook.cells.append(folded(source))
             elif notebook_format.is_folded({"cell_type": "code", **cell}):
                 notebook.cells.append(folded(source))
             else:
@@ -186,11 +140,9 @@ TITLE_KEYWORDS = {"title": "title", "xlabel": "x axis", "ylabel": "y axis"}
 
 def _text(node: ast.AST) -> str:
     """A string constant as written; an f-string with its {fields} as they read in the source."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
     if isinstance(node, ast.JoinedStr):
         return "".join(part.value if isinstance(part, ast.Constant) else "{...}" for part in node.values)
-    return ""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
 
 
 def alt_text(source: str) -> str:
@@ -205,14 +157,12 @@ def alt_text(source: str) -> str:
                and node.name.startswith("plot_")]  # fmt: skip
     parts: list[tuple[int, str, str]] = []
     for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        if node.func.attr in TITLE_CALLS and node.args and _text(node.args[0]):
-            parts.append((node.lineno, TITLE_CALLS[node.func.attr], _text(node.args[0])))
-        if node.func.attr == "set":
-            for keyword in node.keywords:
-                if keyword.arg in TITLE_KEYWORDS and _text(keyword.value):
-                    parts.append((keyword.value.lineno, TITLE_KEYWORDS[keyword.arg], _text(keyword.value)))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
+            call = node.func.attr
+            named = [(TITLE_CALLS[call], node.args[0])] if call in TITLE_CALLS and node.args else []
+            keywords = [k for k in node.keywords if call == "set" and k.arg in TITLE_KEYWORDS]
+            named += [(TITLE_KEYWORDS[k.arg], k.value) for k in keywords]
+            parts += [(value.lineno, kind, _text(value)) for kind, value in named if _text(value)]
     parts.sort(key=lambda part: (part[1] != "title", part[0]))
     seen = dict.fromkeys(f"{kind}: {text}" for _, kind, text in parts)
     return "Plot. " + "; ".join(seen) if seen else "plot"
@@ -241,61 +191,16 @@ def export_html(notebook: nbformat.NotebookNode) -> str:
     return page
 
 
-# ---------------------------------------------------------------- the CUPTI-mode page of a headless run
-REASON_ELSEWHERE = "(the reason is in section 1's CUPTI banner)"
-
-
-def skipped_sections(summary: dict) -> set[int]:
-    return {info["number"] for info in summary["sections"] if info["status"] == "SKIPPED"}
-
-
-def cupti_reason(summary: dict) -> str:
-    """Why the run used CUPTI ('' under Nsight Compute)."""
-    return summary["environment"].get("cupti_reason", "") if summary["environment"].get("profiler") == "cupti" else ""
-
-
-def collapse_skipped_sections(notebook: nbformat.NotebookNode, summary: dict, recorded_link: str):
-    """A SKIPPED section keeps its heading (its first cell) and one line pointing to the recorded page."""
-    skipped, reason = skipped_sections(summary), cupti_reason(summary)
-    kept, collapsed = [], set()
-    for cell in notebook.cells:
-        section = section_or_none(cell.get("id"))
-        if section in skipped and section not in collapsed:  # its heading, and where to see it run
-            collapsed.add(section)
-            where = f"[the recorded page]({recorded_link})" if recorded_link else "the recorded page (none yet)"
-            kept.append(nbformat.v4.new_markdown_cell(cell.source.splitlines()[0]))
-            kept.append(
-                nbformat.v4.new_markdown_cell(
-                    f"*Skipped in this run:* the CUPTI backend has no hardware counters or reports (reason in "
-                    f"section 1's banner). This section, run with Nsight Compute, is on {where}."
-                )
-            )
-        if section in skipped:
-            continue
-        kept.append(cell)
-    seen = False
-    for output in (output for cell in kept if cell.cell_type == "code" for output in cell.outputs):
-        if reason and output.get("output_type") == "stream" and reason in output.get("text", ""):
-            head, _, tail = output["text"].partition(reason)  # the first place it is printed: section 1's banner
-            output["text"] = head + (REASON_ELSEWHERE if seen else reason) + tail.replace(reason, REASON_ELSEWHERE)
-            seen = True
-    notebook.cells = kept
-    return notebook
-
-
 def cupti_page(executed: Path) -> Path:
     """The HTML page of an executed notebook (scripts/run_headless), next to it."""
-    what = "nbformat cannot read it as a notebook"
-    try:  # either cut short: a run killed while nbmake wrote it
+    try:
         notebook = nbformat.read(executed, as_version=4)
-        what = "no readable summary.json beside it"
-        summary = json.loads((executed.parent / "summary.json").read_text())
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"--executed {executed}: {what} ({error}); run scripts/run_headless again") from None
-    folders = recordings.recording_folders()
-    link = f"../{folders[-1].name}/{PAGE}.html" if folders else ""  # committed beside the recordings
+    except (OSError, ValueError) as error:  # a run killed while nbmake wrote it
+        raise SystemExit(
+            f"--executed {executed}: not a readable notebook ({error}); run scripts/run_headless again"
+        ) from None
     target = executed.with_suffix(".html")
-    target.write_text(export_html(collapse_skipped_sections(notebook, summary, link)))
+    target.write_text(export_html(notebook))
     return target
 
 
@@ -303,10 +208,8 @@ def joined_streams(outputs: list) -> list:
     """Each run of one stream in one output (how the kernel splits a cell's printing depends on timing)."""
     joined = []
     for output in outputs:
-        previous = joined[-1] if joined else None
-        if output.output_type == "stream" and previous and previous.output_type == "stream" and (
-                previous.name == output.name):  # fmt: skip
-            previous.text += output.text
+        if joined and output.output_type == joined[-1].output_type == "stream" and joined[-1].name == output.name:
+            joined[-1].text += output.text
         else:
             joined.append(output)
     return joined
@@ -324,14 +227,10 @@ def render(folder: Path) -> tuple[Path, bool]:
         os.environ["NSPY_TUTORIAL_OUT"] = str(Path(scratch) / "out")
         os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
         os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the plots into the page
-        NotebookClient(
-            notebook,
-            timeout=600,
-            kernel_name="python3",
-            record_timing=False,  # execution timestamps would change every file on every rendering
-            resources={"metadata": {"path": str(ROOT)}},
-            config=Config({"KernelManager": {"transport": "ipc", "ip": str(Path(scratch) / "k")}}),  # no TCP ports
-        ).execute()
+        # record_timing: timestamps would change every file on every rendering; transport ipc: no TCP ports
+        kernel = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(scratch) / "k")}})
+        NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
+                       resources={"metadata": {"path": str(ROOT)}}, config=kernel).execute()  # fmt: skip
         written = Path(scratch) / "out" / "summary.json"
         if not written.exists():
             raise SystemExit(f"{folder.name}: the notebook's summary cell wrote no summary.json: a cell above stopped")
@@ -346,14 +245,10 @@ def render(folder: Path) -> tuple[Path, bool]:
     if problems:
         raise SystemExit(f"sections not ok on the recorded data: {problems}")
     summary["created_utc"] = recording["created_utc"]  # when the data was made, not when it was rendered
-    text = nbformat.writes(notebook)
-    files = {
-        f"{PAGE}.ipynb": text if text.endswith("\n") else text + "\n",
-        f"{PAGE}.html": export_html(notebook),
-        "summary.json": json.dumps(summary, indent=2, default=str) + "\n",
-    }
+    files = {f"{PAGE}.ipynb": nbformat.writes(notebook).rstrip("\n") + "\n", f"{PAGE}.html": export_html(notebook),
+             "summary.json": json.dumps(summary, indent=2, default=str) + "\n"}  # fmt: skip
     changed = [
-        name for name, text in files.items() if not (folder / name).exists() or (folder / name).read_text() != text
+        name for name, text in files.items() if not (folder / name).is_file() or (folder / name).read_text() != text
     ]
     for name in changed:
         (folder / name).write_text(files[name])
@@ -365,10 +260,10 @@ def recording_problem(folder: Path) -> str | None:
     path, again = folder / recordings.RECORDING_FILE, "record it again on the GPU machine (scripts/record_ncu.py)"
     if not folder.is_dir():
         return f"{folder} is not a folder: give one that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<v>/)"
-    if not path.exists():
-        return f"{folder} holds no {path.name}: {again}"
     try:
         found = json.loads(path.read_text()).get("format")
+    except FileNotFoundError:
+        return f"{folder} holds no {path.name}: {again}"
     except (OSError, ValueError, AttributeError) as error:
         return f"{path} cannot be read as a recording ({error}): restore it (git checkout -- {path}) or {again}"
     return (
@@ -382,8 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executed", type=Path, help="an executed notebook from scripts/run_headless: write its HTML")
     args = parser.parse_args(argv)
     if args.executed:
-        if not args.executed.is_file():
-            raise SystemExit(f"--executed {args.executed}: no such notebook (scripts/run_headless writes it)")
         print(f"rendered {cupti_page(args.executed)}")
         return 0
     folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders()

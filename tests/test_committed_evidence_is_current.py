@@ -18,65 +18,7 @@ import recordings
 import render_recorded
 from support import NOTEBOOK, ROOT
 
-from plumbing.cells import SECTION_ONE_NAMES, section_of
-
-RECORDINGS = sorted(path.parent for path in (ROOT / "docs/verified").glob("*/recording.json"))
-
-
-@pytest.mark.skipif(not RECORDINGS, reason="no docs/verified/*/recording.json to render")
-def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_rendering_it_again_changes_no_file(
-    tmp_path,
-):
-    """One render in a copy of the repository: every committed file comes out byte for byte."""
-    committed = RECORDINGS[0]
-    repo = tmp_path / "repo"  # the page names its recording by its path in the repository: keep that path
-    for part in ("scripts", "plumbing", committed.relative_to(ROOT)):
-        shutil.copytree(ROOT / part, repo / part)
-    for name in ("nsight_python_t4_tutorial.ipynb", "requirements.txt"):
-        shutil.copy(ROOT / name, repo / name)
-    folder = repo / committed.relative_to(ROOT)
-    again = subprocess.run([sys.executable, "scripts/render_recorded.py", str(folder)], check=True,
-                           capture_output=True, text=True, cwd=repo)  # fmt: skip
-    before, after = (
-        {p.relative_to(top): p.read_bytes() for p in top.rglob("*") if p.is_file()} for top in (committed, folder)
-    )
-    changed = sorted(str(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name))
-    assert not changed, (
-        f"rendering {committed.relative_to(ROOT)} again rewrote {changed}: if the notebook changed, re-render and "
-        f"commit the page (python scripts/render_recorded.py {committed.relative_to(ROOT)}); otherwise cell ids, "
-        "timestamps or timings leak into the page"
-    )
-    assert "unchanged" in again.stdout, again.stdout
-
-
-def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evidence():
-    done = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], cwd=ROOT, capture_output=True)
-    assert done.returncode == 0, f"run: python scripts/verified_table.py\n{done.stdout.decode()}{done.stderr.decode()}"
-
-
-def test_every_verified_run_is_complete_clean_and_names_its_gpu():
-    for run_info_path in sorted((ROOT / "docs/verified").glob("*/run_info.json")):  # headless runs, not recordings
-        folder = run_info_path.parent
-        summary = json.loads((folder / "summary.json").read_text())
-        (html,) = folder.glob("*.html")
-        assert summary["environment"]["gpu"] in html.read_text(), f"{html} must carry the GPU's name"
-        assert folder.name.endswith(f"-{summary['environment']['profiler']}")
-        counts = summary["counts"]
-        assert counts["FAILED"] == counts["NOT RUN"] == summary["suspect_figures"] == 0, f"{folder}: not a clean run"
-        run_info = json.loads((folder / "run_info.json").read_text())
-        assert run_info["pytest_exit"] == 0 and len(run_info["commit"]) == 40, "run_info.json must name a passing run"
-
-
-@pytest.mark.parametrize(
-    "page",
-    ["docs/verified/nvidia-h200-cupti/nsight_python_t4_tutorial.html",
-     "docs/verified/nvidia-h200-ncu-2025.3.1/recorded_sections.html"],
-)  # fmt: skip
-def test_published_pages_show_the_lesson_code_but_not_the_plumbing(page):
-    text = re.sub(r"<[^>]+>", "", (ROOT / page).read_text())  # the page as a reader sees it, without markup
-    assert "class SectionGuard" not in text and "def record_figure" not in text, f"{page} shows the folded code"
-    assert "nsight.annotate(" in text, f"{page} lost the learner's code: only the folded cells' input may be dropped"
-
+from plumbing.cells import SECTION_ONE_NAMES
 
 NCU = recordings.recording_folders()
 RERECORD = "re-record on the GPU runner (scripts/record_ncu.py), run render_recorded.py, commit"
@@ -89,6 +31,48 @@ on_ncu = pytest.mark.parametrize("folder", NCU, ids=[folder.name for folder in N
 
 def test_a_recording_is_committed():
     assert NCU, f"no Nsight Compute recording in docs/verified: the sections are untested; {RERECORD}"
+
+
+@on_ncu
+def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_rendering_it_again_changes_no_file(
+    folder, tmp_path
+):
+    repo, where = tmp_path / "repo", folder.relative_to(ROOT)  # the page names its recording by its repository path
+    for part in ("scripts", "plumbing", where):
+        shutil.copytree(ROOT / part, repo / part)
+    for name in ("nsight_python_t4_tutorial.ipynb", "requirements.txt"):
+        shutil.copy(ROOT / name, repo / name)
+    subprocess.run([sys.executable, "scripts/render_recorded.py", where], check=True, capture_output=True, cwd=repo)
+    before, after = ({p.relative_to(top): p.read_bytes() for p in top.rglob("*") if p.is_file()}
+                     for top in (folder, repo / where))  # fmt: skip
+    changed = sorted(str(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    assert not changed, (
+        f"rendering {where} again rewrote {changed}: if the notebook changed, re-render and commit the page (python "
+        f"scripts/render_recorded.py {where}); otherwise cell ids, timestamps or timings leak into the page"
+    )
+
+
+def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evidence():
+    done = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], cwd=ROOT, capture_output=True)
+    assert done.returncode == 0, f"run: python scripts/verified_table.py\n{done.stdout.decode()}{done.stderr.decode()}"
+
+
+def test_every_verified_run_is_complete_clean_and_names_its_gpu():
+    for run_info_path in sorted((ROOT / "docs/verified").glob("*/run_info.json")):  # headless runs, not recordings
+        folder, run_info = run_info_path.parent, json.loads(run_info_path.read_text())
+        summary, (html,) = json.loads((folder / "summary.json").read_text()), folder.glob("*.html")
+        assert summary["environment"]["gpu"] in html.read_text(), f"{html} must carry the GPU's name"
+        assert folder.name.endswith(f"-{summary['environment']['profiler']}")
+        counts = summary["counts"]
+        assert counts["FAILED"] == counts["NOT RUN"] == summary["suspect_figures"] == 0, f"{folder}: not a clean run"
+        assert run_info["pytest_exit"] == 0 and len(run_info["commit"]) == 40, "run_info.json must name a passing run"
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs/verified").glob("*/*.html")), ids=lambda page: page.name)
+def test_published_pages_show_the_lesson_code_but_not_the_plumbing(page):
+    text = re.sub(r"<[^>]+>", "", page.read_text())  # the page as a reader sees it, without markup
+    assert "class SectionGuard" not in text and "def record_figure" not in text, f"{page} shows the folded code"
+    assert "nsight.annotate(" in text, f"{page} lost the learner's code: only the folded cells' input may be dropped"
 
 
 def test_every_recorded_section_ends_ok_on_its_recording_with_physical_figures_and_section_1s_names(recorded):
@@ -105,9 +89,7 @@ def test_each_recorded_figure_is_once_in_the_recording_and_is_the_one_its_sectio
     names = [(figure["section"], figure["name"]) for figure in figures]
     assert len(names) == len(set(names)), f"{folder.name}: figures recorded twice {sorted(names)}: {RERECORD}"
     for figure in figures:
-        printed = "".join(
-            e["output"] for cell_id, e in recording["cells"].items() if section_of(cell_id) == figure["section"]
-        )
+        printed = "".join(e["output"] for e in recording["cells"].values() if e["section"] == figure["section"])
         assert f"{figure['name']}: {figure['value']:,.1f} {figure['unit']}" in printed, (
             f"{folder.name}: figure {figure['name']} is not what section {figure['section']} printed: {RERECORD}"
         )
@@ -126,10 +108,8 @@ def test_recording_was_made_from_the_notebooks_current_benchmark_settings(record
 @on_ncu
 def test_recorded_units_are_nsight_computes_base_units_and_the_rated_clock_is_one(folder):
     variables = recordings.load_recording(folder)["variables"]
-    frames = [
-        *variables["condition_frames"].values(),
-        *(variables[k] for k in ("bound_frame", "fusion_frame", "sweep_frame")),
-    ]
+    names = ("bound_frame", "fusion_frame", "sweep_frame")
+    frames = [*variables["condition_frames"].values(), *map(variables.get, names)]
     units = {(metric, unit) for frame in frames for metric, unit in zip(frame.Metric, frame.Unit, strict=True)}
     assert not {(m, u) for m, u in units if UNITS.get(m, u) != u}, f"units differ from Nsight Compute's: {units}"
     assert len({clock for frame in frames for clock in frame.ComputeClock}) == 1, "ComputeClock is a rated attribute"
@@ -144,35 +124,18 @@ def test_every_metric_the_notebook_requests_exists_for_a_t4():
 
 
 @on_ncu
-def test_every_recorded_output_sits_beside_the_source_that_printed_it_and_changed_cells_are_named(folder):
+def test_every_cell_the_page_shows_as_it_ran_on_the_gpu_machine_is_the_recorded_one_and_todays_source(folder):
     notebook, recording = render_recorded.build(folder)
     shown = {cell.metadata["recorded_cell"]: cell for cell in notebook.cells if "recorded_cell" in cell.metadata}
     assert shown, "the page shows no recorded cell"
+    now = {cell["id"]: cell["source"] for cell in recordings.load_cells()}
     for cell_id, cell in shown.items():
         entry, outputs = recording["cells"][cell_id], "".join(o.get("text", "") for o in cell.outputs)
         assert (cell.source, outputs) == (entry["source"], entry["output"]), f"{cell_id}: not the recorded cell"
-        ran = recording["provenance"].get("cell_sha256", {}).get(cell_id, entry["sha256"])
-        assert hashlib.sha256(cell.source.encode()).hexdigest() == ran, f"{cell_id}: not the source that ran"
-    now = {cell["id"]: cell["source"] for cell in recordings.load_cells()}
-    changed = sorted(
-        c for c, e in recording["cells"].items() if e["role"] == "run" and c in now and e["source"] != now[c]
-    )
-    notes = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
-    named = sorted(set(re.findall(r"The notebook's cell `([a-z0-9-]+)` has changed since this recording", notes)))
-    assert named == changed, f"run cells changed since the recording: {changed}; the page names {named}"
-
-
-@on_ncu
-def test_recorded_notes_quote_ncu_wall_time_only_where_the_recording_timed_profiled_calls(folder):
-    notebook, recording = render_recorded.build(folder)
-    notes = [cell.source for cell in notebook.cells if cell.cell_type == "markdown" and "*Recorded:*" in cell.source]
-    quoted = sorted(float(seconds) for note in notes for seconds in re.findall(r"([\d.]+) s of ncu wall time", note))
-    timed = sorted(
-        round(info["cost"]["ncu_wall_s"], 1)
-        for info in recording["sections"].values()
-        if info["cost"].get("profiled_calls") and info["cost"].get("ncu_wall_s") is not None
-    )
-    assert quoted == timed, f"the notes quote {quoted} s of ncu wall time, the recording timed {timed} s"
+        assert hashlib.sha256(cell.source.encode()).hexdigest() == entry["sha256"], (
+            f"{cell_id}: not the source that ran"
+        )
+        assert entry["source"] == now[cell_id], f"{folder.name}: {cell_id} changed since it was recorded: {RERECORD}"
 
 
 def test_every_embedding_cell_holds_todays_modules():

@@ -1,5 +1,5 @@
-"""The Python scripts' command lines: usage, refusals (exit 2, naming the input and its fix, nothing written), the
-tables' columns meaning what their headers say, and the re-recording recipe."""
+"""The Python scripts' command lines: usage, refusals (naming the input and its fix, nothing written), the tables'
+columns meaning what their headers say, and the re-recording recipe."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def command_line(monkeypatch, script: str, *args) -> int:
     try:
         runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as stopped:
-        return stopped.code if isinstance(stopped.code, int) else 2
+        if isinstance(stopped.code, str):
+            print(stopped.code, file=sys.stderr)  # as Python does, with exit status 1
+        return stopped.code if isinstance(stopped.code, int) else int(stopped.code is not None)
     return 0
 
 
@@ -36,39 +38,36 @@ def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(sc
     assert "--no-such-option" in capsys.readouterr().err
 
 
-def test_render_recorded_in_a_python_without_its_packages_says_what_it_lacks_and_what_to_run():
-    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "render_recorded.py")], capture_output=True,
-                          text=True, cwd=ROOT)  # fmt: skip  # -S: like a system python3 without site-packages
-    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-    assert "lacks nbformat" in done.stderr and ".ci/venv/bin/python" in done.stderr, done.stderr
-
-
-def test_make_wheelhouse_runs_in_a_plain_python_as_the_offline_recipe_calls_it():
-    done = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "make_wheelhouse.py"), "--help"],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip  # -S: no site-packages, no pandas
-    assert done.returncode == 0 and done.stdout.startswith("usage: "), f"python3 without pandas must run it: {done}"
+@pytest.mark.parametrize(  # the offline recipe runs make_wheelhouse in a plain python3; render_recorded needs .ci/venv
+    ("script", "ok", "said"),
+    [("make_wheelhouse", True, "usage: "), ("render_recorded", False, "lacks nbformat: run .ci/venv/bin/python")],
+)
+def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_to_use(script, ok, said):
+    command = [sys.executable, "-S", str(ROOT / "scripts" / f"{script}.py"), *["--help"] * ok]  # -S: no site-packages
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert (done.returncode == 0) == ok and "Traceback" not in done.stderr and said in done.stdout + done.stderr, done
 
 
 @pytest.mark.parametrize(
-    ("kind", "said"),
-    [("no such folder", "{folder} is not a folder"), ("an empty folder", "{folder} holds no recording.json"),
-     ("a cut-short recording.json", "{folder}/recording.json cannot be read as a recording"),
-     ("a recording of format 1", "{folder}/recording.json is recording format 1, not 2")],
+    ("name", "content", "said"),
+    [(None, "", "{folder} is not a folder"), ("", "", "{folder} holds no recording.json"),
+     ("recording.json", '{"format": 2, "cells": {"a-cell": {"sou', "{folder}/recording.json cannot be read as a"),
+     ("recording.json", '{"format": 1, "cells": {}}', "{folder}/recording.json is recording format 1, not 2"),
+     ("run.ipynb", '{"cells": [{"cell_type": "code", "source": "imp', "{folder}/run.ipynb: not a readable notebook")],
 )  # fmt: skip
-def test_render_recorded_names_a_recording_it_cannot_read_and_how_to_make_it_again(kind, said, tmp_path, monkeypatch,
-                                                                                  capsys):  # fmt: skip
+def test_render_recorded_names_an_input_it_cannot_read_and_how_to_make_it_again(name, content, said, tmp_path,
+                                                                                monkeypatch, capsys):  # fmt: skip
     folder = tmp_path / "recording"
-    if kind != "no such folder":
+    if name is not None:
         folder.mkdir()
-    if "cut-short" in kind:
-        (folder / "recording.json").write_text('{"format": 2, "cells": {"a-cell": {"sou')
-    if "format 1" in kind:
-        (folder / "recording.json").write_text('{"format": 1, "cells": {}}')
+    if name:
+        (folder / name).write_text(content)
     before = sorted(tmp_path.rglob("*"))
-    assert command_line(monkeypatch, "render_recorded", folder) == 2, f"render_recorded.py on {kind} must exit 2"
-    err = capsys.readouterr().err
-    assert said.format(folder=folder) in err and "record_ncu.py" in err, f"name it and how to record it again: {err}"
-    assert sorted(tmp_path.rglob("*")) == before, "nothing may be written for a recording that cannot be read"
+    executed = name is not None and name.endswith(".ipynb")  # a headless run's notebook, cut short
+    assert command_line(monkeypatch, "render_recorded", *(["--executed", folder / name] if executed else [folder]))
+    err, fix = capsys.readouterr().err, "scripts/run_headless" if executed else "scripts/record_ncu.py"
+    assert said.format(folder=folder) in err and fix in err, f"name it and how to make it again: {err}"
+    assert sorted(tmp_path.rglob("*")) == before, "nothing may be written for an input that cannot be read"
 
 
 CUPTI_RUN = {
@@ -79,15 +78,9 @@ CUPTI_RUN = {
                 {"name": "fp32 matmul", "value": 0.8, "unit": "TFLOP/s", "pct_of_peak": 0.1, "check": "SUSPECT"}],
     "total_seconds": 24.9,
 }  # fmt: skip
-COST = {"4": {"ncu_processes": 2, "profiled_calls": 2, "served_calls": 1, "ncu_wall_s": 19.09, "session_s": 6.13,
-              "wall_s": 30.0},
-        "10": {"ncu_processes": 1, "profiled_calls": 0, "ncu_wall_s": None, "wall_s": 7.25}}  # fmt: skip
-RECORDING = {
-    "provenance": {"gpu": "NVIDIA L4", "driver": "590.2", "ncu_version": "2099.1", "nsight_python": "1.1.0",
-                   "torch": "2.10.0"},
-    "created_utc": "2026-12-01T00:00:00+00:00",
-    "sections": {n: {"status": "ok", "notebook_commit": "0123456789ab", "cost": cost} for n, cost in COST.items()},
-}  # fmt: skip
+RECORDING = {"sections": {  # the wall time its row sums: the ncu processes and the timed ncu wall time
+    "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
+    "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}}}}  # fmt: skip
 NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own summary cell on the recording
     "environment": {"gpu": "NVIDIA L4", "driver": "590.2", "profiler": "ncu (launch mode, scripts/record_ncu.py)",
                     "ncu_version": "2099.1", "nsight_python": "1.1.0", "torch": "2.10.0"},
@@ -108,11 +101,12 @@ def table_repo(tmp_path) -> Path:
         shutil.copy2(ROOT / page, repo / page)
     run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
     folders = {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info},
-               "l4-ncu-2099.1": {"recording.json": RECORDING, "summary.json": NCU_SUMMARY}}  # fmt: skip
+               "l4-ncu-2099.1": {"recording.json": RECORDING, "summary.json": NCU_SUMMARY,
+                                 "recorded_sections.html": ""}}  # fmt: skip
     for folder, files in folders.items():
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
         for name, content in files.items():
-            (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content))
+            (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content) if content else "")
     return repo
 
 
@@ -137,24 +131,19 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
             "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
         "run": "[docs/verified/t4-cupti](verified/t4-cupti/)",
     }  # fmt: skip
+    page = "l4-ncu-2099.1/recorded_sections.html"
     assert ncu == {
         "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, scripts/record_ncu.py)",
         "nsight-python": "1.1.0", "torch": "2.10.0", "date (UTC)": "2026-12-01",
         "sections ok / skipped / failed": "1 / 1 / 0",
-        "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456)",
+        "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456, fedcba9)",
         "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
-        "run": "[docs/verified/l4-ncu-2099.1](verified/l4-ncu-2099.1/)",
+        "run": f"[docs/verified/{page}](verified/{page})",  # a recording's row links its page
     }  # fmt: skip
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
     assert narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2", narrow[0]
     assert "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"], narrow[0]
-    assert rows_after(repo / "docs/maintainers.md", "recording-cost:begin") == [
-        dict(zip(["recording", "section", "ncu processes", "profiled calls (+ served from an older recording)",
-                  "ncu wall time", "in nsight's session", "section wall time", "notebook commit"], row, strict=True))
-        for row in (["l4-ncu-2099.1", "4", "2", "2 (+1 served)", "19.1 s", "6.1 s", "30.0 s", "0123456"],
-                    ["l4-ncu-2099.1", "10", "1", "0", "not measured", "not measured", "7.2 s", "0123456"])
-    ], "rows in section order, each figure from the recording, one not measured said to be so"  # fmt: skip
     check = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], capture_output=True, cwd=repo)
     assert check.returncode == 0, "the tables it just wrote must pass its own --check"
     summary = repo / "docs" / "verified" / "t4-cupti" / "summary.json"
@@ -184,8 +173,7 @@ def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_wa
 def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
     notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
     notebook["cells"][0]["metadata"] = {"collapsed": True}  # Colab noise: --fix removes it
-    edited = tmp_path / "edited.ipynb"
-    edited.write_text(json.dumps(notebook))
+    (edited := tmp_path / "edited.ipynb").write_text(json.dumps(notebook))
     check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
     done = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1, done.stdout

@@ -9,30 +9,26 @@ from support import free_names, module_level_names
 from plumbing.cells import SECTION_ONE_NAMES, SECTION_PLAN
 
 
-@pytest.mark.parametrize(
-    ("status", "failed", "expected"),
-    [
-        ({8: {"status": "ok", "headline": "h"}}, {8: "s8-x"}, ("FAILED", "h", "s8-x")),  # whatever its status cell said
-        ({8: {"status": "ok", "headline": "spread"}}, {}, ("ok", "spread", None)),
-        ({}, {}, ("NOT RUN", "", None)),  # no status and no failure: it did not finish
-    ],
-)
-def test_a_sections_entry_is_failed_naming_the_cell_that_raised_else_what_its_own_cells_recorded(
-    status, failed, expected
-):
-    entry = recordings.section_entry(8, status, failed, {"wall_s": 1.5}, "c", "t")
-    assert (entry["status"], entry.get("headline") or "", entry["failed_cell"]) == expected, entry
-    assert entry["cost"] == {"wall_s": 1.5} and entry["notebook_commit"] == "c", entry
-    assert not failed or failed[8] in entry["reason"], f"the reason must name the cell that failed: {entry['reason']!r}"
-
-
-def test_the_recording_keeps_a_prelude_cell_under_no_section_and_leaves_out_the_cells_of_a_section_it_read():
-    run = {"source": "x = 1\n", "output": "", "variables": {"x": 1}}
+def test_a_new_recording_keeps_its_sections_status_and_the_cells_and_figures_it_ran_not_those_it_read():
     prelude, read, gpu = SECTION_PLAN[2]["define"][0], SECTION_PLAN[3]["run"][0], SECTION_PLAN[8]["gpu_define"][0]
-    runs = {c: {**run, "role": r} for c, r in ((prelude, "prelude"), (read, "recorded run"), (gpu, "gpu_define"))}
-    cells = recordings.recorded_cells(runs, "c" * 40, "t")
-    assert sorted(cells) == sorted([prelude, gpu]), f"a section read from a recording keeps that one's: {sorted(cells)}"
-    assert (cells[prelude]["section"], cells[gpu]["section"]) == (None, 8), "a shared (prelude) cell has no section"
+    runs = {cell: {"source": "x = 1\n", "output": "", "variables": {"x": 1}, "role": role}
+            for cell, role in ((prelude, "prelude"), (read, "recorded run"), (gpu, "gpu_define"))}  # fmt: skip
+    status = {2: {"status": "ok", "headline": "h2"}, 8: {"status": "ok", "headline": "h8"}}
+    namespace = {
+        "ENVIRONMENT": {"gpu": "G", "driver": "1"},
+        "FIGURES": [{"section": 2}, {"section": 4}],
+        "SECTIONS": status,
+    }
+    done = {"runs": runs, "failed": {8: gpu}}
+    made = recordings.new_recording("what", {}, namespace, done, [2, 5, 8], "c", "t", lambda number: {"s": number})
+    assert {cell: entry["section"] for cell, entry in made["cells"].items()} == {prelude: None, gpu: 8}, (
+        "a prelude cell has no section; a section read from another recording keeps that one's cells"
+    )
+    assert made["cells"][gpu]["variables"] == {"x": 1} and recordings.decode(made["figures"]) == [{"section": 2}]
+    sections = {n: (e["status"], e["headline"], e["failed_cell"], e["cost"]) for n, e in made["sections"].items()}
+    assert sections == {"2": ("ok", "h2", None, {"s": 2}), "5": ("NOT RUN", "", None, {"s": 5}),
+                        "8": ("FAILED", "h8", gpu, {"s": 8})}, "a cell that raised fails its section"  # fmt: skip
+    assert gpu in made["sections"]["8"]["reason"], "the reason must name the cell that failed"
 
 
 def test_a_run_cells_injection_binds_exactly_what_that_cell_bound_on_the_gpu_machine():
@@ -61,14 +57,3 @@ def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cel
             f"--sections {number}: cell {cell_id} reads {sorted(unbound)}, which no cell of its plan binds "
             "before it: add the name to SHARED_NAMES or the section to SECTION_DEPENDENCY in plumbing/cells.py"
         )
-
-
-def test_a_new_recording_keeps_each_cells_values_and_the_figures_of_the_recorded_sections_only():
-    namespace = {"ENVIRONMENT": {"gpu": "G", "driver": "1"}, "SECTIONS": {2: {"status": "ok", "headline": "h"}},
-                 "FIGURES": [{"section": 2, "name": "a"}, {"section": 4, "name": "b"}]}  # fmt: skip
-    run = {"source": "x = 1\n", "output": "", "variables": {"x": 1}, "role": "run"}
-    done = {"runs": {SECTION_PLAN[2]["run"][0]: run}, "failed": {}}
-    made = recordings.new_recording("what", {}, namespace, done, [2], "c", "t", lambda number: {})
-    assert recordings.decode(made["figures"]) == [{"section": 2, "name": "a"}], "section 4 was not recorded"
-    assert made["cells"][SECTION_PLAN[2]["run"][0]]["variables"] == {"x": 1}
-    assert made["sections"]["2"]["status"] == "ok" and made["sections"]["2"]["headline"] == "h"
