@@ -25,9 +25,8 @@ def check_scratch_folder(default_name: str, environ=os.environ) -> Path:
     home = Path(environ.get("HOME") or Path.home()).expanduser().resolve()
     never = {Path("/"), ROOT, *ROOT.parents, home, *home.parents}
     if work in never:
-        named = {ROOT: f"the clone ({ROOT})", home: f"HOME ({home})", Path("/"): "/"}
-        named = named.get(work, f"a folder that holds the clone or HOME ({work})")
-        raise RecorderError(f"{what} is {named}: the recorder empties its scratch folder, so it refuses this; {fix}")
+        raise RecorderError(f"{what} is the clone, HOME, / or a folder above one ({work}): the recorder empties its "
+                            f"scratch folder, so it refuses this; {fix}")  # fmt: skip
     if work.exists() and not work.is_dir():
         raise RecorderError(f"{what} is a file, not a folder; {fix}")
     if work.is_dir() and not (work / MARKER).is_file() and any(work.iterdir()):
@@ -56,23 +55,16 @@ def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
 
 def parse_sections(text: str | None, allowed) -> list[int]:
     """`--sections 2,3,9` (or 2-5) as numbers; every one must be in `allowed`. None (not given): all of them."""
-    valid = f"this recorder records sections {sorted(allowed)}"
     if text is None:
         return sorted(allowed)
+    valid = f"this recorder records sections {sorted(allowed)}"
     numbers: set[int] = set()
     for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        try:
-            first, last = int(low), int(high or low)
-        except ValueError:
-            raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or 2-5; {valid}") from None
-        if first > last:
-            raise RecorderError(
-                f"--sections {text!r}: {part.strip()} is a reversed range (write {last}-{first}); {valid}"
-            )
-        numbers |= set(range(first, last + 1))
-    wrong = sorted(numbers - set(allowed))
-    if wrong:
+        low, _, high = map(str.strip, part.partition("-"))
+        if not (low.isdigit() and (high or low).isdigit()) or int(low) > int(high or low):
+            raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or a range like 2-5; {valid}")
+        numbers |= set(range(int(low), int(high or low) + 1))
+    if wrong := sorted(numbers - set(allowed)):
         raise RecorderError(f"--sections {text!r}: {valid}, not {wrong}")
     return sorted(numbers)
 
