@@ -35,13 +35,8 @@ PATCHED_FUNCTIONS = (
     ("nsight.collection.ncu", "end_profiling", []),
     ("nsight.collection.ncu", "launch_ncu",
      ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"]),
-    ("nsight.collection.core", "run_profile_session",
-     ["func", "configs", "runs", "verbosity", "thermal_mode", "thermal_wait", "thermal_cont", "thermal_timeout",
-      "thermal_device", "info_collectors_list", "output_prefix"]),
-    ("nsight.extraction", "extract_df_from_report",
-     ["report_path", "metrics", "configs", "iterations", "func", "derive_metric", "ignore_kernel_list", "verbosity",
-      "combine_kernel_metrics", "info_collectors_list", "config_scope_columns", "annotation_scope_columns",
-      "info_prefix"]),
+    ("nsight.collection.core", "run_profile_session", ["func", "configs", "runs"]),  # the rest passed on as given
+    ("nsight.extraction", "extract_df_from_report", ["report_path", "metrics", "configs", "iterations", "func"]),
 )  # fmt: skip
 # The names NCUCollector.collect must still use for the patches to take effect (called, or imported inside it).
 COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report",
@@ -49,10 +44,8 @@ COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_s
 ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
 # Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
 QUERY_OPTIONS = {"--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import"}
-LAUNCH_MODE = {
-    "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
-    "profiler": "ncu (launch mode, scripts/record_ncu.py)",
-}
+LAUNCH_MODE = {"active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
+               "profiler": "ncu (launch mode, scripts/record_ncu.py)"}  # fmt: skip
 
 
 def nsight_internals_problems() -> list[str]:
@@ -125,8 +118,7 @@ class InnerDone(BaseException):
     """The inner process profiled its call: stop replaying cells."""
 
 
-def ncu_run(wait=lambda: 0):
-    """What collect waits on: the ncu process running the inner replay (outer), or nothing (inner)."""
+def ncu_run(wait=lambda: 0):  # what collect waits on: the ncu running the inner replay (outer), or nothing (inner)
     return types.SimpleNamespace(wait=wait)
 
 
@@ -136,20 +128,16 @@ class ProfiledCalls:
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
         self.work, self.role, self.target, self.ncu, self.log = work, role, target, ncu, log or log_line
         self.per_section: dict = {}  # section -> calls collect started there
-        self.key = ""  # the call collect is in: "<section>-<k>"
-        self.where = (None, None)  # (section, cell id) being executed
+        self.key, self.where, self.allowed = "", (None, None), True  # the call "<section>-<k>"; (section, cell id)
         self.calls: list[dict] = []  # outer: what each call did
-        self.allowed = True
         self.original: dict[str, object] = {}
 
     def install(self):
         from nsight.collection import ncu
 
         if ncu.injection_load_error is not None:
-            raise RecorderError(
-                f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); the recorder "
-                "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported (main() sets it)"
-            )
+            raise RecorderError(f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error})"
+                                "; the recorder needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported")  # fmt: skip
         for module_name, name, _ in PATCHED_FUNCTIONS:
             module = importlib.import_module(module_name)
             self.original[name] = getattr(module, name)
@@ -169,9 +157,8 @@ class ProfiledCalls:
 
     # ---- the replacements
     def activate(self, tool):
-        from nsight.tools_manager import Tool
+        from nsight.tools_manager import Tool  # for ncu, nothing to load: ncu launched this process
 
-        # ncu launched this process: there is no injection library to load
         return None if tool == Tool.NCU else self.original["activate"](tool)
 
     def begin_profiling(self):
@@ -196,10 +183,8 @@ class ProfiledCalls:
         if self.served():
             return ncu_run(), report_path, log_path
         command = launch_command(attach, self.ncu, inner_program(self.work, self.key))
-        shown = {"command": self.shown(" ".join(command)), "nsight_attach_command": self.shown(" ".join(attach))}
-        call.update(
-            metrics=list(metrics), replay_mode=replay_mode, report=os.path.relpath(report_path, self.work), **shown
-        )
+        call.update(metrics=list(metrics), replay_mode=replay_mode, report=os.path.relpath(report_path, self.work))
+        call.update(command=self.shown(" ".join(command)), nsight_attach_command=self.shown(" ".join(attach)))
         output = self.work / "calls" / f"{self.key}.out"
         with open(output, "w") as sink:
             process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
@@ -272,12 +257,10 @@ class ProfiledCalls:
         found = next((c for c in committed_calls() if c.get("raw_frame") and all(c.get(k) == v for k, v in
                       wanted.items())), None)  # fmt: skip
         if found is None:
-            raise RecorderError(
-                f"call {call['index']} ({call['benchmark']}, cell {call['cell']}) asks for "
-                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is shared: ncu gets "
-                f"--clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording holds it ({wanted}): run it on a "
-                "GPU of your own, or change the call."
-            )
+            raise RecorderError(f"call {call['index']} ({call['benchmark']}, cell {call['cell']}) asks for "
+                                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is "
+                                f"shared: ncu gets --clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording "
+                                f"holds it ({wanted}): run it on a GPU of your own, or change the call.")  # fmt: skip
         call.update(metrics=found["metrics"], served_from=found["served_from"], raw_frame=found["raw_frame"])
         self.log(f"[record] call {call['index']}: {call['benchmark']} served from {found['served_from']['label']}")
         return decode(found["raw_frame"])

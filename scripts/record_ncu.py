@@ -32,7 +32,7 @@ from plumbing.cells import NOT_UNDER_NCU, REPORT_FOLDERS, SECTION_DEPENDENCY, SE
 from plumbing.setup_helpers import parse_ncu_version, version_text
 
 MIN_NCU = (2025, 1)
-SECTIONS = tuple(number for number in SECTION_PLAN)  # 2 to 10: every section that profiles or reads a report
+SECTIONS = tuple(SECTION_PLAN)  # 2 to 10: every section that profiles or reads a report
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
 
@@ -111,11 +111,9 @@ def section_cost(number: int, calls: list[dict], guard_runs: int, wall_s: float)
             "ncu_wall_s": round(sum(call.get("ncu_wall_s") or 0 for call in run_here), 2)}  # fmt: skip
 
 
-WHAT = (
-    "Nsight Compute frames of the notebook's sections, recorded in ncu launch mode by scripts/record_ncu.py: "
-    "nsight-python's own profiling session ran under the ncu command line with the flags nsight's attach command "
-    "passes; nsight's own extraction and aggregation built the frames."
-)
+WHAT = ("Nsight Compute frames of the notebook's sections, recorded in ncu launch mode by scripts/record_ncu.py: "
+        "nsight-python's own profiling session ran under the ncu command line with the flags nsight's attach command "
+        "passes; nsight's own extraction and aggregation built the frames.")  # fmt: skip
 
 
 def keep_report_folders(out_dir: Path, dest: Path, sections: list[int]) -> list[str]:
@@ -150,13 +148,6 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     return recordings.load_recording(usable[-1])
 
 
-def importlib_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
     recorder_input.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
     require_gpu()
@@ -183,9 +174,10 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     if None in failed:
         raise RecorderError(f"shared cell {failed[None]} failed; nothing was recorded (its traceback is above)")
     dest = dest_root / folder_name(namespace["ENVIRONMENT"]["gpu"], version)
+    ncu_report = next((d.version for d in importlib.metadata.distributions(name="ncu-report")), "not installed")
     provenance = {
         "ncu_version": version, "ncu_version_text": ncu_says, "ncu_path": ncu, "nsight_python": nsight.__version__,
-        "ncu_report": importlib_version("ncu-report"), "torch": torch.__version__,
+        "ncu_report": ncu_report, "torch": torch.__version__,
         "torch_cuda": torch.version.cuda, "pandas": pd.__version__, "python": sys.version.split()[0],
     }  # fmt: skip
 
@@ -193,17 +185,13 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
         return section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
 
     recording = recordings.new_recording(WHAT, provenance, namespace, done, sections, commit, created, cost)
-    recording["define_values"] = {
-        name: encode(namespace[name])
-        for name in sorted(recordings.benchmark_setting_names(cells, sections))
-        if isinstance(namespace.get(name), (int, float, str, list, tuple))
-    }
+    recording["define_values"] = {name: encode(namespace[name]) for name in sorted(recordings.benchmark_setting_names(
+        cells, sections)) if isinstance(namespace.get(name), (int, float, str, list, tuple))}  # fmt: skip
     recording["calls"] = calls.calls
     path = recordings.write_recording(dest, recording, sections)
     kept = keep_report_folders(work / "out", dest, sections)
     queried = query_metrics(ncu, sorted({metric.split(".", 1)[0] for metric in notebook_metrics(cells)}), dest, version)
-    log_line(f"[record] query-metrics exit {queried}; report folders kept: {kept}")
-    log_line(f"[record] wrote {path}")
+    log_line(f"[record] wrote {path}; query-metrics exit {queried}; report folders kept: {kept}")
     for number in sections:
         info = recording["sections"][str(number)]
         log_line(f"[record] section {number}: {info['status']} {info['reason']} cost {json.dumps(info['cost'])}")

@@ -30,10 +30,8 @@ def check_scratch_folder(default_name: str, environ=os.environ) -> Path:
     if work.exists() and not work.is_dir():
         raise RecorderError(f"{what} is a file, not a folder; {fix}")
     if work.is_dir() and not (work / MARKER).is_file() and any(work.iterdir()):
-        raise RecorderError(
-            f"{what} holds files no recorder made (it has no {MARKER}), and the recorder would empty it; {fix}. "
-            f"If an older recorder made it (before the marker), delete it yourself: rm -r {work}"
-        )
+        raise RecorderError(f"{what} holds files no recorder made (it has no {MARKER}), and the recorder would empty "
+                            f"it; {fix}")  # fmt: skip
     return work
 
 
@@ -71,14 +69,12 @@ def parse_sections(text: str | None, allowed) -> list[int]:
 
 def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -> None:
     """Stop before anything runs, naming what to install, unless this Python can import what the cells import."""
-
-    def importable(name):
+    missing = []
+    for name in modules:
         try:
-            return importlib.util.find_spec(name) is not None
+            importlib.util.find_spec(name) or missing.append(name)
         except ImportError:  # a finder that refuses it
-            return False
-
-    missing = [name for name in modules if not importable(name)]
+            missing.append(name)
     if missing:
         raise RecorderError(
             f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
