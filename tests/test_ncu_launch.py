@@ -15,37 +15,28 @@ from nsight.collection import ncu as nsight_ncu
 from support import ROOT, RUN
 
 
-def _launch(cache_control="all", clock_control="none", replay_mode="kernel", tmp_path=None):
-    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
-    attach, log_path = ncu_launch.nsight_attach_command(
-        nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum", "dram__bytes_read.sum"], cache_control,
-        clock_control, replay_mode, nsight.VerbosityLevel.SILENT,
-    )  # fmt: skip
-    return attach, ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"]), report, log_path
-
-
 def _option(command, name):
     return command[command.index(name) + 1]
 
 
-@pytest.mark.parametrize(("cache", "clock"), [("all", "none"), ("none", "none")])
-def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache, clock):
-    attach, command, report, log_path = _launch(cache, clock, tmp_path=tmp_path)
+@pytest.mark.parametrize("cache", ["all", "none"])
+def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
+    report, metrics = f"{tmp_path}/ncu-output-bench-0.ncu-rep", ["gpu__time_duration.sum", "dram__bytes_read.sum"]
+    attach, log_path = ncu_launch.nsight_attach_command(nsight_ncu.launch_ncu, report, metrics, cache, "none", "kernel",
+                                                        nsight.VerbosityLevel.SILENT)  # fmt: skip
+    command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"])
     assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
-    assert (_option(command, "--cache-control"), _option(command, "--clock-control")) == (cache, clock)
+    settings = ("--cache-control", "--clock-control", "--replay-mode", "--metrics")
+    assert [_option(command, o) for o in settings] == [cache, "none", "kernel", ",".join(metrics)]
     assert _option(command, "--nvtx-include") == "regex:nsight-python@.+", "only nsight's NVTX ranges are profiled"
-    assert _option(command, "--replay-mode") == "kernel"
-    assert _option(command, "--metrics") == "gpu__time_duration.sum,dram__bytes_read.sum"
     assert _option(command, "-o") == report and _option(command, "--log-file") == log_path
-    assert "--mode" not in command and "--process-id" not in command, "launch mode: ncu starts the process"
     flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
-    assert command[2:-2] == flags, "every other flag must be nsight's own, in nsight's order"
+    assert command[2:-2] == flags, "launch mode: no --mode attach --process-id; every other flag nsight's, in order"
 
 
 @pytest.mark.parametrize(
     ("attach", "refused"),
     [(["ncu", "--metrics", "x", "-o", "r"], "--mode attach"),  # not nsight's attach command
-     (["ncu", "--mode", "attach", "--process-id", "1", "--clock-control", "base", "python3"], "--clock-control none"),
      (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "--clock-control none")],  # ncu's default: base
 )  # fmt: skip
 def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
@@ -83,11 +74,11 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     calls, log, work = patched
     assert nsight.get_active_tool() is None, "the recorder loads no injection library"
 
-    def add_kernels(x, y):
+    def add_kern(x, y):
         return x + y
 
     @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
-                           combine_kernel_metrics=add_kernels, output_prefix=f"{work}/out/s4/",
+                           combine_kernel_metrics=add_kern, output_prefix=f"{work}/out/s4/",
                            verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
     def bench(n):
         raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
@@ -99,25 +90,15 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
     assert argv[-6:] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py"), "--work", str(work), "--call", "4-0"]
     call = calls.calls[0]
-    assert (call["section"], call["benchmark"], call["runs"], call["combine_kernel_metrics"]) == (4, "bench", 2,
-            "add_kernels")  # fmt: skip
+    assert [call[k] for k in ("section", "benchmark", "runs", "combine_kernel_metrics")] == [4, "bench", 2, "add_kern"]
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
     kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
     assert "WORK/out/s4_all_none/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
         f"a recorded call must show this machine's paths relative to WORK or REPO (they are committed): {kept}"
     )
-
-
-def test_a_cell_run_only_for_its_definitions_may_not_profile(patched):
-    calls, _, _ = patched
-    calls.allowed = False
-
-    @nsight.analyze.kernel(runs=1, thermal_mode="off", verbosity=nsight.VerbosityLevel.SILENT)
-    def bench(n):
-        pass
-
+    calls.allowed = False  # a cell run only for its definitions
     with pytest.raises(recordings.RecorderError, match="run only for its definitions"):
-        bench(1)
+        bench(8)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ deleted the clone) and --sections."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,39 +17,28 @@ from support import ROOT
 NO_GPU = "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
 
 
-def recorder_clone(folder: Path) -> Path:
-    """What the recorders import, in folder/clone."""
-    clone = folder / "clone"
-    for part in ("scripts", "plumbing"):
-        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "requirements.txt", clone / "requirements.txt")  # plumbing/setup_helpers.py reads it
-    (clone / "nsight_python_t4_tutorial.ipynb").write_text(json.dumps({"cells": [], "nbformat": 4}))
-    (clone / ".git").mkdir()
-    (clone / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return clone
-
-
 def every_file(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
 @pytest.fixture()
 def machine(tmp_path):
-    """A copy of the clone, a folder of the user's own files beside it, a HOME elsewhere, and no GPU on PATH."""
-    clone = recorder_clone(tmp_path / "above")  # its parent holds neither HOME nor the test's other folders
+    """A copy of what the recorder imports, a folder of the user's own files beside it, a HOME elsewhere, no GPU."""
+    clone = tmp_path / "above" / "clone"  # its parent holds neither HOME nor the test's other folders
+    for part in ("scripts", "plumbing"):
+        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "requirements.txt", clone / "requirements.txt")  # plumbing/setup_helpers.py reads it
     (clone.parent / "mine").mkdir()
     (clone.parent / "mine" / "thesis.txt").write_text("my own work")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".bashrc").write_text("# mine\n")
+    for folder in (clone, clone.parent, tmp_path, tmp_path / "home"):  # marked: only their being these may refuse them
+        (folder / recorder_input.MARKER).write_text("")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvidia-smi").write_text(NO_GPU)
     (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
-    env = {
-        **{key: value for key, value in os.environ.items() if not key.startswith("NSPY_")},
-        "HOME": str(tmp_path / "home"),
-        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-    }
-    return clone, env
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NSPY_")}
+    return clone, {**env, "HOME": str(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
 
 
 # What NSPY_RECORD_WORK names, as the user types it from the clone.
