@@ -311,26 +311,20 @@ class NcuGuard:
         subprocess.Popen = self.saved
 
 
-def section_one_names(namespace: dict, environment: dict | None = None):
-    """Section 1's names made with section 1's own functions (after the setup-helper cell)."""
-    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
-    import torch
-
-    facts = namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
-    name_section_one(namespace, {**facts, **(environment or {})}, torch)
-
-
-def name_section_one(namespace: dict, environment: dict, torch) -> None:
-    """Section 1's names from the GPU machine's facts, and `display` (the cells run by exec, not in IPython)."""
+def section_one_names(namespace: dict, facts: dict | None = None) -> None:
+    """Section 1's names from the GPU machine's facts (section 1's own functions make them unless given), and
+    `display` (the cells run by exec, not in IPython)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import nsight
+    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
     import numpy as np
     import pandas as pd
     from IPython.display import display
 
-    namespace["ENVIRONMENT"].update(environment)
+    torch = None if facts else importlib.import_module("torch")
+    facts = facts or namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
+    namespace["ENVIRONMENT"].update({**facts, **LAUNCH_MODE})
     namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT, display=display)
     namespace.update(USE_NCU=True, CUPTI_REASON="")
     values = namespace["section_one_values"](namespace["ENVIRONMENT"])
@@ -356,7 +350,7 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
 
     def after(section, cell_id, role):
         if cell_id == SETUP_HELPERS:  # then section 1's names, before any cell uses them
-            section_one_names(namespace, environment=LAUNCH_MODE)
+            section_one_names(namespace)
             calls.install()
 
     done = recordings.execute(steps, namespace, log, before, after, propagate=calls.role == "inner")

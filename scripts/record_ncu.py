@@ -81,12 +81,8 @@ def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
     """(version, `ncu --version` text) of an ncu launch mode can use (2025.1+), else a RecorderError."""
     text = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout
     version = parse_ncu_version(text)  # the notebook's parser
-    if version is None:
-        raise RecorderError(f"cannot read the version of {ncu}: {text.strip()!r}")
-    if version[:2] < MIN_NCU:
-        raise RecorderError(
-            f"ncu {version_text(version)} is older than {'.'.join(map(str, MIN_NCU))}: launch mode needs 2025.1+"
-        )
+    if version is None or version[:2] < MIN_NCU:
+        raise RecorderError(f"launch mode needs ncu 2025.1 or newer; `{ncu} --version` says {text.strip()!r}")
     return version_text(version), text.strip()
 
 

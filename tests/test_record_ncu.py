@@ -92,7 +92,7 @@ def test_ncu_path_names_the_ncu_the_recorder_runs_its_folder_its_version_and_one
     monkeypatch.setenv("NCU_PATH", str(tmp_path if given == "folder" else fake))
     assert record_ncu.ncu_executable() == str(fake), "NCU_PATH (a folder: its ncu) must be the ncu that runs"
     if version < "2025.1":
-        with pytest.raises(recordings.RecorderError, match=f"ncu {version} is older than 2025.1"):
+        with pytest.raises(recordings.RecorderError, match=f"needs ncu 2025.1 or newer.*{version}"):
             record_ncu.launch_mode_ncu_version(str(fake))
     else:
         assert record_ncu.folder_name("NVIDIA H200", f"{version}.0") == f"nvidia-h200-ncu-{version}"
@@ -155,8 +155,8 @@ def launch_mode(tmp_path, monkeypatch):
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
     facts = {**recordings.load_recording(COMMITTED[0])["environment"], "ncu_path": str(fake)}
-    monkeypatch.setattr(ncu_launch, "section_one_names", lambda namespace, environment=None: (
-        ncu_launch.name_section_one(namespace, {**facts, **(environment or {})}, torch=None)))  # fmt: skip
+    real = ncu_launch.section_one_names  # with the recording's facts: this machine has no torch
+    monkeypatch.setattr(ncu_launch, "section_one_names", lambda namespace: real(namespace, facts))
 
     def replay(steps, recorded=None):
         calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
