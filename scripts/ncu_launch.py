@@ -59,10 +59,8 @@ def nsight_internals_problems() -> list[str]:
         if function is None or takes[: len(expected)] != expected:
             problems.append(f"{module_name}.{name} " + (f"takes ({', '.join(takes)}), the recorder expects "
                             f"({', '.join(expected)})" if function else "is gone"))  # fmt: skip
-    collect = getattr(getattr(ncu, "NCUCollector", None), "collect", None)
-    if collect is None:
-        return [*problems, "nsight.collection.ncu.NCUCollector.collect is gone"]
-    used = collect.__code__.co_names + collect.__code__.co_varnames
+    code = getattr(getattr(getattr(ncu, "NCUCollector", None), "collect", None), "__code__", None)
+    used = code.co_names + code.co_varnames if code else ()
     return problems + [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
 
 
@@ -237,11 +235,9 @@ class ProfiledCalls:
         if self.served():
             raw = self.serve_committed(call)
         else:
-            extract = self.original["extract_df_from_report"]
-            bound = inspect.signature(extract).bind(report_path, metrics, configs, iterations, func, *args, **kwargs)
-            call["combine_kernel_metrics"] = getattr(bound.arguments.get("combine_kernel_metrics"), "__name__", None)
             try:
-                raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
+                raw = self.original["extract_df_from_report"](report_path, metrics, configs, iterations, func, *args,
+                                                              **kwargs)  # fmt: skip
             except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
                 call["error"] = {"type": type(error).__name__, "message": str(error)}
                 stored.write_bytes(pickle.dumps(("error", error)))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record the notebook's sections 2 to 10 under Nsight Compute on a GPU machine, in launch mode.
 
-    python3 scripts/record_ncu.py [--sections 2,3,5] [--plan] [--keep-work]
+    python3 scripts/record_ncu.py [--sections 2,3,5] [--plan]
 
 Launch mode because nsight-python 1.1.0 attaches only to ncu 2026.2.1+ and the runner has 2025.3.1: each profiled
 call runs `ncu <nsight's flags, --clock-control none> python3 scripts/ncu_inner.py --work W --call N-k` (ncu_launch.py).
@@ -144,7 +144,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     return recordings.load_recording(usable[-1])
 
 
-def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, dict]:
+def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
     recorder_input.require_cell_modules()  # before nsight or torch: what is missing is named, not a traceback
     require_gpu()
     import nsight
@@ -191,9 +191,7 @@ def outer(dest_root: Path, sections: list[int], keep_work: bool) -> tuple[Path, 
     for number in sections:
         info = recording["sections"][str(number)]
         log_line(f"[record] section {number}: {info['status']} {info['reason']} cost {json.dumps(info['cost'])}")
-    if not keep_work:
-        shutil.rmtree(work / "calls", ignore_errors=True)
-    return dest, failed
+    return dest, failed  # the scratch folder stays as the calls left it, until the next run empties it
 
 
 def print_plan(sections: list[int]) -> None:
@@ -211,7 +209,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dest", type=Path, default=ROOT / "docs" / "verified", help="folder for the recording")
     parser.add_argument("--sections", help=f"which sections to record, e.g. 2,3,9 or 2-5 (default: {SECTIONS})")
     parser.add_argument("--plan", action="store_true", help="print the cells it would run and the metrics; no GPU")
-    parser.add_argument("--keep-work", action="store_true", help="keep the scratch pickles between processes")
     args = parser.parse_args(argv)
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu profiles from outside
     try:
@@ -220,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             print_plan(sections)
             return 0
         recorder_input.check_scratch_folder("record_ncu_work")  # refused before the GPU checks
-        dest, failed = outer(args.dest, sections, args.keep_work)
+        dest, failed = outer(args.dest, sections)
     except RecorderError as error:
         print(f"record_ncu: {error}", file=sys.stderr)
         return 2

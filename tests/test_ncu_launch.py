@@ -74,11 +74,8 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     calls, log, work = patched
     assert nsight.get_active_tool() is None, "the recorder loads no injection library"
 
-    def add_kern(x, y):
-        return x + y
-
     @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
-                           combine_kernel_metrics=add_kern, output_prefix=f"{work}/out/s4/",
+                           output_prefix=f"{work}/out/s4/",
                            verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
     def bench(n):
         raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
@@ -90,7 +87,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
     assert argv[-6:] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py"), "--work", str(work), "--call", "4-0"]
     call = calls.calls[0]
-    assert [call[k] for k in ("section", "benchmark", "runs", "combine_kernel_metrics")] == [4, "bench", 2, "add_kern"]
+    assert [call[k] for k in ("section", "benchmark", "runs")] == [4, "bench", 2]
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
     kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
     assert "WORK/out/s4_all_none/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (

@@ -108,7 +108,7 @@ def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monk
     monkeypatch.delattr(nsight_ncu, "begin_profiling")
     monkeypatch.setattr(record_ncu, "ncu_executable", lambda: pytest.fail("ncu was looked for before nsight's check"))
     with pytest.raises(recordings.RecorderError, match="begin_profiling is gone"):
-        record_ncu.outer(tmp_path, [2], False)
+        record_ncu.outer(tmp_path, [2])
 
 
 def test_the_staleness_check_sees_the_settings_each_define_cell_binds_if_use_ncu_blocks_included():
@@ -263,7 +263,6 @@ def test_without_a_gpu_the_recorder_stops_with_exit_2_says_so_and_writes_nothing
 def test_the_recorder_exits_2_when_a_section_failed_though_it_wrote_the_others(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("NSPY_RECORD_WORK", str(tmp_path / "w"))
     monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "0")
-    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {8: RUN[8]}))
+    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections: (tmp_path, {8: RUN[8]} if 8 in sections else {}))
     assert record_ncu.main(["--dest", str(tmp_path)]) == 2 and RUN[8] in capsys.readouterr().err
-    monkeypatch.setattr(record_ncu, "outer", lambda dest, sections, keep: (tmp_path, {} if keep else {0: "kept"}))
-    assert record_ncu.main(["--dest", str(tmp_path), "--keep-work"]) == 0, "--keep-work must reach the outer process"
+    assert record_ncu.main(["--dest", str(tmp_path), "--sections", "2"]) == 0, "exit 0 when every section is ok"
