@@ -163,23 +163,22 @@ def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
     calls = ProfiledCalls(work, "outer", ncu=ncu)
     cells = load_cells()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    commit = recordings.notebook_commit()
     with NcuGuard(ncu) as guard:
         done = replay(recordings.plan(cells, sections), calls, guard, recorded=recorded)
     namespace, failed = done["namespace"], done["failed"]
     if None in failed:
         raise RecorderError(f"shared cell {failed[None]} failed; nothing was recorded (its traceback is above)")
     dest = dest_root / folder_name(namespace["ENVIRONMENT"]["gpu"], version)
-    ncu_report = next((d.version for d in importlib.metadata.distributions(name="ncu-report")), "not installed")
     provenance = {
         "ncu_version": version, "ncu_version_text": ncu_says, "ncu_path": ncu, "nsight_python": nsight.__version__,
-        "ncu_report": ncu_report, "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda, "pandas": pd.__version__, "python": sys.version.split()[0],
-    }  # fmt: skip
+        "ncu_report": next((d.version for d in importlib.metadata.distributions(name="ncu-report")), "not installed"),
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda, "pandas": pd.__version__,
+        "python": sys.version.split()[0]}  # fmt: skip
 
     def cost(number):
         return section_cost(number, calls.calls, done["ncu_runs"].get(number, 0), done["wall_s"].get(number, 0.0))
 
+    commit = recordings.notebook_commit()
     recording = recordings.new_recording(WHAT, provenance, namespace, done, sections, commit, created, cost)
     recording["define_values"] = {name: encode(namespace[name]) for name in sorted(recordings.benchmark_setting_names(
         cells, sections)) if isinstance(namespace.get(name), (int, float, str, list, tuple))}  # fmt: skip
@@ -223,8 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if failed:
         print(f"record_ncu: sections failed: {failed} (cell ids); the rest is recorded in {dest}", file=sys.stderr)
-        return 2
-    return 0
+    return 2 if failed else 0
 
 
 if __name__ == "__main__":
