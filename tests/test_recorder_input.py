@@ -41,25 +41,26 @@ def machine(tmp_path):
     return clone, {**env, "HOME": str(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
 
 
-# What NSPY_RECORD_WORK names, as the user types it from the clone.
-HARMFUL = {"the clone": ".", "the folder above the clone": "..", "two folders above the clone": "../..", "HOME": "~",
-           "a folder of the user's files": "../mine", "a file": "scripts/record_ncu.py"}  # fmt: skip
+# What NSPY_RECORD_WORK names, as the user types it from the clone; "new" is a new folder: refused for no GPU here.
+REFUSED = {"the clone": ".", "the folder above the clone": "..", "two folders above the clone": "../..", "HOME": "~",
+           "a folder of one's own files": "../mine", "a file": "requirements.txt", "new": "../new"}  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", HARMFUL)
-def test_the_recorder_refuses_a_scratch_folder_it_did_not_make_before_anything_and_leaves_every_file(
+@pytest.mark.parametrize("kind", REFUSED)
+def test_the_recorder_refuses_a_scratch_folder_it_did_not_make_or_a_machine_without_a_gpu_and_writes_nothing(
     machine, tmp_path, kind
 ):
     clone, env = machine
     before = every_file(tmp_path)
     done = subprocess.run(
         [sys.executable, "scripts/record_ncu.py", "--sections", "2", "--dest", str(tmp_path / "dest")],
-        cwd=clone, env={**env, "NSPY_RECORD_WORK": HARMFUL[kind]}, capture_output=True, text=True, timeout=60,
+        cwd=clone, env={**env, "NSPY_RECORD_WORK": REFUSED[kind]}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert every_file(tmp_path) == before, f"NSPY_RECORD_WORK={HARMFUL[kind]}: files changed though it refused"
+    assert every_file(tmp_path) == before, f"NSPY_RECORD_WORK={REFUSED[kind]}: files changed though it refused"
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1500:]
-    assert f"NSPY_RECORD_WORK={HARMFUL[kind]} " in done.stderr and "set NSPY_RECORD_WORK to" in done.stderr, (
-        f"the refusal must name the setting and the fix, before the GPU check:\n{done.stderr[-1500:]}"
+    named = ["no NVIDIA GPU"] if kind == "new" else [f"NSPY_RECORD_WORK={REFUSED[kind]} ", "set NSPY_RECORD_WORK"]
+    assert all(text in done.stderr for text in named), (
+        f"name the setting and the fix, before the GPU check: {done.stderr}"
     )
 
 
