@@ -48,8 +48,9 @@ LAUNCH_MODE = {"active_tool": "none (ncu launch mode: ncu runs the process, noth
                "profiler": "ncu (launch mode, scripts/record_ncu.py)"}  # fmt: skip
 
 
-def nsight_internals_problems() -> list[str]:
-    """What moved in the installed nsight-python against what the recorder patches ([] if nothing)."""
+def check_nsight_internals():
+    """Name what moved in the installed nsight-python against what the recorder patches, before anything runs."""
+    import nsight
     from nsight.collection import ncu
 
     problems = []
@@ -61,13 +62,8 @@ def nsight_internals_problems() -> list[str]:
                             f"({', '.join(expected)})" if function else "is gone"))  # fmt: skip
     code = getattr(getattr(getattr(ncu, "NCUCollector", None), "collect", None), "__code__", None)
     used = code.co_names + code.co_varnames if code else ()
-    return problems + [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
-
-
-def check_nsight_internals():
-    import nsight
-
-    if problems := nsight_internals_problems():
+    problems += [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
+    if problems:
         raise RecorderError(f"nsight-python {nsight.__version__} moved what record_ncu.py patches: "
                             f"{'; '.join(problems)}. Port PATCHED_FUNCTIONS and ProfiledCalls, or install "
                             f"nsight-python=={NSIGHT_VERSION}")  # fmt: skip

@@ -57,15 +57,9 @@ def test_a_base_clock_call_is_served_from_the_recording_that_ran_it_or_refused_a
     assert not log.exists(), "ncu was started for a clock_control='base' call"
 
 
-def _plan(*sections):
-    done = subprocess.run([sys.executable, str(ROOT / "scripts/record_ncu.py"), "--plan", *sections],
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu_and_what_section_10_reads():
-    lines = _plan().splitlines()
+def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu_and_what_section_10_reads(capsys):
+    assert record_ncu.main(["--plan"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     prelude = [f"section -: {cell_id} (prelude)" for cell_id in recordings.prelude_cell_ids(recordings.load_cells())]
     assert lines[: len(prelude)] == prelude, "the plan must start with the shared cells, before any section's"
     sections = {int(line.split(":")[0].split()[1]) for line in lines if re.match(r"section \d+:", line)}
@@ -73,8 +67,9 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu_an
     assert f"section 2: {RUN[2]} (run, each profiled call under its own ncu)" in lines
     for cell_id in NOT_UNDER_NCU:  # the CUPTI child and section 10's own ncu command lines run in the outer
         assert f"{cell_id} (run)" in [line.split(": ", 1)[1] for line in lines if line.startswith("section ")], cell_id
-    assert "gpu__time_duration.sum" in lines[-1]
-    alone = _plan("--sections", "10")
+    assert "gpu__time_duration.sum" in lines[-1], "the plan lists the notebook's metrics"
+    assert record_ncu.main(["--plan", "--sections", "10"]) == 0
+    alone = capsys.readouterr().out
     for number in SECTION_DEPENDENCY[10]:
         assert f"section {number}: read by [10], taken from the recording in docs/verified" in alone
     assert not re.findall(r"^section [2-9]: \S+ \((?!recorded )", alone, re.M), "only section 10's cells are recorded"
