@@ -1,6 +1,5 @@
 """Nsight Compute launch mode for scripts/record_ncu.py (outer) and scripts/ncu_inner.py (inner): the nsight functions
-patched (ProfiledCalls), the ncu commands, the replay of the notebook's cells, and NcuGuard (`--clock-control none`).
-"""
+patched (ProfiledCalls), the ncu commands, the replay of the notebook's cells, and NcuGuard (`--clock-control none`)."""
 
 from __future__ import annotations
 
@@ -166,9 +165,8 @@ class ProfiledCalls:
             raise RecorderError(f"cell {cell!r} called a benchmark, but it is run only for its definitions")
         self.per_section[section] = self.per_section.get(section, -1) + 1
         self.key = f"{section}-{self.per_section[section]}"
-        attach, log_path = nsight_attach_command(
-            self.original["launch_ncu"], report_path, metrics, cache_control, clock_control, replay_mode, verbosity
-        )
+        attach, log_path = nsight_attach_command(self.original["launch_ncu"], report_path, metrics, cache_control,
+                                                 clock_control, replay_mode, verbosity)  # fmt: skip
         if self.role == "inner":
             return ncu_run(), report_path, log_path
         call = {"index": self.key, "section": section, "cell": cell, "cache_control": cache_control,
@@ -209,10 +207,8 @@ class ProfiledCalls:
             returncode = None
         call.update(ncu_wall_s=round(time.perf_counter() - started, 2), ncu_exit=returncode)
         log = self.work / call["report"].replace(".ncu-rep", ".log")
-        call["process_output_tail"], call["ncu_log_tail"] = (
-            self.shown(path.read_text(errors="replace")).strip().splitlines()[-15:] if path.exists() else []
-            for path in (output, log)
-        )
+        call["process_output_tail"], call["ncu_log_tail"] = (self.shown(path.read_text(errors="replace")).strip()
+            .splitlines()[-15:] if path.exists() else [] for path in (output, log))  # fmt: skip
         self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s")
         if returncode != 0:  # else the report exists, or nsight's extraction says it does not
             failed = f"failed: exit {returncode}" if returncode else f"did not finish within {NCU_CALL_TIMEOUT_S} s"

@@ -1,6 +1,5 @@
 """What scripts/record_ncu.py checks before anything runs: --sections, and its scratch folder (NSPY_RECORD_WORK),
-which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /.
-"""
+which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /."""
 
 from __future__ import annotations
 
@@ -76,8 +75,7 @@ def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -
         except ImportError:  # a finder that refuses it
             missing.append(name)
     if missing:
-        raise RecorderError(
-            f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
-            "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
-            "python3 -m pip install -r requirements-harness.txt"
-        )
+        raise RecorderError(f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells "
+                            "import. Install the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse "
+                            "scripts/setup_gpu_runner (offline), or "
+                            "python3 -m pip install -r requirements-harness.txt")  # fmt: skip
