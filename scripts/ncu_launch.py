@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 import pickle
 import subprocess
@@ -15,7 +14,7 @@ import types
 from pathlib import Path
 
 import recordings
-from recordings import RECORDING_FILE, ROOT, RecorderError, decode, encode, log_line, recording_folders
+from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_ONE_NAMES, SETUP_HELPERS
 
@@ -120,10 +119,8 @@ class ProfiledCalls:
 
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
         self.work, self.role, self.target, self.ncu, self.log = work, role, target, ncu, log or log_line
-        self.per_section: dict = {}  # section -> calls collect started there
         self.key, self.where, self.allowed = "", (None, None), True  # the call "<section>-<k>"; (section, cell id)
-        self.calls: list[dict] = []  # outer: what each call did
-        self.original: dict[str, object] = {}
+        self.per_section, self.calls, self.original = {}, [], {}  # calls started per section; what each did (outer)
 
     def install(self):
         from nsight.collection import ncu
@@ -257,7 +254,7 @@ class ProfiledCalls:
 def committed_calls():
     """Every call of the committed recordings, served_from naming the recording that ran it."""
     for folder in recording_folders():
-        recording = json.loads((folder / RECORDING_FILE).read_text())
+        recording = recordings.load_recording(folder)
         commit, created = str(recording["provenance"].get("notebook_commit"))[:7], recording["created_utc"]
         label = f"the recording of {created} in {folder.name} (notebook commit {commit})"
         ran_here = {"folder": folder.name, "created_utc": created, "notebook_commit": commit, "label": label}

@@ -14,7 +14,6 @@ import argparse
 import datetime
 import importlib.metadata
 import importlib.util
-import json
 import lzma
 import os
 import re
@@ -189,7 +188,7 @@ def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
     log_line(f"[record] wrote {path}; query-metrics exit {queried}; report folders kept: {kept}")
     for number in sections:
         info = recording["sections"][str(number)]
-        log_line(f"[record] section {number}: {info['status']} {info['reason']} cost {json.dumps(info['cost'])}")
+        log_line(f"[record] section {number}: {info['status']} {info['reason']} cost {info['cost']}")
     return dest, failed  # the scratch folder stays as the calls left it, until the next run empties it
 
 

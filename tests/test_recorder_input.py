@@ -14,8 +14,6 @@ import recorder_input
 from recordings import RecorderError
 from support import ROOT
 
-NO_GPU = "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
-
 
 def every_file(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
@@ -35,7 +33,7 @@ def machine(tmp_path):
     for folder in (clone, clone.parent, tmp_path, tmp_path / "home"):  # marked: only their being these may refuse them
         (folder / recorder_input.MARKER).write_text("")
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "nvidia-smi").write_text(NO_GPU)
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith("NSPY_")}
     return clone, {**env, "HOME": str(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
