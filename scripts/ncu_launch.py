@@ -297,8 +297,7 @@ class NcuGuard:
 
 
 def section_one_names(namespace: dict, facts: dict | None = None) -> None:
-    """Section 1's names from the GPU machine's facts (section 1's own functions make them unless given), and
-    `display` (the cells run by exec, not in IPython)."""
+    """Section 1's names from the GPU machine's facts (made by section 1's own functions unless given), `display`."""
     import matplotlib
 
     matplotlib.use("Agg")
