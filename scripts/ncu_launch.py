@@ -166,9 +166,8 @@ class ProfiledCalls:
                                                  clock_control, replay_mode, verbosity)  # fmt: skip
         if self.role == "inner":
             return ncu_run(), report_path, log_path
-        call = {"index": self.key, "section": section, "cell": cell, "cache_control": cache_control,
-                "clock_control": clock_control}  # fmt: skip
-        self.calls.append(call)
+        self.calls.append(call := {"index": self.key, "section": section, "cell": cell, "cache_control": cache_control,
+                                   "clock_control": clock_control})  # fmt: skip
         if self.served():
             return ncu_run(), report_path, log_path
         command = launch_command(attach, self.ncu, inner_program(self.work, self.key))

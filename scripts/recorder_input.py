@@ -38,10 +38,8 @@ def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
     """The scratch folder, checked again, made (with MARKER) or emptied of what an earlier run left."""
     work = check_scratch_folder(default_name, environ)
     try:
-        if work.is_dir():
-            for path in work.iterdir():
-                if path.name != MARKER:
-                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        for path in [p for p in work.iterdir() if p.name != MARKER] if work.is_dir() else []:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         work.mkdir(parents=True, exist_ok=True)
         (work / MARKER).write_text("made by scripts/record_ncu.py; the next run empties it\n")
     except OSError as error:

@@ -27,10 +27,9 @@ def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
                                                         nsight.VerbosityLevel.SILENT)  # fmt: skip
     command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"])
     assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
-    settings = ("--cache-control", "--clock-control", "--replay-mode", "--metrics")
-    assert [_option(command, o) for o in settings] == [cache, "none", "kernel", ",".join(metrics)]
-    assert _option(command, "--nvtx-include") == "regex:nsight-python@.+", "only nsight's NVTX ranges are profiled"
-    assert _option(command, "-o") == report and _option(command, "--log-file") == log_path
+    named = ["--cache-control", "--clock-control", "--replay-mode", "--metrics", "--nvtx-include", "-o", "--log-file"]
+    assert [_option(command, o) for o in named] == [cache, "none", "kernel", ",".join(metrics),
+            "regex:nsight-python@.+", report, log_path], "nsight's settings; only nsight's NVTX ranges"  # fmt: skip
     flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
     assert command[2:-2] == flags, "launch mode: no --mode attach --process-id; every other flag nsight's, in order"
 
