@@ -202,9 +202,9 @@ class ProfiledCalls:
             process.wait()
             returncode = None
         call.update(ncu_wall_s=round(time.perf_counter() - started, 2), ncu_exit=returncode)
-        log = self.work / call["report"].replace(".ncu-rep", ".log")
-        call["process_output_tail"], call["ncu_log_tail"] = (self.shown(path.read_text(errors="replace")).strip()
-            .splitlines()[-15:] if path.exists() else [] for path in (output, log))  # fmt: skip
+        logs = (output, self.work / call["report"].replace(".ncu-rep", ".log"))  # the process's output, ncu's log
+        ends = [self.shown(p.read_text(errors="replace")).splitlines()[-15:] if p.exists() else [] for p in logs]
+        call["process_output_tail"], call["ncu_log_tail"] = ends
         self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s")
         if returncode != 0:  # else the report exists, or nsight's extraction says it does not
             failed = f"failed: exit {returncode}" if returncode else f"did not finish within {NCU_CALL_TIMEOUT_S} s"
@@ -223,9 +223,9 @@ class ProfiledCalls:
         if self.served():
             raw = self.serve_committed(call)
         else:
+            extract = self.original["extract_df_from_report"]
             try:
-                raw = self.original["extract_df_from_report"](report_path, metrics, configs, iterations, func, *args,
-                                                              **kwargs)  # fmt: skip
+                raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
             except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
                 call["error"] = {"type": type(error).__name__, "message": str(error)}
                 stored.write_bytes(pickle.dumps(("error", error)))
