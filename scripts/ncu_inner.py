@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""What ncu launches for one profiled call of scripts/record_ncu.py (never run by hand): replays section N up to
-call k (ncu_launch.inner_plan), runs call k with nsight's own session, exits 0; 3 when the cells ended before it.
-"""
+"""What ncu launches for one profiled call N-k of scripts/record_ncu.py (never run by hand): replays section N up to
+call k (ncu_launch.inner_plan), runs call k with nsight's own session, exits 0; 3 when the cells ended before it."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     section = int(args.call.split("-")[0])
     try:
         calls = ProfiledCalls(args.work, "inner", target=args.call)
-        replay(inner_plan(load_cells(), section), calls, log=lambda *_: None)
+        replay(inner_plan(load_cells(), section), calls, log=lambda *_: None)  # what it prints: the call's output
     except InnerDone:
         return 0
     print(f"[record inner] section {section}'s cells ended before profiled call {args.call}", file=sys.stderr)

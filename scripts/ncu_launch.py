@@ -1,10 +1,10 @@
 """Nsight Compute launch mode for scripts/record_ncu.py (outer) and scripts/ncu_inner.py (inner): the nsight functions
-patched (ProfiledCalls), the ncu commands, the replay of the notebook's cells, and NcuGuard (`--clock-control none`).
-"""
+patched (ProfiledCalls), the ncu commands, the replay of the notebook's cells, and NcuGuard (`--clock-control none`)."""
 
 from __future__ import annotations
 
-import json
+import importlib
+import inspect
 import os
 import pickle
 import subprocess
@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 
 import recordings
-from recordings import RECORDING_FILE, ROOT, RecorderError, decode, encode, log_line, recording_folders
+from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_ONE_NAMES, SETUP_HELPERS
 
@@ -33,97 +33,70 @@ PATCHED_FUNCTIONS = (
     ("nsight.collection.ncu", "end_profiling", []),
     ("nsight.collection.ncu", "launch_ncu",
      ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"]),
-    ("nsight.collection.core", "run_profile_session",
-     ["func", "configs", "runs", "verbosity", "thermal_mode", "thermal_wait", "thermal_cont", "thermal_timeout",
-      "thermal_device", "info_collectors_list", "output_prefix"]),
-    ("nsight.extraction", "extract_df_from_report",
-     ["report_path", "metrics", "configs", "iterations", "func", "derive_metric", "ignore_kernel_list", "verbosity",
-      "combine_kernel_metrics", "info_collectors_list", "config_scope_columns", "annotation_scope_columns",
-      "info_prefix"]),
+    ("nsight.collection.core", "run_profile_session", ["func", "configs", "runs"]),  # the rest passed on as given
+    ("nsight.extraction", "extract_df_from_report", ["report_path", "metrics", "configs", "iterations", "func"]),
 )  # fmt: skip
 # The names NCUCollector.collect must still use for the patches to take effect (called, or imported inside it).
 COLLECT_USES = ("launch_ncu", "begin_profiling", "end_profiling", "run_profile_session", "extract_df_from_report",
                 "activate", "get_active_tool")  # fmt: skip
 ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
-
-
-def nsight_internals_problems() -> list[str]:
-    """What moved in the installed nsight-python, against what the recorder patches ([] if nothing)."""
-    import importlib
-    import inspect
-
-    from nsight.collection import ncu
-
-    problems = []
-    for module_name, name, parameters in PATCHED_FUNCTIONS:
-        function = getattr(importlib.import_module(module_name), name, None)
-        if function is None:
-            problems.append(f"{module_name}.{name} is gone")
-        elif list(inspect.signature(function).parameters)[: len(parameters)] != parameters:
-            problems.append(
-                f"{module_name}.{name} takes ({', '.join(inspect.signature(function).parameters)}), "
-                f"the recorder expects ({', '.join(parameters)})"
-            )
-    collect = getattr(getattr(ncu, "NCUCollector", None), "collect", None)
-    if collect is None:
-        return [*problems, "nsight.collection.ncu.NCUCollector.collect is gone"]
-    code = collect.__code__
-    used = code.co_names + code.co_varnames
-    return problems + [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
+# Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
+QUERY_OPTIONS = {"--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import"}
+LAUNCH_MODE = {"active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
+               "profiler": "ncu (launch mode, scripts/record_ncu.py)"}  # fmt: skip
 
 
 def check_nsight_internals():
-    """Fail with what moved unless nsight-python still has the functions the recorder patches, as it calls them."""
+    """Name what moved in the installed nsight-python against what the recorder patches, before anything runs."""
     import nsight
+    from nsight.collection import ncu
 
-    problems = nsight_internals_problems()
+    problems = []
+    for module_name, name, expected in PATCHED_FUNCTIONS:
+        function = getattr(importlib.import_module(module_name), name, None)
+        takes = list(inspect.signature(function).parameters) if function else []
+        if function is None or takes[: len(expected)] != expected:
+            problems.append(f"{module_name}.{name} " + (f"takes ({', '.join(takes)}), the recorder expects "
+                            f"({', '.join(expected)})" if function else "is gone"))  # fmt: skip
+    code = getattr(getattr(getattr(ncu, "NCUCollector", None), "collect", None), "__code__", None)
+    used = code.co_names + code.co_varnames if code else ()
+    problems += [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
     if problems:
         raise RecorderError(f"nsight-python {nsight.__version__} moved what record_ncu.py patches: "
                             f"{'; '.join(problems)}. Port PATCHED_FUNCTIONS and ProfiledCalls, or install "
                             f"nsight-python=={NSIGHT_VERSION}")  # fmt: skip
-    if nsight.__version__ != NSIGHT_VERSION:
-        log_line(f"[record] nsight-python {nsight.__version__} (written for {NSIGHT_VERSION}): nothing patched moved")
 
 
 def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
-    """The ncu command nsight's own launch_ncu builds for attach mode, captured instead of started."""
+    """The ncu command nsight's own launch_ncu builds for attach mode, captured instead of started; its log path."""
     from nsight.collection import ncu
 
     captured = []
-
-    class Capture:
-        @staticmethod
-        def Popen(command, *args, **kwargs):  # noqa: N802 - stands in for subprocess.Popen
-            captured.append(list(command))
-
-    saved, ncu.subprocess = ncu.subprocess, Capture
+    capture = types.SimpleNamespace(Popen=lambda command, *_, **__: captured.append(command))
+    saved, ncu.subprocess = ncu.subprocess, capture
     try:
-        _, report_path, log_path = launch_ncu(
-            report_path, metrics, cache_control, clock_control, replay_mode, verbosity
-        )
+        _, _, log_path = launch_ncu(report_path, metrics, cache_control, clock_control, replay_mode, verbosity)
     finally:
         ncu.subprocess = saved
     if len(captured) != 1:
         raise RecorderError(f"nsight's launch_ncu started {len(captured)} processes, the recorder expects one")
-    return captured[0], log_path
+    return list(captured[0]), log_path
 
 
 def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]:
-    """nsight's attach command as a launch command."""
     flags = list(attach[1:])
     for option, value in ATTACH_ONLY_OPTIONS.items():
-        if option not in flags or (value is not None and flags[flags.index(option) + 1] != value):
+        if option not in flags or value not in (None, flags[flags.index(option) + 1]):
             raise RecorderError(f"nsight's ncu command has no '{option} {value or '...'}': {' '.join(attach)}")
-        at = flags.index(option)
-        del flags[at : at + 2]
+        del flags[flags.index(option) : flags.index(option) + 2]
     require_runner_clocks(attach)
     return [ncu, "--nvtx", *flags, *program]
 
 
 def require_runner_clocks(argv: list[str]) -> None:
     """Refuse an ncu command that profiles without `--clock-control none` (ncu's default is base clocks)."""
-    at = argv.index("--clock-control") if "--clock-control" in argv else -1
-    if at < 0 or at + 1 >= len(argv) or argv[at + 1] != RUNNER_CLOCK_CONTROL:
+    at = argv.index("--clock-control") + 1 if "--clock-control" in argv else len(argv)
+    if argv[at : at + 1] != [RUNNER_CLOCK_CONTROL]:
         raise RecorderError(f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is "
                             f"shared; its clocks stay as they are): {' '.join(argv)}")  # fmt: skip
 
@@ -137,57 +110,46 @@ class InnerDone(BaseException):
     """The inner process profiled its call: stop replaying cells."""
 
 
-def ncu_run(wait=lambda: 0):
-    """What collect waits on: the ncu process running the inner replay (outer), or nothing (inner)."""
+def ncu_run(wait=lambda: 0):  # what collect waits on: the ncu running the inner replay (outer), or nothing (inner)
     return types.SimpleNamespace(wait=wait)
 
 
 class ProfiledCalls:
-    """The replacements for what NCUCollector.collect calls."""
+    """The replacements for what NCUCollector.collect calls, each a method named after what it replaces."""
 
     def __init__(self, work: Path, role: str, target: str | None = None, ncu: str | None = None, log=None):
-        self.work, self.role, self.target, self.ncu = work, role, target, ncu
-        self.log = log or log_line
-        self.per_section: dict = {}  # section -> calls collect started there
-        self.key = ""  # the call collect is in: "<section>-<k>"
-        self.where = (None, None)  # (section, cell id) being executed
-        self.calls: list[dict] = []  # outer: what each call did
-        self.allowed = True
-        self.original: dict[str, object] = {}
+        self.work, self.role, self.target, self.ncu, self.log = work, role, target, ncu, log or log_line
+        self.key, self.where, self.allowed = "", (None, None), True  # the call "<section>-<k>"; (section, cell id)
+        self.per_section, self.calls, self.original = {}, [], {}  # calls started per section; what each did (outer)
 
     def install(self):
-        import importlib
-
         from nsight.collection import ncu
 
         if ncu.injection_load_error is not None:
-            raise RecorderError(
-                f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); the recorder "
-                "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported (main() sets it)"
-            )
-
-        for module_name, name, _ in PATCHED_FUNCTIONS:  # each replaced by the method of its name
+            raise RecorderError(f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error})"
+                                "; the recorder needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported")  # fmt: skip
+        for module_name, name, _ in PATCHED_FUNCTIONS:
             module = importlib.import_module(module_name)
             self.original[name] = getattr(module, name)
             setattr(module, name, getattr(self, name))
 
     def uninstall(self):
-        import importlib
-
         for module_name, name, _ in PATCHED_FUNCTIONS:
             if name in self.original:
                 setattr(importlib.import_module(module_name), name, self.original.pop(name))
 
-    def _stored(self, key: str) -> Path:
-        return self.work / "calls" / f"{key}.pkl"  # scratch between outer and inner, never committed
+    def shown(self, text: str) -> str:
+        """Text for the committed recording: this machine's paths as WORK (scratch folder, maybe in REPO) and REPO."""
+        return text.replace(str(self.work), "WORK").replace(str(ROOT), "REPO")
+
+    def served(self) -> bool:  # a call this machine never runs: served from a committed recording
+        return self.calls[-1]["clock_control"] != RUNNER_CLOCK_CONTROL
 
     # ---- the replacements
     def activate(self, tool):
-        from nsight.tools_manager import Tool
+        from nsight.tools_manager import Tool  # for ncu, nothing to load: ncu launched this process
 
-        if tool != Tool.NCU:
-            return self.original["activate"](tool)
-        return None  # ncu launched this process: there is no injection library to load
+        return None if tool == Tool.NCU else self.original["activate"](tool)
 
     def begin_profiling(self):
         """In launch mode ncu profiles the NVTX ranges nsight opens: nothing to start or end."""
@@ -195,238 +157,169 @@ class ProfiledCalls:
     end_profiling = begin_profiling
 
     def launch_ncu(self, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
+        section, cell = self.where
         if not self.allowed:
-            raise RecorderError(f"cell {self.where[1]!r} called a benchmark, but it is run only for its definitions")
-        section = self.where[0]
+            raise RecorderError(f"cell {cell!r} called a benchmark, but it is run only for its definitions")
         self.per_section[section] = self.per_section.get(section, -1) + 1
-        index = self.key = f"{section}-{self.per_section[section]}"
-        attach, log_path = nsight_attach_command(
-            self.original["launch_ncu"], report_path, metrics, cache_control, clock_control, replay_mode, verbosity
-        )
+        self.key = f"{section}-{self.per_section[section]}"
+        attach, log_path = nsight_attach_command(self.original["launch_ncu"], report_path, metrics, cache_control,
+                                                 clock_control, replay_mode, verbosity)  # fmt: skip
         if self.role == "inner":
             return ncu_run(), report_path, log_path
-        if clock_control != RUNNER_CLOCK_CONTROL:  # never run here: served from a committed recording
-            call = {"index": index, "section": section, "cell": self.where[1], "serve": True}
-            self.calls.append({**call, "cache_control": cache_control, "clock_control": clock_control})
+        self.calls.append(call := {"index": self.key, "section": section, "cell": cell, "cache_control": cache_control,
+                                   "clock_control": clock_control})  # fmt: skip
+        if self.served():
             return ncu_run(), report_path, log_path
-        command = launch_command(attach, self.ncu, inner_program(self.work, index))
-        call = {
-            "index": index, "section": section, "cell": self.where[1], "metrics": list(metrics),
-            "cache_control": cache_control, "clock_control": clock_control, "replay_mode": replay_mode,
-            "report": os.path.relpath(report_path, self.work), "command": self.shown(" ".join(command)),
-            "nsight_attach_command": self.shown(" ".join(attach)),
-        }  # fmt: skip
-        self.calls.append(call)
-        output = self.work / "calls" / f"{index}.out"
+        command = launch_command(attach, self.ncu, inner_program(self.work, self.key))
+        call.update(metrics=list(metrics), replay_mode=replay_mode, report=os.path.relpath(report_path, self.work))
+        call.update(command=self.shown(" ".join(command)), nsight_attach_command=self.shown(" ".join(attach)))
+        output = self.work / "calls" / f"{self.key}.out"
         with open(output, "w") as sink:
             process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
-        call["started"] = time.perf_counter()
-        return ncu_run(lambda: self.finished(call, process, output)), report_path, log_path
+        started = time.perf_counter()
+        return ncu_run(lambda: self.finished(call, process, output, started)), report_path, log_path
 
     def run_profile_session(self, func, configs, runs, *args, **kwargs):
         if self.role == "outer":  # the inner process runs it, under ncu
-            plain = [tuple(c) if isinstance(c, (list, tuple)) else c for c in configs]
-            self.calls[-1].update(benchmark=func.__name__, runs=runs, configs=encode(plain))
-            if self.calls[-1].get("serve"):
-                return None
-            settings = f"{self.calls[-1]['cache_control']}/{self.calls[-1]['clock_control']} runs={runs}"
-            self.log(f"[record] call {self.key}: section {self.where[0]} {func.__name__} {settings} "
-                     f"configs={len(configs)} metrics={self.calls[-1]['metrics']}")  # fmt: skip
-            return None
-        if self.key != self.target:
-            return None  # served from the outer's extraction below
-        started = time.perf_counter()
-        self.original["run_profile_session"](func, configs, runs, *args, **kwargs)
-        import torch
+            configs = [tuple(c) if isinstance(c, (list, tuple)) else c for c in configs]
+            self.calls[-1].update(benchmark=func.__name__, runs=runs, configs=encode(configs))
+            if not self.served():
+                self.log(f"[record] call {self.key}: {func.__name__} cache_control={self.calls[-1]['cache_control']} "
+                         f"runs={runs} configs={len(configs)}")  # fmt: skip
+        elif self.key == self.target:  # earlier calls are served from the outer's extraction
+            self.original["run_profile_session"](func, configs, runs, *args, **kwargs)
+            import torch
 
-        torch.cuda.synchronize()
-        session = {"session_s": time.perf_counter() - started}
-        (self.work / "calls" / f"{self.key}.session.json").write_text(json.dumps(session))
-        raise InnerDone()
+            torch.cuda.synchronize()
+            raise InnerDone()
 
-    def shown(self, text: str) -> str:
-        """Text for the committed recording: this machine's paths as WORK (scratch folder, maybe in REPO) and REPO."""
-        return text.replace(str(self.work), "WORK").replace(str(ROOT), "REPO")
-
-    def finished(self, call: dict, process, output: Path) -> int:
-        """The outer's wait for ncu: its exit, wall time, the inner's session time and the ends of both logs."""
+    def finished(self, call: dict, process, output: Path, started: float) -> int:
+        """The outer's wait for ncu: its exit, wall time and the ends of its and the inner's logs."""
         try:
             returncode = process.wait(timeout=NCU_CALL_TIMEOUT_S)
         except subprocess.TimeoutExpired:  # a hung ncu or inner process: stop it, and say which call it was
             process.kill()
             process.wait()
-            raise RecorderError(
-                f"ncu for call {call['index']} ({call.get('benchmark')}, cell {call['cell']}) did not finish within "
-                f"{NCU_CALL_TIMEOUT_S} s and was stopped; its last output is in {output}"
-            ) from None
-        call["ncu_wall_s"] = round(time.perf_counter() - call.pop("started"), 2)
-        session = self.work / "calls" / f"{call['index']}.session.json"
-        call["session_s"] = round(json.loads(session.read_text())["session_s"], 2) if session.exists() else None
-        call["ncu_exit"] = returncode
-        call["process_output_tail"] = self.shown(output.read_text(errors="replace")).strip().splitlines()[-15:]
-        log_path = self.work / call["report"].replace(".ncu-rep", ".log")
-        call["ncu_log_tail"] = self.shown(log_path.read_text()).strip().splitlines()[-8:] if log_path.exists() else []
-        self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s (session {call['session_s']} s)")
-        if returncode != 0 or call["session_s"] is None:
-            raise RecorderError(
-                f"ncu or the inner process failed for call {call['index']} ({call.get('benchmark')}): exit {returncode}"
-                "\n" + "\n".join(call["process_output_tail"] + call["ncu_log_tail"])
-            )
+            returncode = None
+        call.update(ncu_wall_s=round(time.perf_counter() - started, 2), ncu_exit=returncode)
+        logs = (output, self.work / call["report"].replace(".ncu-rep", ".log"))  # the process's output, ncu's log
+        ends = [self.shown(p.read_text(errors="replace")).splitlines()[-15:] if p.exists() else [] for p in logs]
+        call["process_output_tail"], call["ncu_log_tail"] = ends
+        self.log(f"[record]   ncu exit {returncode} in {call['ncu_wall_s']} s")
+        if returncode != 0:  # else the report exists, or nsight's extraction says it does not
+            failed = f"failed: exit {returncode}" if returncode else f"did not finish within {NCU_CALL_TIMEOUT_S} s"
+            raise RecorderError(f"ncu for call {call['index']} ({call.get('benchmark')}, cell {call['cell']}) {failed}"
+                                "\n" + "\n".join(call["process_output_tail"] + call["ncu_log_tail"]))  # fmt: skip
         return returncode
 
     def extract_df_from_report(self, report_path, metrics, configs, iterations, func, *args, **kwargs):
-        index = self.key
+        stored = self.work / "calls" / f"{self.key}.pkl"  # scratch between outer and inner, never committed
         if self.role == "inner":  # a call before the target: what the outer extracted
-            kind, payload = pickle.loads(self._stored(index).read_bytes())
+            kind, payload = pickle.loads(stored.read_bytes())
             if kind == "error":
                 raise payload
             return payload
-        import inspect
-
         call = self.calls[-1]
-        if call.pop("serve", False):
-            return self.serve_committed(index, call)
-        extract = self.original["extract_df_from_report"]
-        bound = inspect.signature(extract).bind(report_path, metrics, configs, iterations, func, *args, **kwargs)
-        call["combine_kernel_metrics"] = getattr(bound.arguments.get("combine_kernel_metrics"), "__name__", None)
-        call["tag"] = f"{func.__name__}-{func._nspy_run_id}"
-        try:
-            raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
-        except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
-            call["error"] = {"type": type(error).__name__, "message": str(error)}
-            self._stored(index).write_bytes(pickle.dumps(("error", error)))
-            self.log(f"[record]   nsight raised {type(error).__name__}: {str(error).splitlines()[0]}")
-            raise
-        call["raw_frame"] = encode(raw)
-        call["report_bytes"] = Path(report_path).stat().st_size
-        self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
+        if self.served():
+            raw = self.serve_committed(call)
+        else:
+            extract = self.original["extract_df_from_report"]
+            try:
+                raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
+            except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
+                call["error"] = {"type": type(error).__name__, "message": str(error)}
+                stored.write_bytes(pickle.dumps(("error", error)))
+                self.log(f"[record]   nsight raised {type(error).__name__}: {str(error).splitlines()[0]}")
+                raise
+            call["raw_frame"] = encode(raw)
+        stored.write_bytes(pickle.dumps(("frame", raw)))
         return raw
 
-    def serve_committed(self, index: int, call: dict):
-        """A call this machine must not run (clock control other than none), as a committed recording served it."""
+    def serve_committed(self, call: dict):
+        """A call this machine must not run, as the committed recording that ran it extracted it."""
         wanted = {k: call[k] for k in ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")}
-        matching = (
-            c for c in committed_calls() if c.get("raw_frame") and all(c.get(k) == v for k, v in wanted.items())
-        )
-        found = next(matching, None)
+        found = next((c for c in committed_calls() if c.get("raw_frame") and all(c.get(k) == v for k, v in
+                      wanted.items())), None)  # fmt: skip
         if found is None:
-            raise RecorderError(
-                f"call {index} ({call['benchmark']}, cell {call['cell']}) asks for "
-                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is shared: ncu gets "
-                f"--clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording holds it ({wanted}): run it on a "
-                "GPU of your own, or change the call."
-            )
+            raise RecorderError(f"call {call['index']} ({call['benchmark']}, cell {call['cell']}) asks for "
+                                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is "
+                                f"shared: ncu gets --clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording "
+                                f"holds it ({wanted}): run it on a GPU of your own, or change the call.")  # fmt: skip
         call.update(metrics=found["metrics"], served_from=found["served_from"], raw_frame=found["raw_frame"])
-        self.log(f"[record] call {index}: section {call['section']} {call['benchmark']} clock_control="
-                 f"{call['clock_control']!r} not run here; served from {found['served_from']['label']}")  # fmt: skip
-        raw = decode(found["raw_frame"])
-        self._stored(index).write_bytes(pickle.dumps(("frame", raw)))
-        return raw
+        self.log(f"[record] call {call['index']}: {call['benchmark']} served from {found['served_from']['label']}")
+        return decode(found["raw_frame"])
 
 
 def committed_calls():
-    """Every call of the committed recordings, each with served_from: the recording that ran it (kept when later
-    recordings served it again)."""
+    """Every call of the committed recordings, served_from naming the recording that ran it."""
     for folder in recording_folders():
-        recording = json.loads((folder / RECORDING_FILE).read_text())
-        commit = str(recording["provenance"].get("notebook_commit"))[:7]
-        ran_here = {
-            "folder": folder.name,
-            "created_utc": recording["created_utc"],
-            "notebook_commit": commit,
-            "label": f"the recording of {recording['created_utc']} in {folder.name} (notebook commit {commit})",
-        }
+        recording = recordings.load_recording(folder)
+        commit, created = str(recording["provenance"].get("notebook_commit"))[:7], recording["created_utc"]
+        label = f"the recording of {created} in {folder.name} (notebook commit {commit})"
+        ran_here = {"folder": folder.name, "created_utc": created, "notebook_commit": commit, "label": label}
         for call in recording.get("calls", []):
             yield {**call, "served_from": call.get("served_from") or {**ran_here, "call_index": call.get("index")}}
 
 
 def child_env(work: Path) -> dict:
-    out = str(work / "out")
-    return {**os.environ, "NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_OUT": out, "MPLBACKEND": "Agg",
+    return {**os.environ, "NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_OUT": str(work / "out"), "MPLBACKEND": "Agg",
             "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
-# Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
-QUERY_OPTIONS = ("--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import")
-
-
 class NcuGuard:
-    """subprocess.Popen for the outer process."""
+    """subprocess.Popen for the outer process: no profiling ncu without `--clock-control none`; the others counted."""
 
     def __init__(self, ncu: str):
-        self.ncu, self.runs, self.section, self.per_section = ncu, [], None, {}
-        self.saved = subprocess.Popen
+        self.ncu, self.runs, self.section, self.per_section, self.saved = ncu, [], None, {}, subprocess.Popen
+
+    def check(self, args) -> None:
+        argv = [str(arg) for arg in (args if isinstance(args, (list, tuple)) else [args])]
+        if argv and (Path(argv[0]).name == "ncu" or argv[0] == self.ncu) and not QUERY_OPTIONS & set(argv):
+            require_runner_clocks(argv)
+            if str(INNER) not in argv:  # a profiled call's ncu is counted with its call, not here
+                self.runs.append(" ".join(argv))
+                self.per_section[self.section] = self.per_section.get(self.section, 0) + 1
+
+    def __enter__(self):
         guard = self
 
-        class GuardedPopen(subprocess.Popen):
+        class GuardedPopen(self.saved):
             def __init__(self, args, *rest, **kwargs):
                 guard.check(args)
                 super().__init__(args, *rest, **kwargs)
 
-        self.popen = GuardedPopen
-
-    def is_ncu(self, program) -> bool:
-        return Path(str(program)).name == "ncu" or str(program) == self.ncu
-
-    def check(self, args) -> None:
-        argv = [str(arg) for arg in (args if isinstance(args, (list, tuple)) else [args])]
-        if not argv or not self.is_ncu(argv[0]) or any(option in argv for option in QUERY_OPTIONS):
-            return
-        require_runner_clocks(argv)
-        if str(INNER) not in argv:  # a profiled call's ncu is counted with its call, not here
-            self.runs.append(" ".join(argv))
-            self.per_section[self.section] = self.per_section.get(self.section, 0) + 1
-
-    def __enter__(self):
-        subprocess.Popen = self.popen
+        subprocess.Popen = GuardedPopen
         return self
 
     def __exit__(self, *exc):
         subprocess.Popen = self.saved
 
 
-LAUNCH_MODE = {
-    "active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
-    "profiler": "ncu (launch mode, scripts/record_ncu.py)",
-}
-
-
-def section_one_names(namespace: dict, environment: dict | None = None):
-    """Section 1's names made with section 1's own functions (after the setup-helper cell)."""
-    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
-    import torch
-
-    facts = namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
-    name_section_one(namespace, {**facts, **(environment or {})}, torch)
-
-
-def name_section_one(namespace: dict, environment: dict, torch) -> None:
-    """Section 1's names from the GPU machine's facts, and `display` (the cells run by exec, not in IPython)."""
+def section_one_names(namespace: dict, facts: dict | None = None) -> None:
+    """Section 1's names from the GPU machine's facts (made by section 1's own functions unless given), `display`."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import nsight
+    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
     import numpy as np
     import pandas as pd
     from IPython.display import display
 
-    namespace["ENVIRONMENT"].update(environment)
+    torch = None if facts else importlib.import_module("torch")
+    facts = facts or namespace["environment_facts"](torch, nsight, True, "", namespace.get("LIBCUPTI"))
+    namespace["ENVIRONMENT"].update({**facts, **LAUNCH_MODE})
     namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT, display=display)
     namespace.update(USE_NCU=True, CUPTI_REASON="")
     values = namespace["section_one_values"](namespace["ENVIRONMENT"])
     namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS"), values, strict=True))
-    missing = [name for name in SECTION_ONE_NAMES if name not in namespace]
-    if missing:
+    if missing := [name for name in SECTION_ONE_NAMES if name not in namespace]:
         raise RecorderError(f"section 1's names {missing} are not made here: update section_one_names")
 
 
 def inner_plan(cells: list[dict], section: int) -> list[tuple[int | None, str, str]]:
     """What the inner process replays for a call of `section`."""
-    return [
-        step
-        for step in recordings.plan(cells, [section])
-        if step[2] in ("prelude", "define", "gpu_define", "run") and step[1] not in NOT_UNDER_NCU
-    ]
+    steps = recordings.plan(cells, [section])
+    return [s for s in steps if s[2] in ("prelude", "define", "gpu_define", "run") and s[1] not in NOT_UNDER_NCU]
 
 
 def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_line, recorded=None) -> dict:
@@ -440,7 +333,7 @@ def replay(steps, calls: ProfiledCalls, guard: NcuGuard | None = None, log=log_l
 
     def after(section, cell_id, role):
         if cell_id == SETUP_HELPERS:  # then section 1's names, before any cell uses them
-            section_one_names(namespace, environment=LAUNCH_MODE)
+            section_one_names(namespace)
             calls.install()
 
     done = recordings.execute(steps, namespace, log, before, after, propagate=calls.role == "inner")

@@ -1,6 +1,5 @@
 """What scripts/record_ncu.py checks before anything runs: --sections, and its scratch folder (NSPY_RECORD_WORK),
-which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /.
-"""
+which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /."""
 
 from __future__ import annotations
 
@@ -25,16 +24,13 @@ def check_scratch_folder(default_name: str, environ=os.environ) -> Path:
     home = Path(environ.get("HOME") or Path.home()).expanduser().resolve()
     never = {Path("/"), ROOT, *ROOT.parents, home, *home.parents}
     if work in never:
-        named = {ROOT: f"the clone ({ROOT})", home: f"HOME ({home})", Path("/"): "/"}
-        named = named.get(work, f"a folder that holds the clone or HOME ({work})")
-        raise RecorderError(f"{what} is {named}: the recorder empties its scratch folder, so it refuses this; {fix}")
+        raise RecorderError(f"{what} is the clone, HOME, / or a folder above one ({work}): the recorder empties its "
+                            f"scratch folder, so it refuses this; {fix}")  # fmt: skip
     if work.exists() and not work.is_dir():
         raise RecorderError(f"{what} is a file, not a folder; {fix}")
     if work.is_dir() and not (work / MARKER).is_file() and any(work.iterdir()):
-        raise RecorderError(
-            f"{what} holds files no recorder made (it has no {MARKER}), and the recorder would empty it; {fix}. "
-            f"If an older recorder made it (before the marker), delete it yourself: rm -r {work}"
-        )
+        raise RecorderError(f"{what} holds files no recorder made (it has no {MARKER}), and the recorder would empty "
+                            f"it; {fix}")  # fmt: skip
     return work
 
 
@@ -42,10 +38,8 @@ def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
     """The scratch folder, checked again, made (with MARKER) or emptied of what an earlier run left."""
     work = check_scratch_folder(default_name, environ)
     try:
-        if work.is_dir():
-            for path in work.iterdir():
-                if path.name != MARKER:
-                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        for path in [p for p in work.iterdir() if p.name != MARKER] if work.is_dir() else []:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         work.mkdir(parents=True, exist_ok=True)
         (work / MARKER).write_text("made by scripts/record_ncu.py; the next run empties it\n")
     except OSError as error:
@@ -56,40 +50,30 @@ def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
 
 def parse_sections(text: str | None, allowed) -> list[int]:
     """`--sections 2,3,9` (or 2-5) as numbers; every one must be in `allowed`. None (not given): all of them."""
-    valid = f"this recorder records sections {sorted(allowed)}"
     if text is None:
         return sorted(allowed)
+    valid = f"this recorder records sections {sorted(allowed)}"
     numbers: set[int] = set()
     for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        try:
-            first, last = int(low), int(high or low)
-        except ValueError:
-            raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or 2-5; {valid}") from None
-        if first > last:
-            raise RecorderError(
-                f"--sections {text!r}: {part.strip()} is a reversed range (write {last}-{first}); {valid}"
-            )
-        numbers |= set(range(first, last + 1))
-    wrong = sorted(numbers - set(allowed))
-    if wrong:
+        low, _, high = map(str.strip, part.partition("-"))
+        if not (low.isdigit() and (high or low).isdigit()) or int(low) > int(high or low):
+            raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or a range like 2-5; {valid}")
+        numbers |= set(range(int(low), int(high or low) + 1))
+    if wrong := sorted(numbers - set(allowed)):
         raise RecorderError(f"--sections {text!r}: {valid}, not {wrong}")
     return sorted(numbers)
 
 
 def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -> None:
     """Stop before anything runs, naming what to install, unless this Python can import what the cells import."""
-
-    def importable(name):
+    missing = []
+    for name in modules:
         try:
-            return importlib.util.find_spec(name) is not None
+            importlib.util.find_spec(name) or missing.append(name)
         except ImportError:  # a finder that refuses it
-            return False
-
-    missing = [name for name in modules if not importable(name)]
+            missing.append(name)
     if missing:
-        raise RecorderError(
-            f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells import. Install "
-            "the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse scripts/setup_gpu_runner (offline), or "
-            "python3 -m pip install -r requirements-harness.txt"
-        )
+        raise RecorderError(f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the notebook's cells "
+                            "import. Install the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse "
+                            "scripts/setup_gpu_runner (offline), or "
+                            "python3 -m pip install -r requirements-harness.txt")  # fmt: skip

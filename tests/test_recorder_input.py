@@ -3,7 +3,7 @@ deleted the clone) and --sections."""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shutil
 import subprocess
@@ -15,20 +15,6 @@ import recorder_input
 from recordings import RecorderError
 from support import ROOT
 
-NO_GPU = "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
-
-
-def recorder_clone(folder: Path) -> Path:
-    """What the recorders import, in folder/clone."""
-    clone = folder / "clone"
-    for part in ("scripts", "plumbing"):
-        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "requirements.txt", clone / "requirements.txt")  # plumbing/setup_helpers.py reads it
-    (clone / "nsight_python_t4_tutorial.ipynb").write_text(json.dumps({"cells": [], "nbformat": 4}))
-    (clone / ".git").mkdir()
-    (clone / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return clone
-
 
 def every_file(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
@@ -36,56 +22,50 @@ def every_file(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture()
 def machine(tmp_path):
-    """A copy of the clone, a folder of the user's own files beside it, a HOME elsewhere, and no GPU on PATH."""
-    clone = recorder_clone(tmp_path / "above")  # its parent holds neither HOME nor the test's other folders
+    """A copy of what the recorder imports, a folder of the user's own files beside it, a HOME elsewhere, no GPU."""
+    clone = tmp_path / "above" / "clone"  # its parent holds neither HOME nor the test's other folders
+    for part in ("scripts", "plumbing"):
+        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "requirements.txt", clone / "requirements.txt")  # plumbing/setup_helpers.py reads it
     (clone.parent / "mine").mkdir()
     (clone.parent / "mine" / "thesis.txt").write_text("my own work")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".bashrc").write_text("# mine\n")
+    for folder in (clone, clone.parent, tmp_path, tmp_path / "home"):  # marked: only their being these may refuse them
+        (folder / recorder_input.MARKER).write_text("")
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "nvidia-smi").write_text(NO_GPU)
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
-    env = {
-        **{key: value for key, value in os.environ.items() if not key.startswith("NSPY_")},
-        "HOME": str(tmp_path / "home"),
-        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-    }
-    return clone, env
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NSPY_")}
+    return clone, {**env, "HOME": str(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
 
 
-# What NSPY_RECORD_WORK names, as the user types it from the clone; what the refusal says it is.
-HARMFUL = {
-    "the clone": (".", "is the clone"),
-    "the folder above the clone": ("..", "is a folder that holds the clone or HOME"),
-    "two folders above the clone": ("../..", "is a folder that holds the clone or HOME"),
-    "HOME": ("~", "is HOME"),
-    "a folder of the user's files": ("../mine", "holds files no recorder made"),
-    "a file": ("scripts/record_ncu.py", "is a file, not a folder"),
-}
+# What NSPY_RECORD_WORK names, as the user types it from the clone; "new" is a new folder: refused for no GPU here.
+REFUSED = {"the clone": ".", "the folder above the clone": "..", "two folders above the clone": "../..", "HOME": "~",
+           "a folder of one's own files": "../mine", "a file": "requirements.txt", "new": "../new"}  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", HARMFUL)
-def test_the_recorder_refuses_a_scratch_folder_it_did_not_make_before_anything_and_leaves_every_file(
+@pytest.mark.parametrize("kind", REFUSED)
+def test_the_recorder_refuses_a_scratch_folder_it_did_not_make_or_a_machine_without_a_gpu_and_writes_nothing(
     machine, tmp_path, kind
 ):
     clone, env = machine
-    value, said = HARMFUL[kind]
     before = every_file(tmp_path)
     done = subprocess.run(
         [sys.executable, "scripts/record_ncu.py", "--sections", "2", "--dest", str(tmp_path / "dest")],
-        cwd=clone, env={**env, "NSPY_RECORD_WORK": value}, capture_output=True, text=True, timeout=60,
+        cwd=clone, env={**env, "NSPY_RECORD_WORK": REFUSED[kind]}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert every_file(tmp_path) == before, f"NSPY_RECORD_WORK={value}: record_ncu.py changed files though it refused"
+    assert every_file(tmp_path) == before, f"NSPY_RECORD_WORK={REFUSED[kind]}: files changed though it refused"
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1500:]
-    assert (
-        f"NSPY_RECORD_WORK={value} {said}" in done.stderr and "set NSPY_RECORD_WORK to a new or empty" in done.stderr
-    ), f"the refusal must name the setting, what it is and what to do, before the GPU check:\n{done.stderr[-1500:]}"
+    named = ["no NVIDIA GPU"] if kind == "new" else [f"NSPY_RECORD_WORK={REFUSED[kind]} ", "set NSPY_RECORD_WORK"]
+    assert all(text in done.stderr for text in named), f"name the setting and the fix, first: {done.stderr}"
 
 
-def test_the_scratch_folder_is_never_the_root_folder(tmp_path):
-    # check only: it deletes nothing, whatever it answers
-    with pytest.raises(RecorderError, match=r"NSPY_RECORD_WORK=/ is /: .* refuses this; set NSPY_RECORD_WORK"):
-        recorder_input.check_scratch_folder("w", {"NSPY_RECORD_WORK": "/", "HOME": str(tmp_path)})
+# "/" only checked: whatever the check answers, nothing is deleted.
+@pytest.mark.parametrize(("given", "step"), [("/", "check_scratch_folder"), ("/proc/x/work", "emptied_scratch_folder")])
+def test_the_root_folder_or_one_that_cannot_be_made_is_refused_naming_the_setting(tmp_path, given, step):
+    with pytest.raises(RecorderError, match=r"NSPY_RECORD_WORK.* set NSPY_RECORD_WORK to"):
+        getattr(recorder_input, step)("w", {"NSPY_RECORD_WORK": given, "HOME": str(tmp_path)})
 
 
 def test_a_scratch_folder_is_made_with_its_marker_and_only_a_marked_or_empty_one_is_emptied(tmp_path):
@@ -95,32 +75,17 @@ def test_a_scratch_folder_is_made_with_its_marker_and_only_a_marked_or_empty_one
     (work / "calls").mkdir()
     (work / "calls" / "2-0.pickle").write_text("left by the last run")
     assert sorted(p.name for p in recorder_input.emptied_scratch_folder("w", env).iterdir()) == [recorder_input.MARKER]
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    adopted = recorder_input.emptied_scratch_folder("w", {**env, "NSPY_RECORD_WORK": str(empty)})
+    (tmp_path / "empty").mkdir()
+    adopted = recorder_input.emptied_scratch_folder("w", {**env, "NSPY_RECORD_WORK": str(tmp_path / "empty")})
     assert (adopted / recorder_input.MARKER).is_file(), "an existing empty folder is adopted (marked)"
 
 
-def test_a_scratch_folder_that_cannot_be_made_is_named_without_a_traceback(tmp_path):
-    env = {"NSPY_RECORD_WORK": "/proc/nspy_no_such/work", "HOME": str(tmp_path)}
-    with pytest.raises(RecorderError, match=r"NSPY_RECORD_WORK: cannot make or empty the scratch folder /proc/nspy"):
-        recorder_input.emptied_scratch_folder("w", env)
-
-
-# ---------------------------------------------------------------- --sections
 @pytest.mark.parametrize(
-    ("text", "said"),
-    [("5-2", "5-2 is a reversed range (write 2-5)"), ("", "give section numbers like 2,3,9 or 2-5"),
-     ("2,", "give section numbers like 2,3,9 or 2-5"), ("0-3", "not [0, 1]"), ("12", "not [12]")],
+    ("text", "sections"),
+    [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(range(2, 11))),
+     ("5-2", None), ("", None), ("2,", None), ("0-3", None), ("12", None), ("10-11", None)],
 )  # fmt: skip
-def test_sections_that_name_no_section_the_recorder_records_are_refused_naming_the_valid_ones(text, said):
-    with pytest.raises(RecorderError) as refused:
-        recorder_input.parse_sections(text, range(2, 11))
-    message = str(refused.value)
-    assert message.startswith(f"--sections {text!r}: ") and said in message, message
-    assert "this recorder records sections [2, 3, 4, 5, 6, 7, 8, 9, 10]" in message, message
-
-
-@pytest.mark.parametrize(("text", "sections"), [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(range(2, 11)))])
-def test_sections_are_read_as_the_numbers_given_and_all_by_default(text, sections):
-    assert recorder_input.parse_sections(text, range(2, 11)) == sections
+def test_sections_are_read_as_the_numbers_given_all_by_default_and_others_refused_naming_the_valid_ones(text, sections):
+    refusal = rf"^--sections '{text}': .*records sections \[2, 3, 4, 5, 6, 7, 8, 9, 10\]"  # names the valid ones
+    with pytest.raises(RecorderError, match=refusal) if sections is None else contextlib.nullcontext():
+        assert recorder_input.parse_sections(text, range(2, 11)) == sections
