@@ -6,7 +6,8 @@
 
 On a machine with internet. DEST/: nsight-python, its dependencies, the harness; DEST/cupti/: requirements.txt's CUPTI
 set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.
---skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins.
+--skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins;
+wheels that were in DEST before stay.
 """
 
 from __future__ import annotations
@@ -26,21 +27,11 @@ DEFAULT_PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_2
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
 
 
-def read_requirements(path: Path) -> tuple[list[str], list[str]]:
-    """(main pins, CUPTI pins) as name==version, read from requirements.txt the way the notebook reads it."""
-    main, cupti = pins_from_requirements(path.read_text())
-    return [f"{name}=={version}" for name, version in main.items()], [f"{n}=={v}" for n, v in cupti.items()]
-
-
 def read_installed(path: Path | None) -> dict[str, str]:
     """{normalized name: version or ''} from a pip freeze or a plain list of names."""
     lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines()) if path else ()
     matches = (re.match(r"([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line) for line in lines)
     return {normalize(match.group(1)): match.group(2) or "" for match in matches if match}
-
-
-def wheel_name(path: Path) -> str:
-    return normalize(path.name.split("-")[0])
 
 
 def download(requirements: list[str], dest: Path, python_version: str, platforms: list[str], deps: bool) -> None:
@@ -53,11 +44,6 @@ def download(requirements: list[str], dest: Path, python_version: str, platforms
     subprocess.run(command, check=True)
 
 
-def size_mb(folder: Path, recursive: bool = False) -> float:
-    wheels = folder.rglob("*.whl") if recursive else folder.glob("*.whl")
-    return sum(path.stat().st_size for path in wheels) / 2**20
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / ".whl", help="wheelhouse folder (default: .whl)")
@@ -67,45 +53,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-harness", action="store_true", help="only the notebook's packages, not the harness")
     args = parser.parse_args(argv)
     if args.skip_installed is not None and not args.skip_installed.is_file():
-        parser.error(
-            f"--skip-installed {args.skip_installed}: no such file. Give the `pip freeze` of the GPU machine's Python "
-            "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out."
-        )
+        parser.error(f"--skip-installed {args.skip_installed}: no such file; give the GPU machine's `pip freeze` "
+                     "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out")  # fmt: skip
     version = re.fullmatch(r"3\.(\d+)(\.\d+)?", args.python_version)
     if not version or int(version.group(1)) < 11:
-        parser.error(
-            f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 or newer "
-            "(the project's runner has 3.12, the default)"
-        )
-    if args.dest.exists() and not args.dest.is_dir():
-        parser.error(f"--dest {args.dest} is a file, not a folder: give a folder for the wheelhouse (made if missing)")
-    try:  # before pip runs: a --dest that cannot be made is named, not a traceback
+        parser.error(f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 "
+                     "or newer (the project's runner has 3.12, the default)")  # fmt: skip
+    try:  # before pip runs: a --dest that cannot be made (or is a file) is named, not a traceback
         args.dest.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
     platforms = args.platform or DEFAULT_PLATFORMS
-    main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
-    requirements = main_pins + ([] if args.no_harness else ["-r", str(ROOT / "requirements-harness.txt")])
+    main_pins = pins_from_requirements((ROOT / "requirements.txt").read_text())[0]  # as the notebook reads it
+    harness = [] if args.no_harness else ["-r", str(ROOT / "requirements-harness.txt")]
     installed = read_installed(args.skip_installed)
-    cupti_pins = [f"{name}=={version}" for name, version in cupti_set(installed).items()]  # the notebook's rule
     try:
-        download(requirements, args.dest, args.python_version, platforms, deps=True)
-        download(cupti_pins, args.dest / "cupti", args.python_version, platforms, deps=False)
+        download([f"{n}=={v}" for n, v in main_pins.items()] + harness, args.dest, args.python_version, platforms, True)
+        cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
+        download(cupti, args.dest / "cupti", args.python_version, platforms, deps=False)
     except subprocess.CalledProcessError as error:
         print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
               f"available for Python {args.python_version} on {platforms[0]}?", file=sys.stderr)  # fmt: skip
         return 1
-    pinned = {normalize(pin.split("==")[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):
-        if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
+        if (name := normalize(wheel.name.split("-")[0])) in installed and name not in map(normalize, main_pins):
             wheel.unlink()
-    if before and installed:
-        print(f"kept the {len(before)} wheels that were in {args.dest} before this run (only wheels it downloaded "
-              "are dropped for --skip-installed)")  # fmt: skip
     for folder in (args.dest, args.dest / "cupti"):
-        print(f"{folder}: {len(list(folder.glob('*.whl')))} wheels, {size_mb(folder):.1f} MiB")
-    print(f"wheelhouse total: {size_mb(args.dest, recursive=True):.1f} MiB in {args.dest}")
+        wheels = list(folder.glob("*.whl"))
+        print(f"{folder}: {len(wheels)} wheels, {sum(path.stat().st_size for path in wheels) / 2**20:.1f} MiB")
     return 0
 
 

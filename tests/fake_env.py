@@ -1,7 +1,6 @@
-"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu
-launchers, py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links
-holds), site/ Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below it, the
-shell scripts' machine (a fake python3)."""
+"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu,
+py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links holds), site/
+Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below: the shell scripts'."""
 
 from __future__ import annotations
 
@@ -217,24 +216,16 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
 
 
 def script_pip(python: str, args: list[str]) -> int:
-    """The fake python's `-m pip`: freeze lists its packages; install checks that every requirement can be had
-    (offline: its wheel in --find-links) and logs what, from where and into which Python to FAKE_INSTALLS."""
+    """The fake python's `-m pip` as the scripts call it: freeze lists its packages; install checks that every
+    requirement can be had (offline: its wheel in --find-links) and logs what, from where and into which Python."""
     if args[:1] == ["freeze"]:
         print("\n".join(f"{name}=={version}" for name, version in SCRIPT_PYTHON_PACKAGES.items()))
         return 0
-    record = {"python": python, "index": "PyPI", "find_links": None, "requirements": {}, "constraints": {}}
-    words = iter([part for word in args[1:] for part in (word.split("=", 1) if word.startswith("--") else [word])])
-    for word in words:  # pip's spellings of the same request are the same request: --find-links=X, -f X
-        if word in ("-r", "--requirement", "-c", "--constraint"):
-            into = record["requirements" if word in ("-r", "--requirement") else "constraints"]
-            into.update(requirement_pins(Path(next(words)), record["constraints"]))
-        elif word in ("-f", "--find-links", "-i", "--index-url"):
-            record["find_links" if word in ("-f", "--find-links") else "index"] = next(words)
-        elif word == "--no-index":
-            record["index"] = None
-        elif not word.startswith("-"):
-            name, _, version = word.partition("==")
-            record["requirements"][name.lower()] = version or None
+    given = {option: args[args.index(option) + 1] for option in ("-r", "-c", "--find-links") if option in args}
+    record = {"python": python, "index": None if "--no-index" in args else "PyPI", "constraints": {},
+              "find_links": given.get("--find-links")}  # fmt: skip
+    record["requirements"] = requirement_pins(Path(given["-r"]), record["constraints"])
+    record["constraints"].update(requirement_pins(Path(given["-c"]), record["constraints"]) if "-c" in given else {})
     for name, version in record["requirements"].items():
         wheel = f"{name.replace('-', '_')}-{version or ''}*.whl"
         if record["index"] is None and not (record["find_links"] and list(Path(record["find_links"]).glob(wheel))):

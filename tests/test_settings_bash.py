@@ -39,7 +39,7 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
     status, output, asked = run_script(script, tmp_path, *SCRIPTS[script], FAKE_HARNESS_MISSING=1,
                                        NSPY_TUTORIAL_TEST_VENV=tmp_path / "venv", **settings)  # fmt: skip
     assert status == 2 and named in output and "Set PYTHON to" in output, f"name {named!r} and the fix:\n{output}"
-    assert (version or "").startswith(f"3.{FLOOR - 1}") == ("needs Python" in output), f"too old, or unusable?\n{output}"
+    assert (version or "").startswith(f"3.{FLOOR - 1}") == ("needs Python" in output), f"old or unusable?\n{output}"
     assert not [line for line in asked if line.startswith("-m")] and not pip_installs(tmp_path), asked
     assert not (tmp_path / "venv").exists(), "a refused Python must change nothing"
 
