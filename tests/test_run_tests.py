@@ -74,12 +74,6 @@ def test_run_tests_installs_the_pinned_suite_and_fails_when_pytest_collected_not
     assert not loose, f"constraints-ci.txt must pin the install; not held: {loose[:5]}"
 
 
-def test_run_tests_help_prints_the_usage_before_making_a_venv(tmp_path):
-    status, output, asked = run_script(RUN_TESTS, tmp_path, "--help")
-    assert status == 0 and output.startswith("usage: scripts/run_tests") and "NSPY_TUTORIAL_TEST_VENV" in output
-    assert asked == [], f"--help asked python to {asked}"
-
-
 RECORDING_STUB = '#!/bin/sh\necho "$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-}" >> "$CALLS"\n'
 
 
