@@ -23,7 +23,7 @@ from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a pla
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
+PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
 
 
@@ -34,11 +34,11 @@ def read_installed(path: Path | None) -> dict[str, str]:
     return {normalize(match.group(1)): match.group(2) or "" for match in matches if match}
 
 
-def download(requirements: list[str], dest: Path, python_version: str, platforms: list[str], deps: bool) -> None:
+def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
                "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
-               *(arg for platform in platforms for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
+               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
                *requirements]  # fmt: skip
     print("$ " + " ".join(command))
     subprocess.run(command, check=True)
@@ -48,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / ".whl", help="wheelhouse folder (default: .whl)")
     parser.add_argument("--python-version", default="3.12", help="target Python, e.g. 3.12 (default) or 3.13")
-    parser.add_argument("--platform", action="append", help="pip platform tag; repeat; default manylinux x86_64")
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
-    parser.add_argument("--no-harness", action="store_true", help="only the notebook's packages, not the harness")
     args = parser.parse_args(argv)
     if args.skip_installed is not None and not args.skip_installed.is_file():
         parser.error(f"--skip-installed {args.skip_installed}: no such file; give the GPU machine's `pip freeze` "
@@ -64,17 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
-    platforms = args.platform or DEFAULT_PLATFORMS
     main_pins = pins_from_requirements((ROOT / "requirements.txt").read_text())[0]  # as the notebook reads it
-    harness = [] if args.no_harness else ["-r", str(ROOT / "requirements-harness.txt")]
     installed = read_installed(args.skip_installed)
     try:
-        download([f"{n}=={v}" for n, v in main_pins.items()] + harness, args.dest, args.python_version, platforms, True)
+        harness = ["-r", str(ROOT / "requirements-harness.txt")]
+        download([f"{n}=={v}" for n, v in main_pins.items()] + harness, args.dest, args.python_version, deps=True)
         cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
-        download(cupti, args.dest / "cupti", args.python_version, platforms, deps=False)
+        download(cupti, args.dest / "cupti", args.python_version, deps=False)
     except subprocess.CalledProcessError as error:
         print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
-              f"available for Python {args.python_version} on {platforms[0]}?", file=sys.stderr)  # fmt: skip
+              f"available for Python {args.python_version} on {PLATFORMS[0]}?", file=sys.stderr)  # fmt: skip
         return 1
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):
         if (name := normalize(wheel.name.split("-")[0])) in installed and name not in map(normalize, main_pins):

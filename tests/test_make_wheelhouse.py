@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -32,11 +31,10 @@ for name, version in (pin.split("==") for pin in wanted if pin):
 
 def connected_machine(tmp_path) -> dict[str, str]:
     """A machine with internet: the real Python, whose pip downloads as DOWNLOADING_PIP does."""
-    (tmp_path / "shim" / "pip").mkdir(parents=True)
-    (tmp_path / "shim" / "pip" / "__init__.py").write_text("")
-    (tmp_path / "shim" / "pip" / "__main__.py").write_text(DOWNLOADING_PIP)
-    (tmp_path / "py").mkdir()
-    (tmp_path / "py" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # with the suite's packages
+    for path, text in (("shim/pip/__init__.py", ""), ("shim/pip/__main__.py", DOWNLOADING_PIP),
+                       ("py/python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')):  # fmt: skip  # the suite's Python
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
     (tmp_path / "py" / "python3").chmod(0o755)
     path = f"{tmp_path / 'py'}{os.pathsep}{os.environ['PATH']}"
     return {**os.environ, "PYTHONPATH": str(tmp_path / "shim"), "PIP_LOG": str(tmp_path / "pip.log"), "PATH": path}
@@ -68,8 +66,7 @@ def test_skip_installed_drops_what_the_runner_has_but_the_notebooks_pins_and_nev
         f"cuda-bindings goes into cupti/ exactly where the runner lacks 13 (it has {bindings}): {sorted(cupti)}"
     )
     assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= {name.split("-")[0] for name in cupti}, cupti
-    calls = [json.loads(line) for line in (tmp_path / "pip.log").read_text().splitlines()]
-    (cupti_call,) = [call for call in calls if str(dest / "cupti") in call]
+    (cupti_call,) = [call for call in map(json.loads, open(tmp_path / "pip.log")) if str(dest / "cupti") in call]
     assert "--no-deps" in cupti_call and "3.13" in cupti_call and "jinja2-" not in str(cupti), "the CUPTI set, pinned"
 
 
@@ -115,8 +112,6 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     section = (ROOT / "docs/maintainers.md").read_text().split("### Offline, from a wheelhouse", 1)[1]
     make, run = [block.split("```")[0].strip() for block in section.split("\n### ")[0].split("```bash\n")[1:]]
     clone = fresh_clone(tmp_path / "clone")
-    for name in ("make_wheelhouse.py", "gpu-runner-installed.txt"):
-        shutil.copy2(ROOT / "scripts" / name, clone / "scripts" / name)
     env = connected_machine(tmp_path)
     done = subprocess.run(["bash", "-c", make], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"

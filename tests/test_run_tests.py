@@ -47,9 +47,8 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
     [("~/v", "home/v"), ("v", "work/v"), ("{tmp}/empty", "empty")],  # ~ is HOME; relative: from the current folder
 )  # fmt: skip
 def test_run_tests_makes_and_marks_its_venv_where_the_setting_says(tmp_path, setting, made):
-    (tmp_path / "work").mkdir()
-    (tmp_path / "home").mkdir()
-    (tmp_path / "empty").mkdir()  # an empty folder is a new venv's place
+    for folder in ("work", "home", "empty"):  # an empty folder is a new venv's place
+        (tmp_path / folder).mkdir()
     clone = fresh_clone(tmp_path / "clone")
     settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path)}
     status, output, _ = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
@@ -84,10 +83,9 @@ def readme_command(page: str, heading: str, index: int) -> str:
 
 def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
     """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests and npm log their calls."""
-    clone = tmp_path / "clone"
-    (clone / ".ci").mkdir(parents=True)
-    shutil.copy2(ROOT / ".ci/run", clone / ".ci/run")
-    for stub in (clone / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
+    (ci := tmp_path / "clone" / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci/run", ci / "run")
+    for stub in (ci.parent / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
         stub.parent.mkdir(exist_ok=True)
         stub.write_text(RECORDING_STUB)
         stub.chmod(0o755)
@@ -97,7 +95,7 @@ def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_
 
     def called_by(command: str) -> list[str]:
         calls.write_text("")
-        done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True)
+        done = subprocess.run(["bash", "-c", command], cwd=ci.parent, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"`{command}` failed in a clone:\n{done.stdout}{done.stderr}"
         return calls.read_text().splitlines()
 
