@@ -74,13 +74,9 @@ def generated_source(source: str, repo: Path = REPO) -> str | None:
 
 def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
     """{cell index: what it must hold} for each embedding cell that differs from its modules."""
-    stale = {}
-    for index, cell in enumerate(notebook["cells"]):
-        source = "".join(cell["source"])
-        expected = generated_source(source, repo) if cell["cell_type"] == "code" else None
-        if expected is not None and expected != source:
-            stale[index] = expected
-    return stale
+    code = {i: "".join(cell["source"]) for i, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code"}
+    made = {index: generated_source(source, repo) for index, source in code.items()}
+    return {index: expected for index, expected in made.items() if expected not in (None, code[index])}
 
 
 def embed(path: Path, notebook: dict, fix: bool) -> int:

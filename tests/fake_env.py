@@ -203,12 +203,11 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
     pins: dict[str, str | None] = {}
     for line in Path(path).read_text().splitlines():
         line = line.split("#")[0].strip()
-        if line.startswith(("-r ", "-c ")):
-            included = Path(path).parent / line[3:].strip()
-            if line.startswith("-r "):
-                pins.update(requirement_pins(included, constraints))
-            elif constraints is not None:
-                constraints.update(requirement_pins(included, constraints))
+        included = Path(path).parent / line[3:].strip()
+        if line.startswith("-r "):
+            pins.update(requirement_pins(included, constraints))
+        elif line.startswith("-c "):
+            (constraints if constraints is not None else {}).update(requirement_pins(included, constraints))
         elif line:
             name, _, version = line.partition("==")
             pins[name.strip().lower()] = version.strip() or None
