@@ -124,9 +124,7 @@ def test_github_workflows_pass_actionlint():
 
 
 def test_ci_tests_the_harness_versions_the_gpu_run_installs():
-    harness, ci = requirement_pins(ROOT / "requirements-harness.txt"), requirement_pins(ROOT / "constraints-ci.txt")
-    ci = {name.lower().replace("_", "-"): version for name, version in ci.items()}
-    differ = {
-        name: (version, ci.get(name.lower())) for name, version in harness.items() if ci.get(name.lower()) != version
-    }
+    ci = {name.replace("_", "-"): version for name, version in requirement_pins(ROOT / "constraints-ci.txt").items()}
+    harness = requirement_pins(ROOT / "requirements-harness.txt")
+    differ = {name: (version, ci.get(name)) for name, version in harness.items() if ci.get(name) != version}
     assert not differ, f"requirements-harness.txt and constraints-ci.txt pin other versions (GPU run, CI): {differ}"

@@ -31,9 +31,9 @@ PYENV_SHIM = "#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 1
 )  # fmt: skip
 def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tmp_path, script, python, version, named):
     (tmp_path / "README.md").write_text("# not a Python\n")
-    (tmp_path / "shims").mkdir()
-    (tmp_path / "shims" / "python3.12").write_text(PYENV_SHIM)
-    (tmp_path / "shims" / "python3.12").chmod(0o755)
+    (shim := tmp_path / "shims" / "python3.12").parent.mkdir()
+    shim.write_text(PYENV_SHIM)
+    shim.chmod(0o755)
     settings = {"PYTHON": python} if python else {"FAKE_PYTHON_VERSION": version}
     settings["PATH"] = os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(script, tmp_path, *SCRIPTS[script], FAKE_HARNESS_MISSING=1,
@@ -64,9 +64,8 @@ def test_scripts_accept_the_oldest_python_and_a_relative_one_through_the_whole_r
 )  # fmt: skip
 def test_a_folder_setting_expands_tilde_and_takes_a_relative_one_from_the_current_folder(tmp_path, value, expected):
     code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; absolute_folder S "$1"'
-    env = {**os.environ, "HOME": str(tmp_path / "home")}
-    done = subprocess.run(["bash", "-c", code + '; echo "$REPLY"', "bash", value], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(["bash", "-c", code + '; echo "$REPLY"', "bash", value], cwd=tmp_path, capture_output=True,
+                          env={**os.environ, "HOME": str(tmp_path / "home")}, text=True)  # fmt: skip
     assert done.stdout.strip().startswith(expected.format(home=tmp_path / "home", cwd=tmp_path)), (
         f"{value!r} became {done.stdout.strip()!r}: scripts/settings.bash absolute_folder"
     )
