@@ -76,6 +76,7 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, t
      (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
      ([], {}, f"clone/{OUTPUT_FOLDER}"),  # none given: the notebook's own default, in the clone, not the current folder
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
+     (["out"], {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, "work/out"),  # the oldest, relative
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "86400", "NSPY_TUTORIAL_COMMIT": "0123456789" * 4}, "work/out")],
 )  # fmt: skip

@@ -43,14 +43,15 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
 
 
 @pytest.mark.parametrize(
-    ("setting", "made"),
-    [("~/v", "home/v"), ("v", "work/v"), ("{tmp}/empty", "empty")],  # ~ is HOME; relative: from the current folder
+    ("setting", "made", "python"),  # ~ is HOME; relative: from the current folder, PYTHON too; the oldest Python
+    [("~/v", "home/v", {}), ("v", "work/v", {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}),
+     ("{tmp}/empty", "empty", {})],
 )  # fmt: skip
-def test_run_tests_makes_and_marks_its_venv_where_the_setting_says(tmp_path, setting, made):
+def test_run_tests_makes_and_marks_its_venv_where_the_setting_says(tmp_path, setting, made, python):
     for folder in ("work", "home", "empty"):  # an empty folder is a new venv's place
         (tmp_path / folder).mkdir()
     clone = fresh_clone(tmp_path / "clone")
-    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path)}
+    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path), **python}
     status, output, _ = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
     assert status == 0, output
     assert (tmp_path / made / ".nspy_tutorial_test_venv").exists(), f"{setting} must be made and marked at {made}"

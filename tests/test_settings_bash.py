@@ -44,18 +44,6 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
     assert not (tmp_path / "venv").exists(), "a refused Python must change nothing"
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-@pytest.mark.parametrize(("python", "version"), [("../../bin/python3", "3.12.3"), (None, f"3.{FLOOR}.0")])
-def test_scripts_accept_the_oldest_python_and_a_relative_one_through_the_whole_run(tmp_path, script, python, version):
-    work = tmp_path / "user" / "work"  # ../../bin/python3 is the fake machine's from here, nothing from the clone
-    work.mkdir(parents=True)
-    settings = {"PYTHON": python} if python else {}
-    args = [str(tmp_path / "out")] if "headless" in script else ["-q"]
-    status, output, _ = run_script(script, tmp_path, *args, cwd=work, FAKE_PYTHON_VERSION=version,
-                                   FAKE_EXECUTED="none", NSPY_TUTORIAL_TEST_VENV="venv", **settings)  # fmt: skip
-    assert status == 0, f"Python {version} as PYTHON={python} must be accepted (ruff's target py3{FLOOR}):\n{output}"
-
-
 @pytest.mark.parametrize(
     ("value", "expected"),
     [("~", "{home}"), ("~/x", "{home}/x"), (f"~{getpass.getuser()}/x", f"{pwd.getpwnam(getpass.getuser()).pw_dir}/x"),
