@@ -27,6 +27,12 @@ PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
 
 
+def read_requirements(path: Path) -> tuple[list[str], list[str]]:
+    """(main pins, CUPTI pins) as name==version, read from requirements.txt the way the notebook reads it."""
+    main, cupti = pins_from_requirements(path.read_text())
+    return [f"{name}=={version}" for name, version in main.items()], [f"{n}=={v}" for n, v in cupti.items()]
+
+
 def read_installed(path: Path | None) -> dict[str, str]:
     """{normalized name: version or ''} from a pip freeze or a plain list of names."""
     lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines()) if path else ()
@@ -62,19 +68,20 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
-    main_pins = pins_from_requirements((ROOT / "requirements.txt").read_text())[0]  # as the notebook reads it
+    main_pins = read_requirements(ROOT / "requirements.txt")[0]
     installed = read_installed(args.skip_installed)
     try:
         harness = ["-r", str(ROOT / "requirements-harness.txt")]
-        download([f"{n}=={v}" for n, v in main_pins.items()] + harness, args.dest, args.python_version, deps=True)
+        download(main_pins + harness, args.dest, args.python_version, deps=True)
         cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
         download(cupti, args.dest / "cupti", args.python_version, deps=False)
     except subprocess.CalledProcessError as error:
         print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
               f"available for Python {args.python_version} on {PLATFORMS[0]}?", file=sys.stderr)  # fmt: skip
         return 1
+    pinned = {normalize(pin.split("==")[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):
-        if (name := normalize(wheel.name.split("-")[0])) in installed and name not in map(normalize, main_pins):
+        if (name := normalize(wheel.name.split("-")[0])) in installed and name not in pinned:
             wheel.unlink()
     for folder in (args.dest, args.dest / "cupti"):
         wheels = list(folder.glob("*.whl"))
