@@ -23,7 +23,6 @@ HARNESS = requirement_pins(ROOT / "requirements-harness.txt")
 CHANGES = ("-m pip install", "-m ipykernel install", "-m pytest")  # what a refused run must not ask python to do
 IN_ROOT = ("pytest.log", "run_info.json", NOTEBOOK.name)  # where an empty output folder would have put them
 MACHINE_OWN = ("bin/", "python.log")  # the fake machine's own files, left out of files_of
-ANSWERS_FOLDER = {"FAKE_EXECUTED": "none"}  # the fake pytest leaves no executed notebook: no page, a quick run
 
 
 @pytest.fixture
@@ -82,21 +81,19 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, t
 )  # fmt: skip
 def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_told(clone, tmp_path, args, settings,
                                                                                    results):  # fmt: skip
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
+    (work := tmp_path / "work").mkdir()
+    (home := tmp_path / "home").mkdir()
     args = [arg.format(clone=clone) for arg in args]
     for _ in range(2):  # the second run finds the first one's files there: it may replace them
-        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=work, HOME=home, **ANSWERS_FOLDER,
-                                       **settings)  # fmt: skip
+        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=work, HOME=home,
+                                       FAKE_EXECUTED="none", **settings)  # fmt: skip  # no page: a quick run
         assert status == 0, f"{args} {settings} must be accepted:\n{output[-1500:]}"
     info = json.loads((tmp_path / results / "run_info.json").read_text())
     assert info["commit"] == settings.get("NSPY_TUTORIAL_COMMIT", "unknown"), "run_info.json names the commit told"
     assert not (work / "~").exists() and not (clone / "runs" / "b").exists()
 
 
-@pytest.mark.parametrize("pytest_exit", [0, 5])
-def test_run_headless_exits_with_pytests_status_records_the_run_and_reports_a_broken_page(tmp_path, pytest_exit):
+def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_exits_with_pytests_status(tmp_path):
     cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
     cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
     (tmp_path / "summary.json").write_text("{}")
@@ -104,26 +101,18 @@ def test_run_headless_exits_with_pytests_status_records_the_run_and_reports_a_br
     wrong.write_text("#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")
     wrong.chmod(0o755)
     path = os.pathsep.join([str(wrong.parent), str(tmp_path / "bin"), os.environ["PATH"]])
-    status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=pytest_exit,
+    status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=5,
                                        FAKE_EXECUTED=cut_short, PATH=path)  # fmt: skip
-    assert status == pytest_exit, f"pytest's exit status (5: nothing ran) must be the run's, page or not:\n{output}"
+    assert status == 5, f"pytest's exit status (5: nothing ran) must be the run's, page or not:\n{output}"
     assert "render_recorded.py --executed" in output and "Traceback" not in output, "a broken page: say how to redo it"
     assert "WRONG PYTHON" not in output, "every step must use PYTHON, not the python3 on PATH"
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
-    assert info["pytest_exit"] == pytest_exit, info
-    assert info["notebook_sha256"] == hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest(), info
+    assert info["pytest_exit"] == 5 and info["notebook_sha256"] == hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", info["started_utc"]) and info["wall_seconds"] >= 0, info
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert info["commit"] == (head or "unknown"), "run_info.json must name the full commit that ran"
-    pytest_calls = [line for line in asked if line.startswith("-m pytest")]
-    assert pytest_calls == ["-m pytest -m gpu tests/test_notebook_gpu.py -v -p no:cacheprovider"], "the GPU test, once"
-
-
-def test_the_gpu_tests_run_headless_selects_skip_with_a_reason_where_there_is_no_gpu(tmp_path):
-    _, _, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), **ANSWERS_FOLDER)
-    (call,) = [shlex.split(line) for line in asked if line.startswith("-m pytest")]
-    no_gpu = tmp_path / "no_gpu"
-    script_machine(no_gpu, gpu=False)
+    (call,) = [shlex.split(line) for line in asked if line.startswith("-m pytest")]  # now run for real, without a GPU
+    script_machine(no_gpu := tmp_path / "no_gpu", gpu=False)
     os.remove(no_gpu / "bin" / "python3")
     env = {**os.environ, "PATH": f"{no_gpu / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "NSPY_TUTORIAL_OUT": str(tmp_path / "gpu_out"), "NSPY_TUTORIAL_CELL_TIMEOUT": "abc"}  # fmt: skip
