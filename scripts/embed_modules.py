@@ -32,9 +32,7 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     items = [(item, ITEM.match(item)) for item in match["spec"].split(", ")] if match else []
     for item, parsed in items:
         if parsed is None or (parsed["path"].endswith(".txt") and not parsed["name"]):
-            raise EmbeddingError(
-                f"cannot read {item!r}: write plumbing/<name>.py [as NAME] or requirements.txt as NAME"
-            )
+            raise EmbeddingError(f"Source {item!r}: write plumbing/<name>.py [as NAME] or requirements.txt as NAME")
     return [(parsed["path"], parsed["name"]) for _, parsed in items]
 
 

@@ -183,7 +183,6 @@ $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
         *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
-  *scripts/make_wheelhouse.py) exit 0 ;;  # it downloads from PyPI: only recorded
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;
 esac
 case "$2" in

@@ -54,7 +54,7 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source(tmp_
     (path := tmp_path / "noisy.ipynb").write_text(json.dumps(noisy))
     found = "\n".join(notebook_format.problems(path))
     missed = [one for one in ("gpuType", "widgets", "has outputs", "execution_count 3", "executionInfo", "cellView",
-                              "ids", "minor is None") if one not in found]  # fmt: skip
+                              "has id None", "minor is None") if one not in found]  # fmt: skip
     assert not missed, f"--check did not report {missed}:\n{found}"
     assert notebook_format.main(["--check", str(path)]) == 1
     assert notebook_format.main(["--fix", str(path)]) == 0 and notebook_format.problems(path) == []
