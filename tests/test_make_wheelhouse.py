@@ -23,7 +23,7 @@ with open(os.environ["PIP_LOG"], "a") as log:
 wanted = [arg for arg in args if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", arg)]
 if "-r" in args:
     wanted += [line.split("#")[0].strip() for line in Path(args[args.index("-r") + 1]).read_text().splitlines()]
-wanted += [] if "--no-deps" in args else ["jinja2==3.1.6"]
+wanted += [] if "--no-deps" in args else ["numpy==2.5.2"]  # the runner has it
 for name, version in (pin.split("==") for pin in wanted if pin):
     Path(args[args.index("--dest") + 1], f"{name.replace('-', '_').lower()}-{version}-py3-none-any.whl").write_text("")
 """
@@ -38,36 +38,6 @@ def connected_machine(tmp_path) -> dict[str, str]:
     (tmp_path / "py" / "python3").chmod(0o755)
     path = f"{tmp_path / 'py'}{os.pathsep}{os.environ['PATH']}"
     return {**os.environ, "PYTHONPATH": str(tmp_path / "shim"), "PIP_LOG": str(tmp_path / "pip.log"), "PATH": path}
-
-
-OWN = {"numpy-2.0.0-cp312-none-any.whl": "", "cupti/cuda_bindings-12.9.0-cp312-none-any.whl": "cupti"}
-
-
-@pytest.mark.parametrize("bindings", ["13.3.1", "12.9.7"])
-def test_skip_installed_drops_what_the_runner_has_but_the_notebooks_pins_and_never_the_users_own(tmp_path, bindings):
-    dest = tmp_path / "wheelhouse"
-    for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes(b"the user's own wheel")
-    installed = tmp_path / "freeze.txt"  # the runner's pip freeze
-    installed.write_text(f"# a comment\nnumpy==2.5.2\nJinja2==3.1.6\nnsight-python==1.1.0\nCuda_Bindings=={bindings}\n")
-    command = [sys.executable, str(ROOT / "scripts/make_wheelhouse.py"), "--dest", str(dest), "--skip-installed",
-               str(installed), "--python-version", "3.13"]  # fmt: skip
-    done = subprocess.run(command, env=connected_machine(tmp_path), capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    main, cupti = ({path.name for path in folder.glob("*.whl")} for folder in (dest, dest / "cupti"))
-    harness = {f"{name.replace('-', '_')}-{version}-py3-none-any.whl" for name, version in
-               requirement_pins(ROOT / "requirements-harness.txt").items()}  # fmt: skip
-    assert harness <= main, f"the offline runner could not install the harness: {sorted(harness - main)} lack"
-    assert "nsight_python-1.1.0-py3-none-any.whl" in main, "the notebook's own pins stay though the runner has them"
-    assert not any(name.startswith("jinja2") for name in main), "a dependency the runner has is dropped"
-    assert all((dest / name).read_bytes() == b"the user's own wheel" for name in OWN), "a wheel it did not get went"
-    assert any(name.startswith("cuda_bindings-13") for name in cupti) == (bindings != "13.3.1"), (
-        f"cuda-bindings goes into cupti/ exactly where the runner lacks 13 (it has {bindings}): {sorted(cupti)}"
-    )
-    assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= {name.split("-")[0] for name in cupti}, cupti
-    (cupti_call,) = [call for call in map(json.loads, open(tmp_path / "pip.log")) if str(dest / "cupti") in call]
-    assert "--no-deps" in cupti_call and "3.13" in cupti_call and "jinja2-" not in str(cupti), "the CUPTI set, pinned"
 
 
 @pytest.mark.parametrize(
@@ -106,29 +76,40 @@ def test_the_runners_package_list_names_only_what_the_runner_has():
         assert absent not in installed, f"{absent} is not on the runner; listing it would drop its wheel"
 
 
+OWN = {"mine-1.0-py3-none-any.whl": "", "cupti/cuda_bindings-12.9.0-cp312-none-any.whl": "cupti"}  # the user's
+
+
 def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_installs_from(tmp_path):
-    """docs/maintainers.md's offline recipe verbatim: step 1 (for the runner's Python) on a connected machine, step 3
-    on the GPU machine."""
+    """docs/maintainers.md's offline recipe verbatim. Step 1 on a connected machine: for the runner's Python, without
+    what the runner has but the notebook's pins, the CUPTI set apart, the user's own wheels kept; step 3 on the GPU."""
     section = (ROOT / "docs/maintainers.md").read_text().split("### Offline, from a wheelhouse", 1)[1]
     make, run = [block.split("```")[0].strip() for block in section.split("\n### ")[0].split("```bash\n")[1:]]
-    clone = fresh_clone(tmp_path / "clone")
-    env = connected_machine(tmp_path)
-    done = subprocess.run(["bash", "-c", make], cwd=clone, env=env, capture_output=True, text=True)
+    dest = (clone := fresh_clone(tmp_path / "clone")) / "wheelhouse"
+    for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(b"the user's own wheel")
+    done = subprocess.run(["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True,
+                          text=True)  # fmt: skip
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
     runner_python = json.loads((ROOT / "docs/verified/nvidia-h200-cupti/summary.json").read_text())["environment"]
-    asked = {call[call.index("--python-version") + 1] for call in map(json.loads, open(tmp_path / "pip.log"))}
-    assert asked and all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"
+    calls = list(map(json.loads, open(tmp_path / "pip.log")))
+    asked = {call[call.index("--python-version") + 1] for call in calls}
+    assert all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"
+    assert ["wheelhouse/cupti" in call and "--no-deps" in call for call in calls] == [False, True], "CUPTI set apart"
+    main, cupti = ({path.name.split("-")[0] for path in folder.glob("*.whl")} for folder in (dest, dest / "cupti"))
+    assert "cuda_core" in main and "numpy" not in main, "the notebook's pins stay, a dependency the runner has goes"
+    assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= cupti, f"the CUPTI set lacks wheels: {cupti}"
+    assert not list((dest / "cupti").glob("cuda_bindings-13*")), "cuda-bindings 13: the runner has it"
+    assert all((dest / name).read_bytes() == b"the user's own wheel" for name in OWN), "a wheel it did not get went"
     runner = make_wheelhouse.read_installed(ROOT / "scripts/gpu-runner-installed.txt")
     harness = requirement_pins(ROOT / "requirements-harness.txt")
     on_runner = {name: version for name, version in harness.items() if runner.get(name) == version}
-    wheelhouse = {wheel.name.split("-")[0] for wheel in (clone / "wheelhouse").glob("*.whl")}
-    lacking = sorted(n for n in harness if n not in on_runner and n.replace("-", "_") not in wheelhouse)
+    lacking = sorted(n for n in harness if n not in on_runner and n.replace("-", "_") not in main)
     assert not lacking, f"pip on the runner could not install {lacking}: neither in the wheelhouse nor installed"
-    fake_make_wheelhouse(clone / "wheelhouse", on_runner, {})  # the fake runner's pip only knows wheels: add those
-    gpu = tmp_path / "gpu"
-    env = script_machine(gpu)
+    fake_make_wheelhouse(dest, on_runner, {})  # the fake runner's pip only knows wheels: add those
+    env = script_machine(gpu := tmp_path / "gpu")
     env.update(FAKE_HARNESS_MISSING="1", FAKE_EXECUTED="none")
     done = subprocess.run(["bash", "-c", run], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"`{run}` failed with the wheelhouse step 1 made:\n{done.stdout}{done.stderr}"
     (install,) = pip_installs(gpu)
-    assert install["index"] is None and install["find_links"] == str(clone / "wheelhouse"), install
+    assert install["index"] is None and install["find_links"] == str(dest), install
