@@ -88,6 +88,13 @@ for name, version in pins:
 """
 
 
+def executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
 def build_fake_injection_library(folder: Path) -> Path | None:
     """A library with the two symbols nsight looks up in Nsight Compute's injection library (None without cc)."""
     compiler = shutil.which("cc") or shutil.which("gcc")
@@ -117,8 +124,7 @@ class FakeMachine:
         (self.root / "calls.jsonl").write_text("")
         self.save()
         for name in ("nvidia-smi", "apt-get", "dpkg"):
-            (self.root / "bin" / name).write_text(TOOL.format(python=sys.executable, root=str(self.root)))
-            (self.root / "bin" / name).chmod(0o755)
+            executable(self.root / "bin" / name, TOOL.format(python=sys.executable, root=str(self.root)))
         (self.root / "py/pip/__init__.py").write_text("")
         (self.root / "py/pip/__main__.py").write_text(PIP.format(root=str(self.root)))
         for name, version in self.site.items():
@@ -141,11 +147,9 @@ class FakeMachine:
         (self.root / "machine.json").write_text(json.dumps({"gpu": self.gpu, "apt": self.apt, "ncu_script": script}))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
-        (folder := self.root / f"{name}-ncu-{version}").mkdir(parents=True, exist_ok=True)
+        folder = self.root / f"{name}-ncu-{version}"
         script = json.loads((self.root / "machine.json").read_text())["ncu_script"]
-        (folder / "ncu").write_text(script.replace("@VERSION@", version).replace("@DIR@", str(folder)))
-        (folder / "ncu").chmod(0o755)
-        return folder
+        return executable(folder / "ncu", script.replace("@VERSION@", version).replace("@DIR@", str(folder))).parent
 
     def calls(self, tool: str | None = None) -> list[dict]:
         lines = (self.root / "calls.jsonl").read_text().splitlines()
@@ -223,7 +227,7 @@ def script_pip(python: str, args: list[str]) -> int:
     record = {"python": python, "index": None if "--no-index" in args else "PyPI", "constraints": {},
               "find_links": given.get("--find-links")}  # fmt: skip
     record["requirements"] = requirement_pins(Path(given["-r"]), record["constraints"])
-    record["constraints"].update(requirement_pins(Path(given["-c"]), record["constraints"]) if "-c" in given else {})
+    record["constraints"].update(requirement_pins(Path(given["-c"]), record["constraints"]))  # the scripts give both
     for name, version in record["requirements"].items():
         wheel = f"{name.replace('-', '_')}-{version or ''}*.whl"
         if record["index"] is None and not (record["find_links"] and list(Path(record["find_links"]).glob(wheel))):
@@ -243,11 +247,9 @@ def pip_installs(folder: Path) -> list[dict]:
 def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     """A fake python3 and an nvidia-smi that lists a GPU (or none), in folder; the environment that uses them."""
     bin_dir = folder / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
     listing = "echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'" if gpu else "echo 'No devices were found'; exit 6"
     for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", f"#!/bin/sh\n{listing}\n")):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+        executable(bin_dir / name, text)
     (log := folder / "python.log").touch()
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),

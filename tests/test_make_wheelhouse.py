@@ -10,7 +10,7 @@ import sys
 
 import make_wheelhouse
 import pytest
-from fake_env import fresh_clone, pip_installs, requirement_pins, script_machine
+from fake_env import executable, fresh_clone, pip_installs, requirement_pins, script_machine
 from fake_env import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
 
@@ -33,9 +33,7 @@ def connected_machine(tmp_path) -> dict[str, str]:
     """A machine with internet: the real Python, whose pip downloads as DOWNLOADING_PIP does."""
     for path, text in (("shim/pip/__init__.py", ""), ("shim/pip/__main__.py", DOWNLOADING_PIP),
                        ("py/python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')):  # fmt: skip  # the suite's Python
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
-    (tmp_path / "py" / "python3").chmod(0o755)
+        executable(tmp_path / path, text)
     path = f"{tmp_path / 'py'}{os.pathsep}{os.environ['PATH']}"
     return {**os.environ, "PYTHONPATH": str(tmp_path / "shim"), "PIP_LOG": str(tmp_path / "pip.log"), "PATH": path}
 

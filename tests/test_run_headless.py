@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fake_env
 import pytest
 from fake_env import files_of, fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES
@@ -97,9 +98,7 @@ def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_ex
     cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
     cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
     (tmp_path / "summary.json").write_text("{}")
-    (wrong := tmp_path / "wrong" / "python3").parent.mkdir()  # PYTHON has the harness; a python3 on PATH may lack it
-    wrong.write_text("#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")
-    wrong.chmod(0o755)
+    wrong = fake_env.executable(tmp_path / "wrong/python3", "#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")  # no harness
     path = os.pathsep.join([str(wrong.parent), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=5,
                                        FAKE_EXECUTED=cut_short, PATH=path)  # fmt: skip

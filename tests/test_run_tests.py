@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fake_env import files_of, fresh_clone, pip_installs, requirement_pins, run_script
+from fake_env import executable, files_of, fresh_clone, pip_installs, requirement_pins, run_script
 from support import ROOT
 
 RUN_TESTS = "scripts/run_tests"
@@ -30,9 +30,7 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
     if kind == "a file":
         venv.write_text("not a venv")
     for name, content in (VENVS[kind] or {}).items():
-        (venv / name).parent.mkdir(parents=True, exist_ok=True)
-        (venv / name).write_text(content)
-        (venv / name).chmod(0o755)
+        executable(venv / name, content)
     before = files_of(venv) if venv.is_dir() else None
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
     assert status == 2 and f"NSPY_TUTORIAL_TEST_VENV={venv} " in output, f"refuse {kind}, naming the setting: {output}"
@@ -87,9 +85,7 @@ def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_
     (ci := tmp_path / "clone" / ".ci").mkdir(parents=True)
     shutil.copy2(ROOT / ".ci/run", ci / "run")
     for stub in (ci.parent / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
-        stub.parent.mkdir(exist_ok=True)
-        stub.write_text(RECORDING_STUB)
-        stub.chmod(0o755)
+        executable(stub, RECORDING_STUB)
     calls = tmp_path / "calls.log"
     env = {key: value for key, value in os.environ.items() if key != "NSPY_TUTORIAL_REQUIRE_ACTIONLINT"}
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}", CALLS=str(calls))
