@@ -41,31 +41,26 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
 
 
 @pytest.mark.parametrize(
-    ("setting", "made", "python"),  # ~ is HOME; relative: from the current folder, PYTHON too; the oldest Python
-    [("~/v", "home/v", {}), ("v", "work/v", {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}),
-     ("{tmp}/empty", "empty", {})],
+    ("setting", "made", "settings", "status"),  # ~ is HOME; relative: from the current folder, PYTHON too
+    [("~/v", "home/v", {}, 0), ("v", "work/v", {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, 0),
+     ("{tmp}/empty", "empty", {"FAKE_PYTEST_EXIT": 1}, 1), ("x", "work/x", {"FAKE_PYTEST_EXIT": 5}, 1)],  # 5: none ran
 )  # fmt: skip
-def test_run_tests_makes_and_marks_its_venv_where_the_setting_says(tmp_path, setting, made, python):
+def test_run_tests_makes_its_venv_where_told_installs_the_pinned_suite_and_exits_as_pytest(
+    tmp_path, setting, made, settings, status
+):
     for folder in ("work", "home", "empty"):  # an empty folder is a new venv's place
         (tmp_path / folder).mkdir()
     clone = fresh_clone(tmp_path / "clone")
-    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path), **python}
-    status, output, _ = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
-    assert status == 0, output
+    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path), **settings}
+    for again in (False, True):  # the second run uses the venv the first one made and marked
+        (tmp_path / "python.log").write_text("")
+        code, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
+        assert code == status, f"pytest's exit status, 5 (no test collected) a failure too:\n{output}"
+        assert again != any("-m venv" in line for line in asked), "the venv is made once, then used again"
     assert (tmp_path / made / ".nspy_tutorial_test_venv").exists(), f"{setting} must be made and marked at {made}"
     assert not (clone / "v").exists() and not (tmp_path / "work" / "~").exists()
-    (tmp_path / "python.log").write_text("")
-    status, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
-    assert status == 0 and not [line for line in asked if "-m venv" in line], "its own venv is used again, not made"
-
-
-@pytest.mark.parametrize(("pytest_exit", "expected"), [(0, 0), (1, 1), (5, 1)])
-def test_run_tests_installs_the_pinned_suite_and_fails_when_pytest_collected_nothing(tmp_path, pytest_exit, expected):
-    venv = tmp_path / "venv"
-    status, output, _ = run_script(RUN_TESTS, tmp_path, FAKE_PYTEST_EXIT=pytest_exit, NSPY_TUTORIAL_TEST_VENV=venv)
-    assert status == expected, f"pytest's exit 5 (no test collected) is a failure too:\n{output}"
-    (install,) = pip_installs(tmp_path)
-    assert install["python"] == str(venv / "bin" / "python"), "the suite's packages go into its venv"
+    install = pip_installs(tmp_path)[0]
+    assert install["python"] == str(tmp_path / made / "bin" / "python"), "the suite's packages go into its venv"
     assert install["index"] == "PyPI" and install["requirements"] == requirement_pins(ROOT / "requirements-dev.txt")
     pinned = requirement_pins(ROOT / "constraints-ci.txt")
     loose = sorted(name for name, version in pinned.items() if install["constraints"].get(name) != version)
