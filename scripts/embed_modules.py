@@ -8,8 +8,6 @@ its modules: their text less docstrings and `__future__`/`plumbing` imports; `as
 the modules' own assignment to B left out. No other cell is touched.
 """
 
-from __future__ import annotations
-
 import ast
 import re
 import sys

@@ -6,8 +6,6 @@
 Folded cells (first line `# @title`) carry only FOLDED_CELL_METADATA, other cells none. No source is ever changed.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os

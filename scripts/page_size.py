@@ -8,8 +8,6 @@ the folded cells' non-blank lines; prose: words of the markdown cells. Each is p
 exit status is 1 when one is over.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import statistics

@@ -2,8 +2,6 @@
 py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links holds), site/
 Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below: the shell scripts'."""
 
-from __future__ import annotations
-
 import json
 import os
 import shutil

@@ -1,8 +1,6 @@
 """scripts/make_wheelhouse.py: the wheels an offline runner needs, the CUPTI set apart, --skip-installed dropping
 only what this run downloaded; its arguments at their edges; the offline recipe."""
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess

@@ -1,7 +1,5 @@
 """scripts/notebook_format.py (--check names what is off, --fix repairs only that) and scripts/embed_modules.py."""
 
-from __future__ import annotations
-
 import ast
 import json
 import shutil

@@ -1,8 +1,6 @@
 """scripts/page_size.py measures what a reader must take in (visible and folded code lines without blanks, words of
 prose), and the tutorial keeps to the limits."""
 
-from __future__ import annotations
-
 import nbformat
 import page_size
 import pytest

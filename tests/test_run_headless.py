@@ -1,8 +1,6 @@
 """scripts/run_headless and setup_gpu_runner on a fake python3 and nvidia-smi (tests/fake_env.py): inputs checked at
 their edges before anything is done, and the README's first command on a fresh clone."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 import os

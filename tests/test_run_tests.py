@@ -1,8 +1,6 @@
 """scripts/run_tests and .ci/run in bash on a fake python3 (tests/fake_env.py): the venv setting at its edges before
 anything is made, the suite's pins, and the README's test commands."""
 
-from __future__ import annotations
-
 import os
 import shutil
 import subprocess

@@ -1,7 +1,5 @@
 """scripts/settings.bash through both scripts: PYTHON (3.11 or newer, that runs) and folder settings (~, ~user)."""
 
-from __future__ import annotations
-
 import getpass
 import os
 import pwd
