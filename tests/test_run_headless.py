@@ -36,15 +36,12 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
       for value in ("/proc/nspy_no_such/x", A_FILE, A_FILE + "/run", "~nspy_no_such_user/x", "{clone}", "..")),
     *(([value], {}, f"output folder argument ({value})")  # cannot be made; the clone, another one, a link to the clone
       for value in ("/proc/nspy_no_such/x", ".", "{tmp}/other", "{tmp}/link")),
-    (["--out"], {}, "--out"),
-    (["a", "b"], {}, "a b"),
-    (["--prepare-only", "EXTRA"], {}, "EXTRA"),
+    (["--out"], {}, "--out"), (["a", "b"], {}, "a b"), (["--prepare-only", "EXTRA"], {}, "EXTRA"),
     *(([], {"NSPY_TUTORIAL_CELL_TIMEOUT": value}, f"NSPY_TUTORIAL_CELL_TIMEOUT={value}")
       for value in ("0", "86401", "abc", "-5", "1e3", "99999999999999999999")),
     *(([], {"NSPY_TUTORIAL_COMMIT": value}, "NSPY_TUTORIAL_COMMIT=")
       for value in ("abcdef", "a" * 41, "ABCDEF0", "main", 'abc"def0', "abcdef0\\", "abcdef0\nabcdef0")),
-    *(([], {"NSPY_TUTORIAL_WHEELHOUSE": value}, f"NSPY_TUTORIAL_WHEELHOUSE={value}") for value in ("{tmp}/none",
-      "{tmp}/empty")),
+    *(([], {"NSPY_TUTORIAL_WHEELHOUSE": v}, f"NSPY_TUTORIAL_WHEELHOUSE={v}") for v in ("{tmp}/none", "{tmp}/empty")),
 ]  # fmt: skip
 
 
