@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Download every wheel the notebook and the headless harness need, for an offline GPU machine.
 
-    python scripts/make_wheelhouse.py --dest wheelhouse --python-version 3.12 \\
-        --skip-installed scripts/gpu-runner-installed.txt
+    python scripts/make_wheelhouse.py --dest DEST --python-version 3.12 [--skip-installed PIP_FREEZE]
 
 On a machine with internet. DEST/: nsight-python, its dependencies, the harness; DEST/cupti/: requirements.txt's CUPTI
 set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.

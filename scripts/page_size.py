@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """How much a reader has to take in, against the limits of the issue "A tutorial a learner finishes in half an hour".
 
-    python scripts/page_size.py [NOTEBOOK]     # default: the tutorial notebook
-
 Visible code: non-blank lines of the code cells Colab does not fold (a folded one starts `# @title`); folded code:
 the folded cells' non-blank lines; prose: words of the markdown cells. Each is printed beside its limit (LIMITS); the
 exit status is 1 when one is over.

@@ -174,8 +174,7 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
 
 # ---------------------------------------------------------------- the shell scripts' machine
 FAKE_PYTHON = """#!/bin/sh
-# A python3 that logs each call (FAKE_LOG) and answers as FAKE_* say; -c code and the project's scripts run in the
-# real Python (as FAKE_PYTHON_VERSION); its pip is fake_env.script_pip; `pytest` leaves FAKE_EXECUTED as the run.
+# A python3 that logs each call (FAKE_LOG), answers as FAKE_* say, runs -c code and scripts in the real Python.
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
   -c) case "$2" in
@@ -196,7 +195,6 @@ case "$2" in
 esac
 exit 0
 """
-SCRIPT_PYTHON_PACKAGES = {"torch": "2.11.0"}  # what the fake python has before anything is installed
 
 
 def requirement_pins(path: Path, constraints: dict[str, str | None] | None = None) -> dict[str, str | None]:
@@ -219,7 +217,7 @@ def script_pip(python: str, args: list[str]) -> int:
     """The fake python's `-m pip` as the scripts call it: freeze lists its packages; install checks that every
     requirement can be had (offline: its wheel in --find-links) and logs what, from where and into which Python."""
     if args[:1] == ["freeze"]:
-        print("\n".join(f"{name}=={version}" for name, version in SCRIPT_PYTHON_PACKAGES.items()))
+        print("torch==2.11.0")  # what the fake python has before anything is installed
         return 0
     given = {option: args[args.index(option) + 1] for option in ("-r", "-c", "--find-links") if option in args}
     record = {"python": python, "index": None if "--no-index" in args else "PyPI", "constraints": {},

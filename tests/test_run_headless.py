@@ -24,11 +24,6 @@ IN_ROOT = ("pytest.log", "run_info.json", NOTEBOOK.name)  # where an empty outpu
 MACHINE_OWN = ("bin/", "python.log")  # the fake machine's own files, left out of files_of
 
 
-@pytest.fixture
-def clone(tmp_path) -> Path:
-    return fresh_clone(tmp_path / "clone")
-
-
 A_FILE = "{tmp}/results.txt"
 REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's folder, {clone}: the fresh clone
     ([], {"gpu": False}, "no NVIDIA GPU"),
@@ -46,7 +41,8 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
 
 
 @pytest.mark.parametrize(("args", "settings", "named"), REFUSED)
-def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, tmp_path, args, settings, named):
+def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path, args, settings, named):
+    clone = fresh_clone(tmp_path / "clone")
     (tmp_path / "results.txt").write_text("not a folder")
     (tmp_path / "empty" / "cupti").mkdir(parents=True)  # a wheelhouse without a wheel
     fresh_clone(tmp_path / "other")
@@ -75,8 +71,8 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(clone, t
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
      (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "86400", "NSPY_TUTORIAL_COMMIT": "0123456789" * 4}, "work/out")],
 )  # fmt: skip
-def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_told(clone, tmp_path, args, settings,
-                                                                                   results):  # fmt: skip
+def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_told(tmp_path, args, settings, results):
+    clone = fresh_clone(tmp_path / "clone")
     (work := tmp_path / "work").mkdir()
     (home := tmp_path / "home").mkdir()
     args = [arg.format(clone=clone) for arg in args]

@@ -13,7 +13,6 @@ from support import ROOT
 
 SCRIPTS = {"scripts/run_headless": ["--prepare-only"], "scripts/run_tests": ["-q"]}  # the cheapest full run of each
 FLOOR = int(re.search(r'target-version = "py3(\d+)"', (ROOT / "pyproject.toml").read_text()).group(1))
-PYENV_SHIM = "#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n"  # a pyenv shim of no version
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -29,7 +28,7 @@ PYENV_SHIM = "#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 1
 )  # fmt: skip
 def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tmp_path, script, python, version, named):
     (tmp_path / "README.md").write_text("# not a Python\n")
-    executable(tmp_path / "shims" / "python3.12", PYENV_SHIM)
+    executable(tmp_path / "shims/python3.12", "#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
     settings = {"PYTHON": python} if python else {"FAKE_PYTHON_VERSION": version}
     settings["PATH"] = os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(script, tmp_path, *SCRIPTS[script], FAKE_HARNESS_MISSING=1,
