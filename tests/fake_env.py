@@ -191,7 +191,7 @@ case "$2" in
   pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
   pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb" \
             && cp "$(dirname "$FAKE_EXECUTED")/summary.json" "$NSPY_TUTORIAL_OUT/summary.json"
-          echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
+          echo "fake pytest, cell timeout ${NSPY_TUTORIAL_CELL_TIMEOUT:-} s"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
 esac
 exit 0
 """

@@ -16,9 +16,9 @@ def page(tmp_path, cells):
 
 @pytest.mark.parametrize(
     ("cells", "measures"),
-    [([markdown("## A heading\n\nFive words of prose here."), code("x = 1\n\n\ny = 2\n"), code("a\nb\nc\nd"),
+    [([markdown("## A heading\n\nFive words of prose here."), code("x = 1\n\n\ny = 2\n"), code("a\nb\nc\nd"), code("z"),
        code("# @title Folded plumbing\nz = 3\nw = 4"), nbformat.v4.new_raw_cell("raw text is neither")],
-      {"visible_lines": 6, "largest_visible_cell": 4, "median_visible_cell": 3, "folded_lines": 3, "words": 8}),
+      {"visible_lines": 7, "largest_visible_cell": 4, "median_visible_cell": 2, "folded_lines": 3, "words": 8}),
      ([], {"visible_lines": 0, "largest_visible_cell": 0, "median_visible_cell": 0, "folded_lines": 0, "words": 0}),
      ([code("  # @title indented still folds\nx = 1"), code("\n\n")],
       {"visible_lines": 0, "largest_visible_cell": 0, "median_visible_cell": 0, "folded_lines": 2, "words": 0})],

@@ -80,9 +80,10 @@ def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_
         status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=work, HOME=home,
                                        FAKE_EXECUTED="none", **settings)  # fmt: skip  # no page: a quick run
         assert status == 0, f"{args} {settings} must be accepted:\n{output[-1500:]}"
+    timeout = int(settings.get("NSPY_TUTORIAL_CELL_TIMEOUT", "900"))
+    assert f"cell timeout {timeout} s" in output, f"the GPU test must get the cell timeout {timeout} in seconds"
     info = json.loads((tmp_path / results / "run_info.json").read_text())
     assert info["commit"] == settings.get("NSPY_TUTORIAL_COMMIT", "unknown"), "run_info.json names the commit told"
-    assert not (work / "~").exists() and not (clone / "runs" / "b").exists()
 
 
 def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_exits_with_pytests_status(tmp_path):
