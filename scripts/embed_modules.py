@@ -8,8 +8,6 @@ its modules: their text less docstrings and `__future__`/`plumbing` imports; `as
 the modules' own assignment to B left out. No other cell is touched.
 """
 
-from __future__ import annotations
-
 import ast
 import re
 import sys
@@ -32,9 +30,7 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     items = [(item, ITEM.match(item)) for item in match["spec"].split(", ")] if match else []
     for item, parsed in items:
         if parsed is None or (parsed["path"].endswith(".txt") and not parsed["name"]):
-            raise EmbeddingError(
-                f"cannot read {item!r}: write plumbing/<name>.py [as NAME] or requirements.txt as NAME"
-            )
+            raise EmbeddingError(f"Source {item!r}: write plumbing/<name>.py [as NAME] or requirements.txt as NAME")
     return [(parsed["path"], parsed["name"]) for _, parsed in items]
 
 
@@ -74,13 +70,9 @@ def generated_source(source: str, repo: Path = REPO) -> str | None:
 
 def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
     """{cell index: what it must hold} for each embedding cell that differs from its modules."""
-    stale = {}
-    for index, cell in enumerate(notebook["cells"]):
-        source = "".join(cell["source"])
-        expected = generated_source(source, repo) if cell["cell_type"] == "code" else None
-        if expected is not None and expected != source:
-            stale[index] = expected
-    return stale
+    code = {i: "".join(cell["source"]) for i, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code"}
+    made = {index: generated_source(source, repo) for index, source in code.items()}
+    return {index: expected for index, expected in made.items() if expected not in (None, code[index])}
 
 
 def embed(path: Path, notebook: dict, fix: bool) -> int:

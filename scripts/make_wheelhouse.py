@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Download every wheel the notebook and the headless harness need, for an offline GPU machine.
 
-    python scripts/make_wheelhouse.py --dest wheelhouse --python-version 3.12 \\
-        --skip-installed scripts/gpu-runner-installed.txt
+    python scripts/make_wheelhouse.py --dest DEST --python-version 3.12 [--skip-installed PIP_FREEZE]
 
 On a machine with internet. DEST/: nsight-python, its dependencies, the harness; DEST/cupti/: requirements.txt's CUPTI
 set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.
---skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins.
+--skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins;
+wheels that were in DEST before stay.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a pla
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
+PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
 
 
@@ -39,73 +39,52 @@ def read_installed(path: Path | None) -> dict[str, str]:
     return {normalize(match.group(1)): match.group(2) or "" for match in matches if match}
 
 
-def wheel_name(path: Path) -> str:
-    return normalize(path.name.split("-")[0])
-
-
-def download(requirements: list[str], dest: Path, python_version: str, platforms: list[str], deps: bool) -> None:
+def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
                "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
-               *(arg for platform in platforms for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
+               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
                *requirements]  # fmt: skip
     print("$ " + " ".join(command))
     subprocess.run(command, check=True)
-
-
-def size_mb(folder: Path, recursive: bool = False) -> float:
-    wheels = folder.rglob("*.whl") if recursive else folder.glob("*.whl")
-    return sum(path.stat().st_size for path in wheels) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / ".whl", help="wheelhouse folder (default: .whl)")
     parser.add_argument("--python-version", default="3.12", help="target Python, e.g. 3.12 (default) or 3.13")
-    parser.add_argument("--platform", action="append", help="pip platform tag; repeat; default manylinux x86_64")
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
-    parser.add_argument("--no-harness", action="store_true", help="only the notebook's packages, not the harness")
     args = parser.parse_args(argv)
     if args.skip_installed is not None and not args.skip_installed.is_file():
-        parser.error(
-            f"--skip-installed {args.skip_installed}: no such file. Give the `pip freeze` of the GPU machine's Python "
-            "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out."
-        )
+        parser.error(f"--skip-installed {args.skip_installed}: no such file; give the GPU machine's `pip freeze` "
+                     "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out")  # fmt: skip
     version = re.fullmatch(r"3\.(\d+)(\.\d+)?", args.python_version)
     if not version or int(version.group(1)) < 11:
-        parser.error(
-            f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 or newer "
-            "(the project's runner has 3.12, the default)"
-        )
-    if args.dest.exists() and not args.dest.is_dir():
-        parser.error(f"--dest {args.dest} is a file, not a folder: give a folder for the wheelhouse (made if missing)")
-    try:  # before pip runs: a --dest that cannot be made is named, not a traceback
+        parser.error(f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 "
+                     "or newer (the project's runner has 3.12, the default)")  # fmt: skip
+    try:  # before pip runs: a --dest that cannot be made (or is a file) is named, not a traceback
         args.dest.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
-    platforms = args.platform or DEFAULT_PLATFORMS
-    main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
-    requirements = main_pins + ([] if args.no_harness else ["-r", str(ROOT / "requirements-harness.txt")])
+    main_pins = read_requirements(ROOT / "requirements.txt")[0]
     installed = read_installed(args.skip_installed)
-    cupti_pins = [f"{name}=={version}" for name, version in cupti_set(installed).items()]  # the notebook's rule
     try:
-        download(requirements, args.dest, args.python_version, platforms, deps=True)
-        download(cupti_pins, args.dest / "cupti", args.python_version, platforms, deps=False)
+        harness = ["-r", str(ROOT / "requirements-harness.txt")]
+        download(main_pins + harness, args.dest, args.python_version, deps=True)
+        cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
+        download(cupti, args.dest / "cupti", args.python_version, deps=False)
     except subprocess.CalledProcessError as error:
         print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
-              f"available for Python {args.python_version} on {platforms[0]}?", file=sys.stderr)  # fmt: skip
+              f"available for Python {args.python_version} on {PLATFORMS[0]}?", file=sys.stderr)  # fmt: skip
         return 1
     pinned = {normalize(pin.split("==")[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):
-        if wheel_name(wheel) in installed and wheel_name(wheel) not in pinned:
+        if (name := normalize(wheel.name.split("-")[0])) in installed and name not in pinned:
             wheel.unlink()
-    if before and installed:
-        print(f"kept the {len(before)} wheels that were in {args.dest} before this run (only wheels it downloaded "
-              "are dropped for --skip-installed)")  # fmt: skip
     for folder in (args.dest, args.dest / "cupti"):
-        print(f"{folder}: {len(list(folder.glob('*.whl')))} wheels, {size_mb(folder):.1f} MiB")
-    print(f"wheelhouse total: {size_mb(args.dest, recursive=True):.1f} MiB in {args.dest}")
+        wheels = list(folder.glob("*.whl"))
+        print(f"{folder}: {len(wheels)} wheels, {sum(path.stat().st_size for path in wheels) / 2**20:.1f} MiB")
     return 0
 
 

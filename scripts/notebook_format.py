@@ -6,8 +6,6 @@
 Folded cells (first line `# @title`) carry only FOLDED_CELL_METADATA, other cells none. No source is ever changed.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os
@@ -16,7 +14,6 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-
 DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
 CANONICAL_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
                       "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -40,8 +37,7 @@ def canonical(notebook: dict) -> dict:
     return fixed
 
 
-def render(notebook: dict) -> str:
-    """The layout nbformat writes (indent 1, sorted keys), source split into lines."""
+def render(notebook: dict) -> str:  # the layout nbformat writes
     for cell in notebook["cells"]:
         cell["source"] = cell["source"].splitlines(keepends=True)
     return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
@@ -52,38 +48,27 @@ class NotANotebook(Exception):
 
 
 def load_notebook(path: Path) -> dict:
-    restore = f"--fix cannot repair that: restore it (git checkout -- {path}) or save it again from Jupyter"
-    if not path.is_file():
-        raise NotANotebook("no such notebook")
+    """The notebook; NotANotebook naming what --fix would have to empty or guess (a cell by index and id)."""
+    restore = f"restore it (git checkout -- {path}) or save it again from Jupyter"
     try:
         notebook = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise NotANotebook(f"cannot read it as JSON ({error}); {restore}") from None
+        raise NotANotebook(f"cannot read it as JSON ({error}); --fix cannot repair that: {restore}") from None
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise NotANotebook(f"it is JSON but not a notebook (no list of cells at its top); {restore}")
-    if broken := unreadable_cells(notebook["cells"]):
-        raise NotANotebook(
-            f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw and a source (a string or a "
-            f"list of strings; [] for an empty cell), or {restore.removeprefix('--fix cannot repair that: ')}"
-        )
-    return notebook
-
-
-def unreadable_cells(cells: list) -> list[str]:
-    """What --fix would have to empty or guess, by cell index and id."""
-    found = []
-    for index, cell in enumerate(cells):
-        if not isinstance(cell, dict):
-            found.append(f"cell {index} is {type(cell).__name__}, not a cell")
-            continue
+    broken = []
+    for index, cell in enumerate(notebook["cells"]):
+        cell = cell if isinstance(cell, dict) else {"cell_type": type(cell).__name__}
         name, source = f"cell {index} (id {cell.get('id')!r})", cell.get("source")
         if cell.get("cell_type") not in ("code", "markdown", "raw"):
-            found.append(f"{name} has cell_type {cell.get('cell_type')!r}")
-        if "source" not in cell:
-            found.append(f"{name} has no source")
-        elif not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
-            found.append(f"{name} has source {json.dumps(source)[:40]}, not text")
-    return found
+            broken.append(f"{name} has cell_type {cell.get('cell_type')!r}")
+        if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            broken.append(f"{name} has source {json.dumps(source)[:40]}, not text" if "source" in cell else
+                          f"{name} has no source")  # fmt: skip
+    if broken:
+        raise NotANotebook(f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw and a source "
+                           f"(a string or a list of strings; [] for an empty cell), or {restore}")  # fmt: skip
+    return notebook
 
 
 def problems(path: Path, notebook: dict | None = None) -> list[str]:
@@ -92,19 +77,15 @@ def problems(path: Path, notebook: dict | None = None) -> list[str]:
     fixed = canonical(notebook)
     found = [f"{key} is {notebook.get(key)!r}, expected {fixed[key]!r}" for key in ("nbformat", "nbformat_minor",
              "metadata") if notebook.get(key) != fixed[key]]  # fmt: skip
-    ids = [cell.get("id") for cell in notebook["cells"]]
-    found += ["cell ids are missing or repeated"] * (None in ids or len(set(ids)) != len(ids))
-    for index, (cell, want) in enumerate(zip(notebook["cells"], fixed["cells"], strict=True)):
-        found += [f"cell {index} ({cell.get('id')}) has {key} {cell.get(key)!r}, expected {want[key] or 'none'}"
-                  for key, default in (("metadata", {}), ("outputs", []), ("execution_count", None))
-                  if key in want and cell.get(key, default) != want[key]]  # fmt: skip
+    for index, (cell, want) in enumerate(zip(notebook["cells"], fixed["cells"], strict=True)):  # id: missing, repeated
+        found += [f"cell {index} ({cell.get('id')}) has {key} {cell.get(key)!r}, expected {want[key]!r}"
+                  for key in want if key != "source" and cell.get(key) != want[key]]  # fmt: skip
     if not found and path.read_text() != render(fixed):
         found.append("JSON layout differs from the canonical one")
     return found
 
 
-def parse_args(argv: list[str] | None, doc: str, check: str, fix: str) -> argparse.Namespace:
-    """--check or --fix, and the notebooks (default: the tutorial), for this script and embed_modules.py."""
+def parse_args(argv: list[str] | None, doc: str, check: str, fix: str) -> argparse.Namespace:  # embed_modules' too
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help=check)

@@ -1,14 +1,10 @@
 #!/usr/bin/env python3
 """How much a reader has to take in, against the limits of the issue "A tutorial a learner finishes in half an hour".
 
-    python scripts/page_size.py [NOTEBOOK]     # default: the tutorial notebook
-
 Visible code: non-blank lines of the code cells Colab does not fold (a folded one starts `# @title`); folded code:
 the folded cells' non-blank lines; prose: words of the markdown cells. Each is printed beside its limit (LIMITS); the
 exit status is 1 when one is over.
 """
-
-from __future__ import annotations
 
 import argparse
 import json
@@ -20,12 +16,9 @@ from notebook_format import is_folded
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "nsight_python_t4_tutorial.ipynb"
 LIMITS = {  # measure: (most allowed, what it counts)
-    "visible_lines": (450, "visible code lines"),
-    "largest_visible_cell": (20, "lines in the largest visible cell"),
-    "median_visible_cell": (10, "lines in the median visible cell"),
-    "folded_lines": (600, "folded code lines"),
-    "words": (2600, "words of prose"),
-}
+    "visible_lines": (450, "visible code lines"), "largest_visible_cell": (20, "lines in the largest visible cell"),
+    "median_visible_cell": (10, "lines in the median visible cell"), "folded_lines": (600, "folded code lines"),
+    "words": (2600, "words of prose")}  # fmt: skip
 
 
 def page_size(path: Path) -> dict[str, float]:
@@ -39,13 +32,9 @@ def page_size(path: Path) -> dict[str, float]:
             folded += lines
         elif cell["cell_type"] == "code":
             visible.append(lines)
-    return {
-        "visible_lines": sum(visible),
-        "largest_visible_cell": max(visible, default=0),
-        "median_visible_cell": statistics.median(visible) if visible else 0,
-        "folded_lines": folded,
-        "words": words,
-    }
+    median = statistics.median(visible) if visible else 0
+    return {"visible_lines": sum(visible), "largest_visible_cell": max(visible, default=0),
+            "median_visible_cell": median, "folded_lines": folded, "words": words}  # fmt: skip
 
 
 def over_limits(measures: dict[str, float]) -> list[str]:

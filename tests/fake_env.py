@@ -1,9 +1,6 @@
-"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu
-launchers, py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links
-holds), site/ Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below it, the
-shell scripts' machine (a fake python3)."""
-
-from __future__ import annotations
+"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu,
+py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links holds), site/
+Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below: the shell scripts'."""
 
 import json
 import os
@@ -89,6 +86,13 @@ for name, version in pins:
 """
 
 
+def executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
 def build_fake_injection_library(folder: Path) -> Path | None:
     """A library with the two symbols nsight looks up in Nsight Compute's injection library (None without cc)."""
     compiler = shutil.which("cc") or shutil.which("gcc")
@@ -118,8 +122,7 @@ class FakeMachine:
         (self.root / "calls.jsonl").write_text("")
         self.save()
         for name in ("nvidia-smi", "apt-get", "dpkg"):
-            (self.root / "bin" / name).write_text(TOOL.format(python=sys.executable, root=str(self.root)))
-            (self.root / "bin" / name).chmod(0o755)
+            executable(self.root / "bin" / name, TOOL.format(python=sys.executable, root=str(self.root)))
         (self.root / "py/pip/__init__.py").write_text("")
         (self.root / "py/pip/__main__.py").write_text(PIP.format(root=str(self.root)))
         for name, version in self.site.items():
@@ -142,11 +145,9 @@ class FakeMachine:
         (self.root / "machine.json").write_text(json.dumps({"gpu": self.gpu, "apt": self.apt, "ncu_script": script}))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
-        (folder := self.root / f"{name}-ncu-{version}").mkdir(parents=True, exist_ok=True)
+        folder = self.root / f"{name}-ncu-{version}"
         script = json.loads((self.root / "machine.json").read_text())["ncu_script"]
-        (folder / "ncu").write_text(script.replace("@VERSION@", version).replace("@DIR@", str(folder)))
-        (folder / "ncu").chmod(0o755)
-        return folder
+        return executable(folder / "ncu", script.replace("@VERSION@", version).replace("@DIR@", str(folder))).parent
 
     def calls(self, tool: str | None = None) -> list[dict]:
         lines = (self.root / "calls.jsonl").read_text().splitlines()
@@ -173,8 +174,7 @@ def make_wheelhouse(folder: Path, pins: dict[str, str], cupti_pins: dict[str, st
 
 # ---------------------------------------------------------------- the shell scripts' machine
 FAKE_PYTHON = """#!/bin/sh
-# A python3 that logs each call (FAKE_LOG) and answers as FAKE_* say; -c code and the project's scripts run in the
-# real Python (as FAKE_PYTHON_VERSION); its pip is fake_env.script_pip; `pytest` leaves FAKE_EXECUTED as the run.
+# A python3 that logs each call (FAKE_LOG), answers as FAKE_* say, runs -c code and scripts in the real Python.
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
   -c) case "$2" in
@@ -184,7 +184,6 @@ $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
         *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
-  *scripts/make_wheelhouse.py) exit 0 ;;  # it downloads from PyPI: only recorded
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;
 esac
 case "$2" in
@@ -192,11 +191,10 @@ case "$2" in
   pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
   pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb" \
             && cp "$(dirname "$FAKE_EXECUTED")/summary.json" "$NSPY_TUTORIAL_OUT/summary.json"
-          echo "fake pytest"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
+          echo "fake pytest, cell timeout ${NSPY_TUTORIAL_CELL_TIMEOUT:-} s"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
 esac
 exit 0
 """
-SCRIPT_PYTHON_PACKAGES = {"torch": "2.11.0"}  # what the fake python has before anything is installed
 
 
 def requirement_pins(path: Path, constraints: dict[str, str | None] | None = None) -> dict[str, str | None]:
@@ -204,12 +202,11 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
     pins: dict[str, str | None] = {}
     for line in Path(path).read_text().splitlines():
         line = line.split("#")[0].strip()
-        if line.startswith(("-r ", "-c ")):
-            included = Path(path).parent / line[3:].strip()
-            if line.startswith("-r "):
-                pins.update(requirement_pins(included, constraints))
-            elif constraints is not None:
-                constraints.update(requirement_pins(included, constraints))
+        included = Path(path).parent / line[3:].strip()
+        if line.startswith("-r "):
+            pins.update(requirement_pins(included, constraints))
+        elif line.startswith("-c "):
+            (constraints if constraints is not None else {}).update(requirement_pins(included, constraints))
         elif line:
             name, _, version = line.partition("==")
             pins[name.strip().lower()] = version.strip() or None
@@ -217,24 +214,16 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
 
 
 def script_pip(python: str, args: list[str]) -> int:
-    """The fake python's `-m pip`: freeze lists its packages; install checks that every requirement can be had
-    (offline: its wheel in --find-links) and logs what, from where and into which Python to FAKE_INSTALLS."""
+    """The fake python's `-m pip` as the scripts call it: freeze lists its packages; install checks that every
+    requirement can be had (offline: its wheel in --find-links) and logs what, from where and into which Python."""
     if args[:1] == ["freeze"]:
-        print("\n".join(f"{name}=={version}" for name, version in SCRIPT_PYTHON_PACKAGES.items()))
+        print("torch==2.11.0")  # what the fake python has before anything is installed
         return 0
-    record = {"python": python, "index": "PyPI", "find_links": None, "requirements": {}, "constraints": {}}
-    words = iter([part for word in args[1:] for part in (word.split("=", 1) if word.startswith("--") else [word])])
-    for word in words:  # pip's spellings of the same request are the same request: --find-links=X, -f X
-        if word in ("-r", "--requirement", "-c", "--constraint"):
-            into = record["requirements" if word in ("-r", "--requirement") else "constraints"]
-            into.update(requirement_pins(Path(next(words)), record["constraints"]))
-        elif word in ("-f", "--find-links", "-i", "--index-url"):
-            record["find_links" if word in ("-f", "--find-links") else "index"] = next(words)
-        elif word == "--no-index":
-            record["index"] = None
-        elif not word.startswith("-"):
-            name, _, version = word.partition("==")
-            record["requirements"][name.lower()] = version or None
+    given = {option: args[args.index(option) + 1] for option in ("-r", "-c", "--find-links") if option in args}
+    record = {"python": python, "index": None if "--no-index" in args else "PyPI", "constraints": {},
+              "find_links": given.get("--find-links")}  # fmt: skip
+    record["requirements"] = requirement_pins(Path(given["-r"]), record["constraints"])
+    record["constraints"].update(requirement_pins(Path(given["-c"]), record["constraints"]))  # the scripts give both
     for name, version in record["requirements"].items():
         wheel = f"{name.replace('-', '_')}-{version or ''}*.whl"
         if record["index"] is None and not (record["find_links"] and list(Path(record["find_links"]).glob(wheel))):
@@ -254,11 +243,9 @@ def pip_installs(folder: Path) -> list[dict]:
 def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     """A fake python3 and an nvidia-smi that lists a GPU (or none), in folder; the environment that uses them."""
     bin_dir = folder / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
     listing = "echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'" if gpu else "echo 'No devices were found'; exit 6"
     for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", f"#!/bin/sh\n{listing}\n")):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+        executable(bin_dir / name, text)
     (log := folder / "python.log").touch()
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),

@@ -1,18 +1,14 @@
 """scripts/make_wheelhouse.py: the wheels an offline runner needs, the CUPTI set apart, --skip-installed dropping
 only what this run downloaded; its arguments at their edges; the offline recipe."""
 
-from __future__ import annotations
-
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 
 import make_wheelhouse
 import pytest
-from fake_env import fresh_clone, pip_installs, requirement_pins, script_machine
+from fake_env import executable, fresh_clone, pip_installs, requirement_pins, script_machine
 from fake_env import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
 
@@ -25,7 +21,7 @@ with open(os.environ["PIP_LOG"], "a") as log:
 wanted = [arg for arg in args if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", arg)]
 if "-r" in args:
     wanted += [line.split("#")[0].strip() for line in Path(args[args.index("-r") + 1]).read_text().splitlines()]
-wanted += [] if "--no-deps" in args else ["jinja2==3.1.6"]
+wanted += [] if "--no-deps" in args else ["numpy==2.5.2"]  # the runner has it
 for name, version in (pin.split("==") for pin in wanted if pin):
     Path(args[args.index("--dest") + 1], f"{name.replace('-', '_').lower()}-{version}-py3-none-any.whl").write_text("")
 """
@@ -33,59 +29,24 @@ for name, version in (pin.split("==") for pin in wanted if pin):
 
 def connected_machine(tmp_path) -> dict[str, str]:
     """A machine with internet: the real Python, whose pip downloads as DOWNLOADING_PIP does."""
-    (tmp_path / "shim" / "pip").mkdir(parents=True)
-    (tmp_path / "shim" / "pip" / "__init__.py").write_text("")
-    (tmp_path / "shim" / "pip" / "__main__.py").write_text(DOWNLOADING_PIP)
-    (tmp_path / "py").mkdir()
-    (tmp_path / "py" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # with the suite's packages
-    (tmp_path / "py" / "python3").chmod(0o755)
+    for path, text in (("shim/pip/__init__.py", ""), ("shim/pip/__main__.py", DOWNLOADING_PIP),
+                       ("py/python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')):  # fmt: skip  # the suite's Python
+        executable(tmp_path / path, text)
     path = f"{tmp_path / 'py'}{os.pathsep}{os.environ['PATH']}"
     return {**os.environ, "PYTHONPATH": str(tmp_path / "shim"), "PIP_LOG": str(tmp_path / "pip.log"), "PATH": path}
 
 
-OWN = {"numpy-2.0.0-cp312-none-any.whl": "", "cupti/cuda_bindings-12.9.0-cp312-none-any.whl": "cupti"}
-
-
-@pytest.mark.parametrize("bindings", ["13.3.1", "12.9.7"])
-def test_skip_installed_drops_what_the_runner_has_but_the_notebooks_pins_and_never_the_users_own(tmp_path, bindings):
-    dest = tmp_path / "wheelhouse"
-    for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes(b"the user's own wheel")
-    installed = tmp_path / "freeze.txt"  # the runner's pip freeze
-    installed.write_text(f"# a comment\nnumpy==2.5.2\nJinja2==3.1.6\nnsight-python==1.1.0\nCuda_Bindings=={bindings}\n")
-    command = [sys.executable, str(ROOT / "scripts/make_wheelhouse.py"), "--dest", str(dest), "--skip-installed",
-               str(installed), "--python-version", "3.13"]  # fmt: skip
-    done = subprocess.run(command, env=connected_machine(tmp_path), capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    main, cupti = ({path.name for path in folder.glob("*.whl")} for folder in (dest, dest / "cupti"))
-    harness = {f"{name.replace('-', '_')}-{version}-py3-none-any.whl" for name, version in
-               requirement_pins(ROOT / "requirements-harness.txt").items()}  # fmt: skip
-    assert harness <= main, f"the offline runner could not install the harness: {sorted(harness - main)} lack"
-    assert "nsight_python-1.1.0-py3-none-any.whl" in main, "the notebook's own pins stay though the runner has them"
-    assert not any(name.startswith("jinja2") for name in main), "a dependency the runner has is dropped"
-    assert all((dest / name).read_bytes() == b"the user's own wheel" for name in OWN), "a wheel it did not get went"
-    assert any(name.startswith("cuda_bindings-13") for name in cupti) == (bindings != "13.3.1"), (
-        f"cuda-bindings goes into cupti/ exactly where the runner lacks 13 (it has {bindings}): {sorted(cupti)}"
-    )
-    assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= {name.split("-")[0] for name in cupti}, cupti
-    calls = [json.loads(line) for line in (tmp_path / "pip.log").read_text().splitlines()]
-    (cupti_call,) = [call for call in calls if str(dest / "cupti") in call]
-    assert "--no-deps" in cupti_call and "3.13" in cupti_call and "jinja2-" not in str(cupti), "the CUPTI set, pinned"
-    assert f"kept the 2 wheels that were in {dest} before this run" in done.stdout, done.stdout
-
-
 @pytest.mark.parametrize(
     ("arguments", "said"),
-    [(["--python-version", ""], "--python-version '': give the GPU machine's Python as 3.X or 3.X.Y, 3.11 or newer"),
+    [(["--python-version", ""], "--python-version ''"),
      (["--python-version", "3.10"], "--python-version '3.10'"),
      (["--python-version", "3.10.14"], "--python-version '3.10.14'"),  # a patch level does not lift 3.10
      (["--python-version", "3"], "--python-version '3'"),
      (["--python-version", "3.12."], "--python-version '3.12.'"),
-     (["--dest", "README.md"], "--dest README.md is a file, not a folder"),
-     (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels: cannot make the wheelhouse folder"),
-     (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt: no such file"),
-     (["--skip-installed", "."], "--skip-installed .: no such file"),
+     (["--dest", "README.md"], "--dest README.md"),  # a file
+     (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels"),
+     (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt"),  # no such file
+     (["--skip-installed", "."], "--skip-installed ."),  # a folder
      *((["--python-version", version], None) for version in ("3.11", "3.12.3", "3.13"))],  # None: accepted
 )  # fmt: skip
 def test_make_wheelhouse_checks_each_argument_before_pip_runs(arguments, said, tmp_path, monkeypatch, capsys):
@@ -100,48 +61,47 @@ def test_make_wheelhouse_checks_each_argument_before_pip_runs(arguments, said, t
     with pytest.raises(SystemExit) as stopped:
         make_wheelhouse.main(argv)
     err = capsys.readouterr().err
-    assert stopped.value.code == 2 and said in err, f"name the argument and what it must be: {err}"
+    assert stopped.value.code == 2 and said in err, f"name the argument: {err}"
     assert not asked and sorted(path.name for path in tmp_path.iterdir()) == ["README.md"], "pip ran or a file made"
 
 
-def test_the_runners_package_list_names_only_what_the_runner_has():
-    installed = make_wheelhouse.read_installed(ROOT / "scripts/gpu-runner-installed.txt")
-    assert installed["torch"] == "2.11.0" and installed["cuda-bindings"] == "13.3.1"
-    for absent in ("nsight-python", "nbmake", "ipykernel", "cupti-python", "ncu-report"):
-        assert absent not in installed, f"{absent} is not on the runner; listing it would drop its wheel"
+OWN = {"mine-1.0-py3-none-any.whl": "", "cupti/cuda_bindings-12.9.0-cp312-none-any.whl": "cupti"}  # the user's
 
 
 def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_installs_from(tmp_path):
-    """docs/maintainers.md's offline recipe verbatim: step 1 on a connected machine, step 3 on the GPU machine."""
+    """docs/maintainers.md's offline recipe verbatim. Step 1 on a connected machine: for the runner's Python, without
+    what the runner has but the notebook's pins, the CUPTI set apart, the user's own wheels kept; step 3 on the GPU."""
     section = (ROOT / "docs/maintainers.md").read_text().split("### Offline, from a wheelhouse", 1)[1]
     make, run = [block.split("```")[0].strip() for block in section.split("\n### ")[0].split("```bash\n")[1:]]
-    clone = fresh_clone(tmp_path / "clone")
-    for name in ("make_wheelhouse.py", "gpu-runner-installed.txt"):
-        shutil.copy2(ROOT / "scripts" / name, clone / "scripts" / name)
-    env = connected_machine(tmp_path)
-    done = subprocess.run(["bash", "-c", make], cwd=clone, env=env, capture_output=True, text=True)
+    dest = (clone := fresh_clone(tmp_path / "clone")) / "wheelhouse"
+    for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(b"the user's own wheel")
+    done = subprocess.run(["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True,
+                          text=True)  # fmt: skip
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
+    runner_python = json.loads((ROOT / "docs/verified/nvidia-h200-cupti/summary.json").read_text())["environment"]
+    calls = list(map(json.loads, open(tmp_path / "pip.log")))
+    asked = {call[call.index("--python-version") + 1] for call in calls}
+    assert all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"
+    assert ["wheelhouse/cupti" in call and "--no-deps" in call for call in calls] == [False, True], "CUPTI set apart"
+    main, cupti = ({path.name.split("-")[0] for path in folder.glob("*.whl")} for folder in (dest, dest / "cupti"))
+    assert "cuda_core" in main and "numpy" not in main, "the notebook's pins stay, a dependency the runner has goes"
+    assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= cupti, f"the CUPTI set lacks wheels: {cupti}"
+    assert not list((dest / "cupti").glob("cuda_bindings-13*")), "cuda-bindings 13: the runner has it"
+    assert all((dest / name).read_bytes() == b"the user's own wheel" for name in OWN), "a wheel it did not get went"
     runner = make_wheelhouse.read_installed(ROOT / "scripts/gpu-runner-installed.txt")
+    assert (runner["torch"], runner["cuda-bindings"]) == ("2.11.0", "13.3.1"), "the runner's list, read"
+    listed = {"nsight-python", "nbmake", "ipykernel", "cupti-python", "ncu-report"} & set(runner)
+    assert not listed, f"{listed}: not on the runner; listing them in gpu-runner-installed.txt drops their wheels"
     harness = requirement_pins(ROOT / "requirements-harness.txt")
     on_runner = {name: version for name, version in harness.items() if runner.get(name) == version}
-    wheelhouse = {wheel.name.split("-")[0] for wheel in (clone / "wheelhouse").glob("*.whl")}
-    lacking = sorted(n for n in harness if n not in on_runner and n.replace("-", "_") not in wheelhouse)
+    lacking = sorted(n for n in harness if n not in on_runner and n.replace("-", "_") not in main)
     assert not lacking, f"pip on the runner could not install {lacking}: neither in the wheelhouse nor installed"
-    fake_make_wheelhouse(clone / "wheelhouse", on_runner, {})  # the fake runner's pip only knows wheels: add those
-    gpu = tmp_path / "gpu"
-    env = script_machine(gpu)
+    fake_make_wheelhouse(dest, on_runner, {})  # the fake runner's pip only knows wheels: add those
+    env = script_machine(gpu := tmp_path / "gpu")
     env.update(FAKE_HARNESS_MISSING="1", FAKE_EXECUTED="none")
     done = subprocess.run(["bash", "-c", run], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"`{run}` failed with the wheelhouse step 1 made:\n{done.stdout}{done.stderr}"
     (install,) = pip_installs(gpu)
-    assert install["index"] is None and install["find_links"] == str(clone / "wheelhouse"), install
-
-
-def test_the_offline_recipe_makes_wheels_for_the_python_of_the_runner_it_names():
-    recipe = re.search(
-        r"python3 scripts/make_wheelhouse\.py [^\n]*--python-version (\S+)", (ROOT / "docs/maintainers.md").read_text()
-    )
-    runner = json.loads((ROOT / "docs/verified/nvidia-h200-cupti/summary.json").read_text())["environment"]["python"]
-    assert recipe and runner.startswith(recipe.group(1) + "."), (
-        f"docs/maintainers.md makes the wheelhouse for Python {recipe and recipe.group(1)}; the runner's is {runner}"
-    )
+    assert install["index"] is None and install["find_links"] == str(dest), install

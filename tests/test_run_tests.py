@@ -1,94 +1,67 @@
 """scripts/run_tests and .ci/run in bash on a fake python3 (tests/fake_env.py): the venv setting at its edges before
 anything is made, the suite's pins, and the README's test commands."""
 
-from __future__ import annotations
-
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from fake_env import FAKE_PYTHON, files_of, fresh_clone, pip_installs, requirement_pins, run_script
+from fake_env import executable, files_of, fresh_clone, pip_installs, requirement_pins, run_script
 from support import ROOT
 
 RUN_TESTS = "scripts/run_tests"
 
 
 VENVS = {  # what is at the venv setting's folder: {file: content}; None: a file there, not a folder
-    "is a file, not a folder": None,
-    "is a folder with other files in it": {"notes.txt": "mine"},
-    "virtual environment this script did not make": {"pyvenv.cfg": "home = /usr/bin\n", "bin/python": "#!/bin/sh\n"},
-    "was made with Python 3.11.9": {".nspy_tutorial_test_venv": "3.11.9 /usr/bin/python3.11\n", "bin/.keep": ""},
+    "a file": None,
+    "a folder with other files": {"notes.txt": "mine"},
+    "a venv it did not make": {"pyvenv.cfg": "home = /usr/bin\n", "bin/python": "#!/bin/sh\n"},
+    "a venv of another Python": {".nspy_tutorial_test_venv": "3.11.9 /usr/bin/python3.11\n", "bin/.keep": ""},
+    "a place it cannot make": None,
 }
 
 
-@pytest.mark.parametrize("named", [*VENVS, "cannot be made here"])
-def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_nothing(tmp_path, named):
-    venv = tmp_path / "venv" if named in VENVS else Path("/proc/nspy_no_such/venv")
-    if named in VENVS and VENVS[named] is None:
+@pytest.mark.parametrize("kind", VENVS)
+def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_nothing(tmp_path, kind):
+    venv = Path("/proc/nspy_no_such/venv") if "cannot" in kind else tmp_path / "venv"
+    if kind == "a file":
         venv.write_text("not a venv")
-    for name, content in (VENVS.get(named) or {}).items():
-        (venv / name).parent.mkdir(parents=True, exist_ok=True)
-        (venv / name).write_text(content)
-        (venv / name).chmod(0o755)
+    for name, content in (VENVS[kind] or {}).items():
+        executable(venv / name, content)
     before = files_of(venv) if venv.is_dir() else None
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
-    assert status == 2 and f"NSPY_TUTORIAL_TEST_VENV={venv} " in output and named in output, output
-    changes = ("-m venv", "-m pip", "-m pytest")[named not in VENVS :]  # venv may try /proc
+    assert status == 2 and f"NSPY_TUTORIAL_TEST_VENV={venv} " in output, f"refuse {kind}, naming the setting: {output}"
+    changes = ("-m venv", "-m pip", "-m pytest")["cannot" in kind :]  # venv may try /proc
     assert not [line for line in asked if line.startswith(changes)], f"refused, yet python was asked to {asked}"
     assert not pip_installs(tmp_path) and (before is None or files_of(venv) == before), "the venv was changed"
-    if "3.11.9" in named:
-        assert f"rm -rf {venv}" in output and "set PYTHON to the Python it was made with" in output, output
+    assert "another" not in kind or f"rm -rf {venv}" in output, f"say how to make it again: {output}"
 
 
 @pytest.mark.parametrize(
-    ("setting", "made"),
-    [("~/v", "home/v"), ("v", "work/v"), ("{tmp}/empty", "empty")],  # ~ is HOME; relative: from the current folder
+    ("setting", "made", "settings", "status"),  # ~ is HOME; relative: from the current folder, PYTHON too
+    [("~/v", "home/v", {}, 0), ("v", "work/v", {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, 0),
+     ("{tmp}/empty", "empty", {"FAKE_PYTEST_EXIT": 1}, 1), ("x", "work/x", {"FAKE_PYTEST_EXIT": 5}, 1)],  # 5: none ran
 )  # fmt: skip
-def test_run_tests_makes_and_marks_its_venv_where_the_setting_says(tmp_path, setting, made):
-    (tmp_path / "work").mkdir()
-    (tmp_path / "home").mkdir()
-    (tmp_path / "empty").mkdir()  # an empty folder is a new venv's place
+def test_run_tests_makes_its_venv_where_told_installs_the_pinned_suite_and_exits_as_pytest(
+    tmp_path, setting, made, settings, status
+):
+    for folder in ("work", "home", "empty"):  # an empty folder is a new venv's place
+        (tmp_path / folder).mkdir()
     clone = fresh_clone(tmp_path / "clone")
-    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path)}
-    status, output, _ = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
-    assert status == 0, output
+    settings = {"HOME": tmp_path / "home", "NSPY_TUTORIAL_TEST_VENV": setting.format(tmp=tmp_path), **settings}
+    for again in (False, True):  # the second run uses the venv the first one made and marked
+        (tmp_path / "python.log").write_text("")
+        code, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
+        assert code == status, f"pytest's exit status, 5 (no test collected) a failure too:\n{output}"
+        assert again != any("-m venv" in line for line in asked), "the venv is made once, then used again"
     assert (tmp_path / made / ".nspy_tutorial_test_venv").exists(), f"{setting} must be made and marked at {made}"
-    assert not (clone / "v").exists() and not (tmp_path / "work" / "~").exists()
-    (tmp_path / "python.log").write_text("")
-    status, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=tmp_path / "work", **settings)
-    assert status == 0 and not [line for line in asked if "-m venv" in line], "its own venv is used again, not made"
-
-
-def test_run_tests_keeps_and_marks_a_default_venv_made_before_the_mark_existed(tmp_path):
-    clone = fresh_clone(tmp_path / "clone")
-    old = clone / ".ci" / "venv"  # as an older run_tests made it: a venv of the machine's python3, unmarked
-    (old / "bin").mkdir(parents=True)
-    (old / "bin" / "python").write_text(FAKE_PYTHON)
-    (old / "bin" / "python").chmod(0o755)
-    status, output, asked = run_script(str(clone / RUN_TESTS), tmp_path, "-q", cwd=clone)
-    assert status == 0 and (old / ".nspy_tutorial_test_venv").exists(), f"kept and marked as this script's:\n{output}"
-    assert not [line for line in asked if line.startswith("-m venv")], "an existing venv is never made over itself"
-
-
-@pytest.mark.parametrize(("pytest_exit", "expected"), [(0, 0), (1, 1), (5, 1)])
-def test_run_tests_installs_the_pinned_suite_and_fails_when_pytest_collected_nothing(tmp_path, pytest_exit, expected):
-    venv = tmp_path / "venv"
-    status, output, _ = run_script(RUN_TESTS, tmp_path, FAKE_PYTEST_EXIT=pytest_exit, NSPY_TUTORIAL_TEST_VENV=venv)
-    assert status == expected, f"pytest's exit 5 (no test collected) is a failure too:\n{output}"
-    (install,) = pip_installs(tmp_path)
-    assert install["python"] == str(venv / "bin" / "python"), "the suite's packages go into its venv"
+    install = pip_installs(tmp_path)[0]
+    assert install["python"] == str(tmp_path / made / "bin" / "python"), "the suite's packages go into its venv"
     assert install["index"] == "PyPI" and install["requirements"] == requirement_pins(ROOT / "requirements-dev.txt")
     pinned = requirement_pins(ROOT / "constraints-ci.txt")
     loose = sorted(name for name, version in pinned.items() if install["constraints"].get(name) != version)
     assert not loose, f"constraints-ci.txt must pin the install; not held: {loose[:5]}"
-
-
-def test_run_tests_help_prints_the_usage_before_making_a_venv(tmp_path):
-    status, output, asked = run_script(RUN_TESTS, tmp_path, "--help")
-    assert status == 0 and output.startswith("usage: scripts/run_tests") and "NSPY_TUTORIAL_TEST_VENV" in output
-    assert asked == [], f"--help asked python to {asked}"
 
 
 RECORDING_STUB = '#!/bin/sh\necho "$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-}" >> "$CALLS"\n'
@@ -101,20 +74,17 @@ def readme_command(page: str, heading: str, index: int) -> str:
 
 def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
     """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests and npm log their calls."""
-    clone = tmp_path / "clone"
-    (clone / ".ci").mkdir(parents=True)
-    shutil.copy2(ROOT / ".ci/run", clone / ".ci/run")
-    for stub in (clone / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
-        stub.parent.mkdir(exist_ok=True)
-        stub.write_text(RECORDING_STUB)
-        stub.chmod(0o755)
+    (ci := tmp_path / "clone" / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci/run", ci / "run")
+    for stub in (ci.parent / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
+        executable(stub, RECORDING_STUB)
     calls = tmp_path / "calls.log"
     env = {key: value for key, value in os.environ.items() if key != "NSPY_TUTORIAL_REQUIRE_ACTIONLINT"}
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}", CALLS=str(calls))
 
     def called_by(command: str) -> list[str]:
         calls.write_text("")
-        done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True)
+        done = subprocess.run(["bash", "-c", command], cwd=ci.parent, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"`{command}` failed in a clone:\n{done.stdout}{done.stderr}"
         return calls.read_text().splitlines()
 
@@ -143,9 +113,7 @@ def test_github_workflows_pass_actionlint():
 
 
 def test_ci_tests_the_harness_versions_the_gpu_run_installs():
-    harness, ci = requirement_pins(ROOT / "requirements-harness.txt"), requirement_pins(ROOT / "constraints-ci.txt")
-    ci = {name.lower().replace("_", "-"): version for name, version in ci.items()}
-    differ = {
-        name: (version, ci.get(name.lower())) for name, version in harness.items() if ci.get(name.lower()) != version
-    }
+    ci = {name.replace("_", "-"): version for name, version in requirement_pins(ROOT / "constraints-ci.txt").items()}
+    harness = requirement_pins(ROOT / "requirements-harness.txt")
+    differ = {name: (version, ci.get(name)) for name, version in harness.items() if ci.get(name) != version}
     assert not differ, f"requirements-harness.txt and constraints-ci.txt pin other versions (GPU run, CI): {differ}"
