@@ -7,10 +7,14 @@ import json
 import nbformat
 import pytest
 from support import ROOT, run_allowing_errors, section_problems
-from support import load_json as load
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import finish_run, merge_failures, run_problems
+
+
+def load(path):
+    return json.loads(path.read_text())
+
 
 CUPTI_RUN = ROOT / "docs" / "verified" / "nvidia-h200-cupti"
 S2_RUN, S3_RUN, S3_LATER = SECTION_PLAN[2]["run"][0], *SECTION_PLAN[3]["run"]

@@ -38,9 +38,8 @@ def test_section_10s_file_verdict_counts_the_off_calls_files_launches_and_compar
     recorded.section(10)
     folder = Path(recorded.value("str(evidence)"))
     files = sorted(path.name for path in folder.iterdir())
-    assert folder == recorded.out / "s8_off" and all(
-        sum(bool(re.fullmatch(kind, name)) for name in files) == 1 for kind in EVIDENCE
-    ), f"section 10 lists {folder}: {files}, not section 8's off call's report, log, two CSVs and pickle"
+    assert folder == recorded.out / "s8_off", "section 10 must read section 8's off call's folder"
+    assert all(sum(bool(re.fullmatch(kind, name)) for name in files) == 1 for kind in EVIDENCE), files
     processed = pd.read_csv(next(folder.glob("processed_data-*.csv")))
     frame = recorded.bound(8)["thermal"]["off"]["frame"]
     same = list(processed.columns) == list(frame.columns) and processed.AvgValue.tolist() == frame.AvgValue.tolist()
@@ -48,10 +47,7 @@ def test_section_10s_file_verdict_counts_the_off_calls_files_launches_and_compar
     times = [in_ns(launch[TIME]) for launch in launches]
     assert times == approx(runs.Value.tolist(), rel=1e-6), "the report's launches are not the per-run CSV's runs"
     expected = [len(files), "equals" if same else "differs from", len(runs), "as"]
-    assert recorded.shown(10, FILES) == expected, (
-        f"the off call left {len(files)} files, its CSV is its frame: {same}, its report holds {len(runs)} launches, "
-        f"the first timed as the CSV's first run: the verdict should say {expected} (s10-csv, s10-report, s10-verdict)"
-    )
+    assert recorded.shown(10, FILES) == expected, "the files, CSV against frame and launches it found"
 
 
 def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_selected_and_section_6s_roof_share(recorded):
@@ -61,9 +57,7 @@ def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_select
     assert sum(reasons.values()) == approx(launch["smsp__average_warp_latency_per_inst_issued.ratio"].value(), rel=0.05)
     stalls = sorted(((k, v) for k, v in reasons.items() if k != "selected"), key=lambda item: -item[1])
     shown = recorded.value("list(softmax['stalls'].items())")
-    assert "selected" in reasons and dict(shown) == approx(dict(stalls), rel=1e-9), (
-        "softmax['stalls'] should be the report's stall reasons with 'selected' (issuing) left out"
-    )
+    assert "selected" in reasons and dict(shown) == approx(dict(stalls), rel=1e-9), "the reasons but 'selected'"
     assert [v for _, v in shown] == sorted(dict(shown).values(), reverse=True), "softmax['stalls'] is not largest first"
     frame = recorded.bound(6)["bound_frame"]
     row = frame[(frame.Annotation == "row softmax") & (frame.Metric == TIME)].iloc[0]
@@ -71,8 +65,7 @@ def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_select
     (first, most), (second, next_most) = stalls[:2]
     expected = [round(pct), first, approx(most, abs=0.0051), second, approx(next_most, abs=0.0051)]
     assert recorded.shown(10, STALLS) == [*expected, CLOSE if next_most > 0.9 * most else APART], (
-        f"the softmax at {pct:.0f}% of its memory roof in section 6 (its 64 MiB over its time) waited most on {first} "
-        f"({most:.2f}), then {second} ({next_most:.2f}): check s10-stalls-verdict"
+        "section 6's memory roof share (64 MiB over its time), then the top two reasons"
     )
     assert in_ns(launch[TIME]) == approx(row.AvgValue * TO_BASE[row.Unit] / 1e-9, rel=0.3), "not section 6's softmax"
 

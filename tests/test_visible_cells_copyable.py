@@ -11,12 +11,12 @@ import symtable
 import nbformat
 import notebook_format
 from notebook_ast import cell_python
-from support import cells_with_section
 
 import plumbing.figures
 import plumbing.harness
 import plumbing.report_tools
 import plumbing.setup_helpers
+from plumbing.cells import section_of
 
 ENTRY_POINTS = {"run_cupti_child", "profile_with_sections", "read_sections", "verdict", "check_figure", "in_base_units",
                 "short_kernel_name", *(name for name in vars(plumbing.figures) if name[:5] == "plot_")}  # fmt: skip
@@ -29,9 +29,7 @@ KNOWN = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "OUT_DIR", "display"
 def hidden_names(notebook) -> dict[str, list[str]]:
     """cell id -> the names it reads that only a folded cell (so far) binds."""
     visible_bound, folded_bound, problems = set(), set(), {}
-    for section, cell in cells_with_section(notebook):
-        if cell.cell_type != "code":
-            continue
+    for cell in (cell for cell in notebook.cells if cell.cell_type == "code"):
         top = symtable.symtable(cell_python(cell), "<cell>", "exec")
         tables, bound = [top], {symbol.get_name() for symbol in top.get_symbols() if symbol.is_assigned()
                                 or symbol.is_imported()}  # fmt: skip
@@ -43,7 +41,7 @@ def hidden_names(notebook) -> dict[str, list[str]]:
         if notebook_format.is_folded(cell):
             folded_bound |= bound
             continue
-        if section != 1 and (hidden := sorted(name for name in read - visible_bound - bound - KNOWN
+        if section_of(cell.get("id")) != 1 and (hidden := sorted(name for name in read - visible_bound - bound - KNOWN
                                               if name in folded_bound)):  # fmt: skip
             problems[cell.get("id")] = hidden
         visible_bound |= bound
