@@ -10,7 +10,7 @@ import symtable
 
 import nbformat
 import notebook_format
-from notebook_ast import cell_python
+from IPython.core.inputtransformer2 import TransformerManager
 
 import plumbing.figures
 import plumbing.harness
@@ -30,7 +30,7 @@ def hidden_names(notebook) -> dict[str, list[str]]:
     """cell id -> the names it reads that only a folded cell (so far) binds."""
     visible_bound, folded_bound, problems = set(), set(), {}
     for cell in (cell for cell in notebook.cells if cell.cell_type == "code"):
-        top = symtable.symtable(cell_python(cell), "<cell>", "exec")
+        top = symtable.symtable(TransformerManager().transform_cell(cell.source), "<cell>", "exec")
         tables, bound = [top], {symbol.get_name() for symbol in top.get_symbols() if symbol.is_assigned()
                                 or symbol.is_imported()}  # fmt: skip
         bound |= {child.get_name() for child in top.get_children() if child.get_type() in ("function", "class")}
