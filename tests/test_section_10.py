@@ -74,14 +74,9 @@ def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_select
 def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_below_nine_tenths_of_the_first(
     recorded, share, wording
 ):
-    change = (
-        "_read = read_sections\n"
-        "def read_sections(path):\n"
-        "    found = _read(path)\n"
-        "    found['stalls'] = found['stalls'].copy()\n"
-        f"    found['stalls'].iloc[1] = {share} * found['stalls'].iloc[0]\n"
-        "    return found\n"
-    )
+    moved = f"stalls = found['stalls'].copy(); stalls.iloc[1] = {share} * stalls.iloc[0]"
+    change = f"_read = read_sections\ndef read_sections(path):\n    found = _read(path)\n    {moved}\n"
+    change += "    return {**found, 'stalls': stalls}\n"
     findings = recorded.altered(10, change)["findings"]
     assert parse(STALLS, findings)[-1] == wording, f"with the second stall at {share:.0%} of the first: {findings}"
 
@@ -91,14 +86,9 @@ def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_bel
 )
 def test_section_10_calls_the_csv_the_frame_up_to_its_last_digit_and_no_further(recorded, shift, wording):
     change = (  # the CSV as read back, its AvgValue moved: by one last digit (a CSV round trip can) or by 1e-9
-        "class _CsvMoved:\n"
-        "    def __getattr__(self, name):\n"
-        "        return getattr(_pd, name)\n"
-        "    def read_csv(self, *args, **kwargs):\n"
-        "        read = _pd.read_csv(*args, **kwargs)\n"
-        "        v = read.AvgValue\n"
-        f"        return read.assign(AvgValue={shift})\n"
-        "_pd, pd = pd, _CsvMoved()\n"
+        "import types\n_pd = pd\ndef _read_csv(*args, **kwargs):\n    v = (read := _pd.read_csv(*args, **kwargs)).AvgValue"
+        f"\n    return read.assign(AvgValue={shift})\n"
+        "pd = types.SimpleNamespace(**{**vars(_pd), 'read_csv': _read_csv})\n"
     )
     findings = recorded.altered(10, change)["findings"]
     assert parse(FILES, findings)[1] == wording, f"with the CSV's AvgValue at {shift}: {findings}"
