@@ -86,9 +86,9 @@ def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_bel
 )
 def test_section_10_calls_the_csv_the_frame_up_to_its_last_digit_and_no_further(recorded, shift, wording):
     change = (  # the CSV as read back, its AvgValue moved: by one last digit (a CSV round trip can) or by 1e-9
-        "import types\n_pd = pd\ndef _read_csv(*args, **kwargs):\n    v = (read := _pd.read_csv(*args, **kwargs)).AvgValue"
+        "import types\n_pd = pd\ndef _csv(*args, **kwargs):\n    v = (read := _pd.read_csv(*args, **kwargs)).AvgValue"
         f"\n    return read.assign(AvgValue={shift})\n"
-        "pd = types.SimpleNamespace(**{**vars(_pd), 'read_csv': _read_csv})\n"
+        "pd = types.SimpleNamespace(**{**vars(_pd), 'read_csv': _csv})\n"
     )
     findings = recorded.altered(10, change)["findings"]
     assert parse(FILES, findings)[1] == wording, f"with the CSV's AvgValue at {shift}: {findings}"
