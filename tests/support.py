@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import symtable
 import sys
 from pathlib import Path
 
@@ -233,29 +234,18 @@ class RecordedNotebook:
         self.session.close()
 
 
-# ---------------------------------------------------------------- names a notebook cell binds and reads (ast)
+# ---------------------------------------------------------------- names a notebook cell binds and reads (symtable)
 def module_level_names(source: str) -> set[str]:
-    """Names a cell binds in the notebook's namespace (not a function's locals or arguments)."""
-    names, pending = set(), list(ast.parse(source).body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue  # its body binds locals
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            pending.extend(ast.iter_child_nodes(node))
-    return names
+    """Names a cell binds in the notebook's namespace (not a function's locals, nor `except ... as` names)."""
+    caught = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ExceptHandler)}
+    table = symtable.symtable(source, "<cell>", "exec")
+    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} - caught
 
 
 def free_names(source: str) -> set[str]:
-    """Names a cell reads that nothing in the cell binds (so they come from an earlier cell)."""
-    tree = ast.parse(source)
-    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
-    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)} | module_level_names(source)
-    named = (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # nested defs: locals
-    bound |= {node.name for node in ast.walk(tree) if isinstance(node, named) and node.name}
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound
+    """Names a cell reads (at top level or as globals in its functions) that it does not bind itself."""
+    tables, read = [top := symtable.symtable(source, "<cell>", "exec")], set()
+    for table in tables:
+        tables += table.get_children()
+        read |= {s.get_name() for s in table.get_symbols() if s.is_referenced() and (table is top or s.is_global())}
+    return read - {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
