@@ -1,7 +1,5 @@
 """Shared fixtures for the CPU suite and the GPU run (shared helpers live in support.py)."""
 
-from __future__ import annotations
-
 import nbformat
 import pytest
 import recordings

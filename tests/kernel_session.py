@@ -1,7 +1,4 @@
-"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (a port picked
-as free can be taken on a busy machine); close(), a failed start and garbage collection kill its process group."""
-
-from __future__ import annotations
+"""A real Jupyter kernel on IPC files (not TCP ports); close(), a failed start and GC kill its process group."""
 
 import json
 import os

@@ -1,7 +1,5 @@
 """What several test modules share: paths, the notebook's cells by id, and the notebook on a recording in a kernel."""
 
-from __future__ import annotations
-
 import ast
 import json
 import os

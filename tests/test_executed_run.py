@@ -1,7 +1,5 @@
 """The headless verdict (plumbing/executed_run.py, and the backend rule the GPU test applies)."""
 
-from __future__ import annotations
-
 import json
 
 import nbformat

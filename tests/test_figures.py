@@ -1,5 +1,4 @@
-"""The pictures of sections 3, 5, 6 and 8 (plumbing/figures.py): each names every series it draws with its own
-numbers in its alt text, and its title and axes say what to see, in units."""
+"""The pictures (plumbing/figures.py): the alt text names every series with its numbers; axes say units."""
 
 import IPython.display
 import matplotlib

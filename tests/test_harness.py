@@ -1,7 +1,5 @@
 """plumbing/harness.py: output folder, kernel names, peaks, SUSPECT figures, units, verdicts and the summary."""
 
-from __future__ import annotations
-
 import importlib
 import json
 import math

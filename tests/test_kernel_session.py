@@ -1,7 +1,5 @@
 """The suite's kernels listen on IPC files, not TCP ports, and never outlive their session."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pytest

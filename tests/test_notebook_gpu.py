@@ -1,7 +1,4 @@
-"""The headless GPU run (`pytest -m gpu tests/test_notebook_gpu.py`, from scripts/run_headless): nbmake runs every
-cell of a copy that allows errors, then plumbing/executed_run.py judges it. Skipped only where there is no GPU."""
-
-from __future__ import annotations
+"""The headless GPU run (scripts/run_headless): nbmake runs every cell, plumbing/executed_run.py judges it."""
 
 import importlib.util
 import os

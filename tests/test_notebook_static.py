@@ -1,7 +1,5 @@
 """The notebook's rules that hold without running it: sections, cell ids, import order, the nsight API, lint."""
 
-from __future__ import annotations
-
 import ast
 import importlib
 import inspect

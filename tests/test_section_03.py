@@ -1,5 +1,4 @@
-"""Section 3, how many runs: the spread of twenty runs, and the host clock and CUDA events against nsight's time,
-each verdict against the recorded rows it reads, on both backends."""
+"""Section 3, how many runs: spread, host clock and CUDA events, against the recorded rows, on both backends."""
 
 import pytest
 from pytest import approx

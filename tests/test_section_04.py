@@ -1,5 +1,4 @@
-"""Section 4, cache and clock control: cold against warm L2 and base against boost clock, its verdict against the
-recorded rows of each condition, on the Nsight Compute recordings."""
+"""Section 4, cache and clock control: cold/warm L2 and base/boost clock against the recorded rows (ncu)."""
 
 import pytest
 from pytest import approx

@@ -1,5 +1,4 @@
-"""Section 5, a size sweep and a derived metric: the sweep's TFLOP/s and normalize_against, each verdict and figure
-against the recorded rows, on both backends."""
+"""Section 5, a size sweep and normalize_against: verdicts and figures against the recorded rows, both backends."""
 
 from pytest import approx
 

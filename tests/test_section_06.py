@@ -1,5 +1,4 @@
-"""Section 6, the roofline: its table, verdict and figure against the recorded rows, with the FLOPs and bytes counted
-here from the shapes the lesson names (never from the notebook's WORK), on the Nsight Compute recordings."""
+"""Section 6, the roofline, against the recorded rows with FLOPs and bytes counted here from the lesson's shapes."""
 
 import pytest
 from pytest import approx

@@ -1,5 +1,4 @@
-"""Section 7, fusion measured in bytes: its refusal, table, verdict, figure and bar plot against the recorded rows and
-report, with the tensors each version must move counted here from the lesson's shapes (Nsight Compute recordings)."""
+"""Section 7, fusion in bytes, against the recorded rows and report with the bytes counted here (ncu recordings)."""
 
 import base64
 from pathlib import Path

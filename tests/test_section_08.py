@@ -1,5 +1,4 @@
-"""Section 8, thermal control: its table, verdict and figure against the per-run CSVs each mode recorded, on both
-backends."""
+"""Section 8, thermal control: table, verdict and figure against each mode's recorded runs, on both backends."""
 
 import pandas as pd
 import pytest

@@ -1,5 +1,4 @@
-"""Section 9, CUPTI in a child process against section 5's sweep: the comparison table and the verdict against the
-rows both recorded, on the Nsight Compute recordings (under CUPTI there is nothing to compare against)."""
+"""Section 9, CUPTI in a child against section 5's sweep: table and verdict against both recordings (ncu)."""
 
 from pytest import approx
 

@@ -1,5 +1,4 @@
-"""Section 10, the evidence a call leaves: section 8's "off" folder, its report, and the softmax profiled with ncu's
-sections, against the files and reports the Nsight Compute recordings hold."""
+"""Section 10, the evidence a call leaves, against the files and reports the ncu recordings hold."""
 
 import re
 from pathlib import Path

@@ -1,8 +1,4 @@
-"""Section 1's backend (plumbing/setup_helpers.py, ncu_probe.py): Nsight Compute only when the probe, a child, profiled
-a kernel with the chosen ncu and measured a real time; else CUPTI, with its cause. The libcupti preload, the check
-after `import nsight`, the facts section 1 records."""
-
-from __future__ import annotations
+"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI."""
 
 import json
 import math

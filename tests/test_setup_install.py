@@ -1,7 +1,4 @@
-"""Section 1's settings and installs (plumbing/setup_helpers.py, imported): each setting read or refused naming
-itself, the choice of ncu, apt-get on a simulated machine (tests/fake_env.py), the pins pip installs."""
-
-from __future__ import annotations
+"""Section 1's settings and installs: each setting read or refused naming itself, the ncu chosen, apt, pip."""
 
 from importlib.metadata import distribution
 from pathlib import Path

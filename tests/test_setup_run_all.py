@@ -1,7 +1,4 @@
-"""Section 1's cells as Run all runs them, in real kernels on simulated machines (tests/fake_env.py) with the real
-nsight-python; where a GPU is really needed the run stops (loading libcupti.so.13, or `import torch`)."""
-
-from __future__ import annotations
+"""Section 1's cells as Run all runs them, in real kernels on simulated machines (tests/fake_env.py)."""
 
 import shutil
 
@@ -27,7 +24,7 @@ class Run:
         self.all = [cell.id for cell in notebook.cells if cell.cell_type == "code"]
         self.section_1 = self.all[: self.all.index(IMPORT) + 1]
 
-    def cells(self, ids, before: str = "") -> Run:
+    def cells(self, ids, before: str = "") -> "Run":
         self.stopped_at = self.error = None
         for cell_id in ids:
             if cell_id == PROBE and before:

@@ -1,9 +1,4 @@
-"""A learner copies the visible cells into a notebook of their own: every global name a visible cell reads (at top
-level or in its functions, by symtable) must be a builtin, bound in the cell or by an earlier visible cell. Named
-exceptions: section 1's cells (a learner's own setup replaces them) and the values it reports, and the plumbing
-entry points visible cells call (the CUPTI child, the plots, section 10's report tools, the harness's reports)."""
-
-from __future__ import annotations
+"""Every global name a visible cell reads is a builtin, bound in it or by an earlier visible cell (named exceptions)."""
 
 import builtins
 import symtable
