@@ -17,24 +17,16 @@ from support import ROOT, module_level_names, section_code_cells
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
-_TRANSFORMER = TransformerManager()
+python = TransformerManager().transform_cell  # a cell's source, IPython magics and shell escapes turned into calls
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [cell for cell in nb.cells if cell.cell_type == "code"]
 
 
-def cell_python(cell: nbformat.NotebookNode) -> str:  # IPython magics and shell escapes turned into calls
-    return _TRANSFORMER.transform_cell(cell.source)
-
-
-def parsed_cells(nb: nbformat.NotebookNode) -> list[tuple[str, ast.Module]]:
-    return [(cell.get("id", "?"), ast.parse(cell_python(cell))) for cell in code_cells(nb)]
-
-
 def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:
     """Every code cell, and the Python programs held in their string constants (the probe, section 9's child)."""
-    trees = [tree for _, tree in parsed_cells(nb)]
+    trees = [ast.parse(python(cell.source)) for cell in code_cells(nb)]
     constants = [node.value for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Constant)]
     return trees + [ast.parse(text) for text in constants if isinstance(text, str) and "import nsight" in text]
 
@@ -48,19 +40,17 @@ def dotted(node: ast.AST) -> str | None:
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
     """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
-    nodes = [node for tree in trees for node in ast.walk(tree)]
-    literals = {}
+    nodes, literals, calls = [node for tree in trees for node in ast.walk(tree)], {}, []
     for node in nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if isinstance(value := node.value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys):
-                literals[node.targets[0].id] = {k.value: v for k, v in zip(value.keys, value.values, strict=True)}
-    calls = []
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict):
+            keys, values = node.value.keys, node.value.values
+            if all(isinstance(key, ast.Constant) for key in keys):
+                literals[node.targets[0].id] = {k.value: v for k, v in zip(keys, values, strict=True)}
     for node in (node for node in nodes if isinstance(node, ast.Call) and dotted(node.func) == name):
-        keywords = {}
-        for keyword in node.keywords:
-            if keyword.arg is None and getattr(keyword.value, "id", None) not in literals:
-                raise AssertionError(f"cannot resolve **{ast.unparse(keyword.value)} in {ast.unparse(node)}")
-            keywords.update({keyword.arg: keyword.value} if keyword.arg else literals[keyword.value.id])
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+        for spread in (keyword.value for keyword in node.keywords if keyword.arg is None):
+            assert getattr(spread, "id", None) in literals, f"cannot resolve ** in {ast.unparse(node)}"
+            keywords.update(literals[spread.id])
         calls.append((node, keywords))
     return calls
 
@@ -96,7 +86,7 @@ def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_headi
 
 def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
     at = {}  # (cell index, line) where nsight, torch and CUDA are first used as cells run (not in function bodies)
-    for index, (_, tree) in enumerate(parsed_cells(notebook)):
+    for index, tree in enumerate(all_trees(notebook)[: len(code_cells(notebook))]):
         pending = [tree]
         while pending:
             node = pending.pop()
@@ -160,14 +150,14 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
     assert not long_cells, f"visible code cells over 40 lines (split them, or fold plumbing): {long_cells}"
     bookkeeping = {"record_figure", "build_summary", "report_summary", "section_entry"}
     calls = {cell.get("id"): names for cell in visible if section_of(cell.get("id")) and (names := bookkeeping & {
-        node.id for node in ast.walk(ast.parse(cell_python(cell))) if isinstance(node, ast.Name)})}  # fmt: skip
+        node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)})}  # fmt: skip
     assert not calls, f"visible section code calls harness bookkeeping; move it to a folded cell: {calls}"
 
 
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
 def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook, number):
     last = section_code_cells(notebook, number)[-1]
-    calls = [node for node in ast.walk(ast.parse(cell_python(last))) if isinstance(node, ast.Call)]
+    calls = [node for node in ast.walk(ast.parse(python(last.source))) if isinstance(node, ast.Call)]
     marks = [call for call in calls if dotted(call.func) == "verdict"]
     assert not is_folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (
         f"section {number}'s last code cell ({last.get('id')}) must be visible and call verdict({number}, ...)"
@@ -176,5 +166,5 @@ def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook
 
 def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
     offenders = {cell.get("id"): names for cell in code_cells(notebook)
-                 if (names := module_level_names(cell_python(cell)) & {"_", "__", "___"})}  # fmt: skip
+                 if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})}  # fmt: skip
     assert not offenders, f"these cells bind IPython's output names (it stops updating them): {offenders}"
