@@ -1,11 +1,11 @@
 """Every global name a visible cell reads is a builtin, bound in it or by an earlier visible cell (named exceptions)."""
 
 import builtins
-import symtable
 
 import nbformat
 import notebook_format
 from IPython.core.inputtransformer2 import TransformerManager
+from support import free_names, module_level_names
 
 import plumbing.figures
 import plumbing.harness
@@ -25,21 +25,14 @@ def hidden_names(notebook) -> dict[str, list[str]]:
     """cell id -> the names it reads that only a folded cell (so far) binds."""
     visible_bound, folded_bound, problems = set(), set(), {}
     for cell in (cell for cell in notebook.cells if cell.cell_type == "code"):
-        top = symtable.symtable(TransformerManager().transform_cell(cell.source), "<cell>", "exec")
-        tables, bound = [top], {symbol.get_name() for symbol in top.get_symbols() if symbol.is_assigned()
-                                or symbol.is_imported()}  # fmt: skip
-        bound |= {child.get_name() for child in top.get_children() if child.get_type() in ("function", "class")}
-        for table in tables:
-            tables += table.get_children()
-        read = {symbol.get_name() for table in tables for symbol in table.get_symbols()
-                if symbol.is_referenced() and (table is top or symbol.is_global())}  # fmt: skip
+        source = TransformerManager().transform_cell(cell.source)
         if notebook_format.is_folded(cell):
-            folded_bound |= bound
+            folded_bound |= module_level_names(source)
             continue
-        if section_of(cell.get("id")) != 1 and (hidden := sorted(name for name in read - visible_bound - bound - KNOWN
-                                              if name in folded_bound)):  # fmt: skip
+        hidden = sorted((free_names(source) - visible_bound - KNOWN) & folded_bound)
+        if hidden and section_of(cell.get("id")) != 1:
             problems[cell.get("id")] = hidden
-        visible_bound |= bound
+        visible_bound |= module_level_names(source)
     return problems
 
 
