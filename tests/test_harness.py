@@ -3,7 +3,6 @@
 import importlib
 import json
 import math
-import re
 import types
 from pathlib import Path
 
@@ -66,7 +65,6 @@ DATASHEETS = {  # the name torch reports: (label, fp32 TFLOP/s, fp16 tensor TFLO
 def test_a_gpu_name_gets_its_own_datasheet_peaks_or_none(harness, gpu):
     label, peaks = harness.lookup_peaks(f"  {gpu}\n" if gpu else gpu)
     assert label == DATASHEETS[gpu][0], f"{gpu!r} got the datasheet of {label}: check GPU_PEAKS' patterns"
-    assert [label for pattern, label, _ in harness.GPU_PEAKS if re.search(pattern, gpu or "")] == [label] * bool(label)
     got = (label, peaks["fp32_tflops"], peaks["fp16_tflops"], peaks["dram_gbs"]) if peaks else (None,)
     assert got == DATASHEETS[gpu] and (peaks is None or set(peaks) == set(harness.PEAK_NAMES)), f"{gpu}: {peaks}"
 
