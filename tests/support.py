@@ -174,20 +174,17 @@ class RecordedNotebook:
         assert number in self.sections, f"{self.folder.name} holds no section {number}: {RERECORD}"
         while number not in self.outputs:
             assert self.failure is None, self.failure
-            number_now, printed = self.pending.pop(0), []
-            for cell_id, _, source in recordings.cpu_section_sources(self.cells, number_now):
+            now, printed, raised = self.pending.pop(0), [], ""
+            for cell_id, _, source in recordings.cpu_section_sources(self.cells, now):
                 done = self.session.execute(source, timeout=300)
-                printed.append(done.stdout)
-                self.pngs += done.pngs
+                printed, self.pngs = [*printed, done.stdout], [*self.pngs, *done.pngs]
                 if done.status == "error":
-                    self.failure = f"{cell_id} raised {done.content.get('ename')}: {done.content.get('evalue')}"
+                    raised = f"{cell_id} raised {done.content['ename']}: {done.content['evalue']}"
                     break
-            self.outputs[number_now] = "\n".join(printed)
-            status = self.value(f"SECTIONS.get({number_now}, {{'status': 'NOT RUN', 'reason': 'no verdict'}})")
-            if self.failure is None and status["status"] != "ok":
-                self.failure = f"it ended {status['status']}: {status['reason']}"
-            if self.failure:
-                self.failure = f"section {number_now} on {self.folder.name}: {self.failure}\n{printed[-1][-2000:]}"
+            self.outputs[now] = "\n".join(printed)
+            status = self.value(f"SECTIONS.get({now}, {{'status': 'NOT RUN', 'reason': 'no verdict'}})")
+            if raised or status["status"] != "ok":
+                self.failure = f"section {now} on {self.folder.name}: {raised or status}\n{printed[-1][-2000:]}"
             assert self.failure is None, f"{self.failure}\nFix that cell (or {RERECORD} if its benchmarks changed)"
         return self.outputs[number]
 
