@@ -1,6 +1,5 @@
 """The headless GPU run (scripts/run_headless): nbmake runs every cell, plumbing/executed_run.py judges it."""
 
-import importlib.util
 import os
 import subprocess
 
@@ -14,31 +13,11 @@ from plumbing.harness import choose_output_dir
 pytestmark = pytest.mark.gpu
 
 
-def require_harness() -> None:
-    if missing := [name for name in ("nbmake", "ipykernel", "nbclient") if importlib.util.find_spec(name) is None]:
-        pytest.fail(f"missing {', '.join(missing)}: pip install -r requirements-harness.txt", pytrace=False)
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        KernelSpecManager().get_kernel_spec("python3")
-    except NoSuchKernel:
-        pytest.fail("no 'python3' kernel spec: run python3 -m ipykernel install --user --name python3", pytrace=False)
-
-
-def cell_timeout_s(environ=os.environ) -> int:
-    given = environ.get("NSPY_TUTORIAL_CELL_TIMEOUT", "").strip() or "900"
-    if not given.isdigit() or int(given) == 0:
-        pytest.fail(f"NSPY_TUTORIAL_CELL_TIMEOUT={given!r} is not a whole number of seconds above 0: set it to one "
-                    "(the seconds one notebook cell may take), or unset it for 900.", pytrace=False)  # fmt: skip
-    return int(given)
-
-
 @pytest.fixture(scope="module")
 def executed() -> dict:
     if "GPU" not in subprocess.run("nvidia-smi -L", shell=True, capture_output=True, text=True).stdout:
         pytest.skip("no NVIDIA GPU here (nvidia-smi lists none): the notebook run needs one")
-    require_harness()
-    timeout_s = cell_timeout_s()
+    timeout_s = int(os.environ.get("NSPY_TUTORIAL_CELL_TIMEOUT") or 900)  # run_headless checks it, installs nbmake
     run_dir = choose_output_dir(os.environ, on_colab=False)  # NSPY_TUTORIAL_OUT, else the notebook's default
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.json").unlink(missing_ok=True)
