@@ -75,8 +75,7 @@ class KernelSession:
         return done.stdout
 
     def execute(self, code: str, timeout: float = 120) -> SimpleNamespace:
-        """Execute code as Colab's front end does (no cell id); what it receives: streams, results and displays
-        (text/plain; PNGs, base64), error outputs, the reply's status and content."""
+        """Execute code as Colab does (no cell id): streams, results (text/plain), PNGs, errors, the reply."""
         done = SimpleNamespace(stdout="", stderr="", results=[], pngs=[], errors=[])
 
         def receive(output: dict) -> None:

@@ -6,14 +6,12 @@ import math
 import types
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
-from support import NOTEBOOK, cell_by_id
 from support import TO_BASE as TEST_FACTORS
 
 import plumbing.harness
-from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN
+from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
 from plumbing.executed_run import STATUSES
 
 
@@ -34,9 +32,6 @@ def test_the_output_folder_is_the_setting_else_under_content_on_colab_else_here(
     assert harness.choose_output_dir({"NSPY_TUTORIAL_OUT": "/tmp/custom"}, on_colab=True) == Path("/tmp/custom")
     assert harness.choose_output_dir({}, on_colab=True) == Path("/content", harness.OUTPUT_FOLDER)
     assert harness.choose_output_dir({}, on_colab=False) == tmp_path / harness.OUTPUT_FOLDER
-    namespace = {"OUT_DIR": harness.OUT_DIR}  # out_prefix: defined in section 2's first define cell
-    exec(cell_by_id(nbformat.read(NOTEBOOK, as_version=4), SECTION_PLAN[2]["define"][0]).source, namespace)
-    assert namespace["out_prefix"]("s7_fusion") == f"{tmp_path / 'out' / 's7_fusion'}/"
 
 
 @pytest.mark.parametrize(

@@ -76,9 +76,7 @@ def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_headi
     assert numbered == list(range(1, SECTION_COUNT + 1)), f"'## 1.' to '## {SECTION_COUNT}.' once each, in order"
     assert str(headings[-1]).startswith("## Summary"), "the notebook must end with a '## Summary' section"
     assert not wrong, "cells whose id names another section than the heading above them:\n" + "\n".join(wrong)
-    assert sorted([*NCU_ONLY_SECTIONS, *CUPTI_SECTIONS]) == list(range(2, SECTION_COUNT + 1)), (
-        "every section from 2 on runs on exactly one side of plumbing/sections.py's backend split"
-    )
+    assert sorted([*NCU_ONLY_SECTIONS, *CUPTI_SECTIONS]) == list(range(2, SECTION_COUNT + 1)), "one backend side each"
     for cell_id in ("s11-plot", "setup", "s3_define", "", None):
         with pytest.raises(KeyError, match="s<N>-<what>"):  # the message gives the rule for a cell id
             section_of(cell_id)

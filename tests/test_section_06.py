@@ -4,11 +4,8 @@ import pytest
 from pytest import approx
 from support import TO_BASE, frame_rows, parse
 
-TIME, SM, DRAM = (
-    "gpu__time_duration.sum",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-)
+TIME, SM = "gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 MATMUL, SCALE, SOFTMAX = "tensor-core product", "scaling 256 MiB", "row softmax"
 # An fp16 4096 x 4096 product (two operands and the product, 2 bytes each; 2 n^3 FLOPs); x * 2.0 over 256 MiB of
 # float32 (a multiply an element, 4 bytes read and 4 written); a softmax over the rows of an 8192 x 1024 float32
