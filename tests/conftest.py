@@ -34,8 +34,7 @@ def patched(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session", params=recordings.recording_folders(), ids=lambda folder: folder.name)
 def recorded(request, tmp_path_factory):
-    """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording and test
-    process: .section(N) runs the recorded sections up to N in notebook order, once."""
+    """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording."""
     kernel = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
     yield kernel
     kernel.close()

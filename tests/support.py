@@ -99,8 +99,7 @@ def section_code_cells(nb: nbformat.NotebookNode, number: int) -> list[nbformat.
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:
-    """nbmake on a copy of notebook that allows errors (nbmake reads metadata.execution.allow_errors: every cell
-    runs; its outputs written there, never into the committed one)."""
+    """nbmake on a copy of notebook with metadata.execution.allow_errors (every cell runs; outputs in the copy)."""
     content = json.loads(notebook.read_text())
     content["metadata"]["execution"] = {"allow_errors": True}
     copy.write_text(json.dumps(content, indent=1) + "\n")
@@ -149,8 +148,7 @@ def parse(template: str, findings: list[str]) -> list:
 
 
 class RecordedNotebook:
-    """A kernel with the harness, section 1's names and the shared define cells from a recording; .section(N) runs
-    the recorded sections up to N in notebook order, once."""
+    """A kernel with a recording's section 1 and shared cells; .section(N) runs its sections up to N, once."""
 
     def __init__(self, folder: Path, tmp_path: Path):
         self.folder, self.out, self.cells = folder, tmp_path / "out", recordings.load_cells()
