@@ -14,7 +14,7 @@ import recordings
 from kernel_session import KernelSession
 from pytest import approx
 
-from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, section_of
+from plumbing.cells import HARNESS, SECTION_PLAN, section_of
 from plumbing.harness import lookup_peaks
 
 RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
@@ -108,18 +108,6 @@ def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int
     env = dict(os.environ, NSPY_TUTORIAL_OUT=str(copy.parent))
     done = subprocess.run(command, cwd=copy.parent, env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr
-
-
-def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow (under CUPTI: SKIPPED, an environment limit, if ncu-only)."""
-    profiler = summary["environment"].get("profiler")
-    if profiler not in ("ncu", "cupti"):
-        return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
-    want = {s["number"]: "SKIPPED" if profiler == "cupti" and s["number"] in NCU_ONLY_SECTIONS else "ok"
-            for s in summary["sections"]}  # fmt: skip
-    return [f"section {s['number']}: {s['status']} {s['reason']} (expected {want[s['number']]} under {profiler})"
-            for s in summary["sections"] if s["status"] != want[s["number"]]
-            or s["status"] == "SKIPPED" and not s["environment_limit"]]  # fmt: skip
 
 
 # Section `number`'s analysis cells again, in a copy of the namespace where `change` ran first; SECTIONS and FIGURES

@@ -145,7 +145,6 @@ def no_gpu(start):
 
 
 STOPS = {  # setting (a T4, apt unreachable) -> (the cell that stops, what the error names)
-    "profiler typo": ({"NSPY_TUTORIAL_PROFILER": "nsys"}, SETUP_HELPERS, "NSPY_TUTORIAL_PROFILER"),
     "NCU_PATH no file": ({"NCU_PATH": "{root}/none"}, SETUP_HELPERS, "NCU_PATH={root}/none"),
     "NCU_PATH too old": ({"NCU_PATH": "{old}"}, NCU, "NCU_PATH={old}"),
     "profiler ncu, no ncu": ({"NSPY_TUTORIAL_PROFILER": "ncu"}, NCU, "apt-get update failed"),
