@@ -37,4 +37,4 @@ def recorded(request, tmp_path_factory):
     """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording."""
     kernel = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
     yield kernel
-    kernel.close()
+    kernel.session.close()

@@ -211,9 +211,6 @@ class RecordedNotebook:
         self.session.run(ALTERED.format(number=number, change=change, sources=sources, read=read))
         return self.value("_altered")
 
-    def close(self) -> None:
-        self.session.close()
-
 
 # ---------------------------------------------------------------- names a notebook cell binds and reads (symtable)
 def module_level_names(source: str) -> set[str]:

@@ -10,10 +10,6 @@ from support import cell_by_id, section_code_cells
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
 
-def traceback(reply) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in reply.errors for line in error["traceback"]))
-
-
 @pytest.fixture(scope="module")
 def learner(notebook, tmp_path_factory):
     """A kernel with the folded cells loaded and section 1's names from the committed recording."""
@@ -44,7 +40,8 @@ def test_magics_semicolon_underscore_and_a_raising_cell_behave_as_in_plain_ipyth
     assert shown.results == ["42"] and learner.execute("_ + 1").results == ["43"], "_ must hold the last value"
     reply = learner.execute("before = 1\nraise ValueError('the learner broke this')\nafter = 2\n")
     assert reply.status == "error" and reply.content["ename"] == "ValueError" and len(reply.errors) == 1, reply.content
-    assert re.search(r"----> 2 raise ValueError", traceback(reply)), f"point at line 2:\n{traceback(reply)}"
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in reply.errors for line in error["traceback"]))
+    assert re.search(r"----> 2 raise ValueError", traceback), f"point at line 2:\n{traceback}"
     assert learner.value("'after' in globals()") is False
     assert learner.execute("print(before + 1)").stdout == "2\n", "the cell after an error must run"
 
