@@ -145,15 +145,11 @@ class RecordedNotebook:
         self.pending, self.outputs, self.failure, self.pngs = list(self.sections), {}, None, []
         env = {"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"}
         self.session = KernelSession(env=env, cwd=tmp_path)
-        try:
-            self.session.run(recordings.cell_source(self.cells, HARNESS))
-            self.session.run(recordings.cpu_section_one_source(folder))
-            for cell_id in recordings.prelude_cell_ids(self.cells)[1:]:
-                self.session.run(recordings.cell_source(self.cells, cell_id))
-            recordings.restore_report_folders(folder, self.out)  # the files sections 7, 8 and 10 wrote and read
-        except BaseException:
-            self.session.close()  # a kernel never outlives a failed set-up
-            raise
+        self.session.run(recordings.cell_source(self.cells, HARNESS))  # a failed set-up's kernel: see its finaliser
+        self.session.run(recordings.cpu_section_one_source(folder))
+        for cell_id in recordings.prelude_cell_ids(self.cells)[1:]:
+            self.session.run(recordings.cell_source(self.cells, cell_id))
+        recordings.restore_report_folders(folder, self.out)  # the files sections 7, 8 and 10 wrote and read
 
     def section(self, number: int) -> str:
         """What section `number` printed."""

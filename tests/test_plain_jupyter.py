@@ -15,13 +15,9 @@ def learner(notebook, tmp_path_factory):
     """A kernel with the folded cells loaded and section 1's names from the committed recording."""
     folder = tmp_path_factory.mktemp("plain")
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
-    try:
-        for cell_id in (HARNESS, SETUP_HELPERS):
-            session.run(cell_by_id(notebook, cell_id).source)
-        session.run(recordings.cpu_section_one_source(recordings.recording_folders()[0]))
-    except BaseException:
-        session.close()
-        raise
+    for cell_id in (HARNESS, SETUP_HELPERS):  # a failed set-up's kernel is killed by KernelSession's finaliser
+        session.run(cell_by_id(notebook, cell_id).source)
+    session.run(recordings.cpu_section_one_source(recordings.recording_folders()[0]))
     yield session
     session.close()
 
