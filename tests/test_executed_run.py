@@ -29,7 +29,6 @@ BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-t
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory) -> dict:
-    """BROKEN_RUN executed by the GPU test's own nbmake run."""
     folder = tmp_path_factory.mktemp("run")
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in BROKEN_RUN.items()]

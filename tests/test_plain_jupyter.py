@@ -12,7 +12,6 @@ from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
 @pytest.fixture(scope="module")
 def learner(notebook, tmp_path_factory):
-    """A kernel with the folded cells loaded and section 1's names from the committed recording."""
     folder = tmp_path_factory.mktemp("plain")
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
     for cell_id in (HARNESS, SETUP_HELPERS):  # a failed set-up's kernel is killed by KernelSession's finaliser

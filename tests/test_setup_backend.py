@@ -30,7 +30,6 @@ def test_the_real_probe_without_nsight_computes_injection_stops_at_import_nsight
 
 
 def answering(ncu, stage, error) -> str:
-    """A probe program that answers as the real probe does at its end."""
     report = json.dumps({"ncu": ncu, "stage": stage, "error": error})
     return f"import pathlib, sys\nprint('a warning')\npathlib.Path(sys.argv[1], 'probe.json').write_text({report!r})"
 

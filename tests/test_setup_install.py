@@ -58,8 +58,7 @@ def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case)
 def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     assert helpers.read_profiler_choice({}) == "auto"
     assert helpers.read_profiler_choice({"NSPY_TUTORIAL_PROFILER": " CUPTI "}) == "cupti"
-    (tmp_path / "wheels").mkdir()
-    (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
+    make_wheelhouse(tmp_path / "wheels", {"a": "1.0"}, {})
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     assert read_wheelhouse({}) is None and read_ncu_path({}) is None

@@ -128,7 +128,6 @@ def test_profiler_cupti_skips_nsight_compute_and_activates_cupti_with_nsights_to
 
 @pytest.fixture(scope="module")
 def no_gpu(start):
-    """A machine without a GPU: every code cell of the notebook in order, until one raises."""
     run = start("no_gpu", gpu=None)
     run.cells(run.all)
     assert run.stopped_at == run.all[0] == GPU_CHECK, f"stopped at {run.stopped_at}, not the first cell"
