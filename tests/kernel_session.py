@@ -12,8 +12,6 @@ from types import SimpleNamespace
 from jupyter_client.manager import KernelManager
 from traitlets.config import Config
 
-READY_TIMEOUT_S = 300  # a 2-core machine shared with other test runs can take a while to import ipykernel
-
 
 def running(pid: int) -> bool:  # a zombie counts as ended
     try:
@@ -62,7 +60,7 @@ class KernelSession:
             self.manager.start_kernel(env=environment, cwd=str(cwd or Path.cwd()))
             self.client = self._parts["client"] = self.manager.client()
             self.client.start_channels()
-            self.client.wait_for_ready(timeout=READY_TIMEOUT_S)
+            self.client.wait_for_ready(timeout=300)  # a busy 2-core machine can take a while to import ipykernel
         except BaseException:
             self.close()
             raise

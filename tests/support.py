@@ -207,7 +207,6 @@ class RecordedNotebook:
         return self.value("_altered")
 
 
-# ---------------------------------------------------------------- names a notebook cell binds and reads (symtable)
 def module_level_names(source: str) -> set[str]:
     """Names a cell binds in the notebook's namespace (not a function's locals, nor `except ... as` names)."""
     caught = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ExceptHandler)}

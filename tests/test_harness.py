@@ -103,7 +103,6 @@ def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named()
         plumbing.harness.in_base_units(frame.assign(Unit="percent"), index="n")
 
 
-# ---------------------------------------------------------------- sections, summary.json and the printed summary
 def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(harness, tmp_path, capsys):
     harness.prepare_output_dir(harness.OUT_DIR)  # what the notebook's harness cell does
     assert harness.section_entry(4)["status"] == "NOT RUN", "without a verdict (and no CUPTI choice) it is NOT RUN"

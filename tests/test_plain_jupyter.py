@@ -41,7 +41,6 @@ def test_magics_semicolon_underscore_and_a_raising_cell_behave_as_in_plain_ipyth
     assert learner.execute("print(before + 1)").stdout == "2\n", "the cell after an error must run"
 
 
-# ---------------------------------------------------------------- section status
 def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(notebook, learner):
     learner.execute("USE_NCU, ENVIRONMENT['profiler'] = False, 'cupti'")  # as section 1 ends without Nsight Compute
     for cell in (cell_by_id(notebook, SECTION_PLAN[4]["run"][0]), section_code_cells(notebook, 4)[-1]):  # the verdict

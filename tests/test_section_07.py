@@ -22,10 +22,6 @@ def rows(recorded) -> dict:
     return frame_rows(recorded.bound(7)["fusion_frame"], 2, 3)
 
 
-def moved(measured: dict, region: str) -> float:
-    return measured[region, READ] + measured[region, WRITTEN]
-
-
 def test_nsight_refuses_the_recorded_report_without_a_rule_and_add_kernels_gives_the_recorded_frame(recorded):
     recorded.section(7)
     recorded.session.run(
@@ -63,12 +59,12 @@ def test_section_7s_traffic_table_is_each_regions_recorded_time_and_bytes_and_wh
 
 def test_section_7s_verdict_and_figure_give_the_measured_traffic_and_time(recorded):
     measured = rows(recorded)
-    pair_mb, fused_mb = moved(measured, PAIR) / 1e6, moved(measured, FUSED) / 1e6
+    pair_mb, fused_mb = ((measured[r, READ] + measured[r, WRITTEN]) / 1e6 for r in (PAIR, FUSED))
     cut, *shown = recorded.shown(7, VERDICT)
     expected = [pair_mb, fused_mb, pair_mb / fused_mb, measured[PAIR, TIME] / measured[FUSED, TIME]]
     assert cut == ("cut" if pair_mb > fused_mb else "did not cut"), "the verb follows the MB moved"
     assert shown == approx(expected, abs=0.51) and shown[2:] == approx(expected[2:], abs=0.0051), "MB and ratios"
-    gbs = moved(measured, FUSED) / measured[FUSED, TIME] / 1e9
+    gbs = fused_mb * 1e6 / measured[FUSED, TIME] / 1e9
     recorded.check_figure(7, "addcmul DRAM bandwidth", gbs, "GB/s", "dram_gbs")
 
 
