@@ -1,7 +1,5 @@
 """Shared fixtures for the CPU suite and the GPU run (shared helpers live in support.py)."""
 
-from __future__ import annotations
-
 import nbformat
 import pytest
 import recordings
@@ -36,8 +34,7 @@ def patched(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session", params=recordings.recording_folders(), ids=lambda folder: folder.name)
 def recorded(request, tmp_path_factory):
-    """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording and test
-    process: .section(N) runs the recorded sections up to N in notebook order, once."""
+    """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording."""
     kernel = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
     yield kernel
-    kernel.close()
+    kernel.session.close()

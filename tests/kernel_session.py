@@ -1,7 +1,4 @@
-"""A real Jupyter kernel for the tests. Its sockets are IPC files in a private folder, not TCP ports (a port picked
-as free can be taken on a busy machine); close(), a failed start and garbage collection kill its process group."""
-
-from __future__ import annotations
+"""A real Jupyter kernel on IPC files (not TCP ports); close(), a failed start and GC kill its process group."""
 
 import json
 import os
@@ -15,11 +12,8 @@ from types import SimpleNamespace
 from jupyter_client.manager import KernelManager
 from traitlets.config import Config
 
-READY_TIMEOUT_S = 300  # a 2-core machine shared with other test runs can take a while to import ipykernel
 
-
-def running(pid: int) -> bool:
-    """Whether a process is alive (a zombie counts as ended)."""
+def running(pid: int) -> bool:  # a zombie counts as ended
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
@@ -27,7 +21,7 @@ def running(pid: int) -> bool:
 
 
 def ends_soon(pid: int, within_s: float = 5.0) -> bool:
-    """Whether a process ends within a few seconds (a SIGKILL reaches a process group's members asynchronously)."""
+    """Whether a process ends within a few seconds (a SIGKILL reaches a group's members asynchronously)."""
     deadline = time.monotonic() + within_s
     while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -66,23 +60,21 @@ class KernelSession:
             self.manager.start_kernel(env=environment, cwd=str(cwd or Path.cwd()))
             self.client = self._parts["client"] = self.manager.client()
             self.client.start_channels()
-            self.client.wait_for_ready(timeout=READY_TIMEOUT_S)
+            self.client.wait_for_ready(timeout=300)  # a busy 2-core machine can take a while to import ipykernel
         except BaseException:
             self.close()
             raise
         self.pid = self.manager.provisioner.process.pid
 
-    def run(self, code: str, timeout: float = 120) -> str:
-        """Execute code; its stdout. CellError if it failed the way that stops Run all."""
+    def run(self, code: str, timeout: float = 120) -> str:  # stdout; CellError where Run all stops
         done = self.execute(code, timeout=timeout)
         if done.status == "error":
             raise CellError(done.content.get("ename", ""), done.content.get("evalue", ""), done.stdout)
         return done.stdout
 
     def execute(self, code: str, timeout: float = 120) -> SimpleNamespace:
-        """Execute code as Colab's front end does (no cell id); what it receives: streams, results and displays
-        (text/plain), error outputs, the reply's status and content."""
-        done = SimpleNamespace(stdout="", stderr="", results=[], errors=[])
+        """Execute code as Colab does (no cell id): streams, results (text/plain), PNGs, errors, the reply."""
+        done = SimpleNamespace(stdout="", stderr="", results=[], pngs=[], errors=[])
 
         def receive(output: dict) -> None:
             kind, body = output["header"]["msg_type"], output["content"]
@@ -90,6 +82,7 @@ class KernelSession:
                 setattr(done, body["name"], getattr(done, body["name"]) + body["text"])
             elif kind in ("execute_result", "display_data"):
                 done.results.append(body["data"].get("text/plain", ""))
+                done.pngs += [body["data"]["image/png"]] if "image/png" in body["data"] else []
             elif kind == "error":
                 done.errors.append(body)
 

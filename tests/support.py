@@ -1,22 +1,20 @@
 """What several test modules share: paths, the notebook's cells by id, and the notebook on a recording in a kernel."""
 
-from __future__ import annotations
-
 import ast
 import json
 import os
 import re
-import shutil
 import subprocess
+import symtable
 import sys
 from pathlib import Path
 
 import nbformat
 import recordings
-from kernel_session import CellError, KernelSession
+from kernel_session import KernelSession
 from pytest import approx
 
-from plumbing.cells import HARNESS, NCU_ONLY_SECTIONS, SECTION_PLAN, section_of
+from plumbing.cells import HARNESS, SECTION_PLAN, section_of
 from plumbing.harness import lookup_peaks
 
 RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
@@ -49,7 +47,6 @@ def frame_rows(frame, regions: int, metrics: int) -> dict:
     """{(annotation, metric): AvgValue in seconds, bytes, Hz or %} of a recorded frame, one row each."""
     keys = list(zip(frame.Annotation, frame.Metric, strict=True))
     assert len(keys) == len(set(keys)) == regions * metrics, f"not {regions} regions x {metrics} metrics: {keys}"
-    assert set(frame.Unit) <= set(TO_BASE), f"a unit this test cannot scale: {set(frame.Unit)}"
     return {key: value * TO_BASE[unit] for key, value, unit in zip(keys, frame.AvgValue, frame.Unit, strict=True)}
 
 
@@ -71,23 +68,11 @@ else:
 """
 
 
-def fake_ncu(folder, report="") -> tuple:
-    """(the fake ncu, the file it notes its last command line in), in folder."""
+def fake_ncu(folder, report="") -> tuple:  # (the fake ncu, the file it notes its last command line in)
     fake, log = folder / "ncu", folder / "ncu_args.json"
     fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report)))
     fake.chmod(0o755)
     return fake, log
-
-
-def gpu_listing() -> str:
-    """What `nvidia-smi -L` lists, or '' when there is no NVIDIA GPU (or no driver)."""
-    try:
-        done = subprocess.run(
-            [shutil.which("nvidia-smi") or "nvidia-smi", "-L"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 and "GPU" in done.stdout else ""
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:
@@ -108,20 +93,12 @@ def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode
     return found[0]
 
 
-def cells_with_section(nb: nbformat.NotebookNode):
-    """(section number or None, cell) for every cell, by the cell table in plumbing/cells.py."""
-    for cell in nb.cells:
-        yield section_of(cell.get("id")), cell
-
-
 def section_code_cells(nb: nbformat.NotebookNode, number: int) -> list[nbformat.NotebookNode]:
-    """The code cells of section `number`, in order."""
-    return [cell for section, cell in cells_with_section(nb) if section == number and cell.cell_type == "code"]
+    return [cell for cell in nb.cells if cell.cell_type == "code" and section_of(cell.get("id")) == number]
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:
-    """nbmake on a copy of notebook that allows errors (nbmake reads metadata.execution.allow_errors: every cell
-    runs; its outputs written there, never into the committed one)."""
+    """nbmake on a copy of notebook with metadata.execution.allow_errors (every cell runs; outputs in the copy)."""
     content = json.loads(notebook.read_text())
     content["metadata"]["execution"] = {"allow_errors": True}
     copy.write_text(json.dumps(content, indent=1) + "\n")
@@ -132,52 +109,18 @@ def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int
     return done.returncode, done.stdout + done.stderr
 
 
-def load_json(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def section_problems(summary: dict) -> list[str]:
-    """Sections whose status the backend does not allow."""
-    profiler = summary["environment"].get("profiler")
-    if profiler not in ("ncu", "cupti"):
-        return [f"summary.json names no backend (environment.profiler = {profiler!r})"]
-    skipped_by_design = NCU_ONLY_SECTIONS if profiler == "cupti" else set()
-    problems = []
-    for section in summary["sections"]:
-        expected = "SKIPPED" if section["number"] in skipped_by_design else "ok"
-        if section["status"] != expected or (expected == "SKIPPED" and not section["environment_limit"]):
-            problems.append(
-                f"section {section['number']}: {section['status']} {section['reason']} "
-                f"(expected {expected} under {profiler})"
-            )
-    return problems
-
-
-# Noted at a recorded kernel's start: the sha256 of each PNG the cells display (section 7 shows nsight's bar plot).
-DISPLAY_SPY = """import base64 as _base64, hashlib as _hashlib
-_DISPLAYED_PNGS, _publish = [], get_ipython().display_pub.publish
-def _spy(data, *args, **kwargs):
-    if "image/png" in data:
-        _png = data["image/png"]
-        _DISPLAYED_PNGS.append(_hashlib.sha256(_base64.b64decode(_png) if isinstance(_png, str) else _png).hexdigest())
-    return _publish(data, *args, **kwargs)
-get_ipython().display_pub.publish = _spy
-"""
 # Section `number`'s analysis cells again, in a copy of the namespace where `change` ran first; SECTIONS and FIGURES
-# are put back after. str.format with number, change, sources (JSON) and read.
-ALTERED = """import copy as _copy, json as _json
-_saved = _copy.deepcopy(SECTIONS), _copy.deepcopy(FIGURES)
+# are put back after.
+ALTERED = """import copy as _copy
+_saved, _scratch = (_copy.deepcopy(SECTIONS), _copy.deepcopy(FIGURES)), dict(globals())
 try:
-    _scratch = dict(globals())
     exec({change!r}, _scratch)
     SECTIONS.pop({number}, None)
-    for _source in _json.loads({sources!r}):
+    for _source in {sources!r}:
         exec(_source, _scratch)
     _altered = {{"findings": SECTIONS[{number}]["findings"], "read": eval({read!r}, _scratch)}}
 finally:
-    SECTIONS.clear()
-    SECTIONS.update(_saved[0])
-    FIGURES[:] = _saved[1]
+    SECTIONS.clear(), SECTIONS.update(_saved[0]), FIGURES.__setitem__(slice(None), _saved[1])
 """
 
 
@@ -192,50 +135,39 @@ def parse(template: str, findings: list[str]) -> list:
 
 
 class RecordedNotebook:
-    """A kernel with the harness, section 1's names and the shared define cells from a recording."""
+    """A kernel with a recording's section 1 and shared cells; .section(N) runs its sections up to N, once."""
 
     def __init__(self, folder: Path, tmp_path: Path):
-        self.folder, self.out = folder, tmp_path / "out"
+        self.folder, self.out, self.cells = folder, tmp_path / "out", recordings.load_cells()
         self.recording = recordings.load_recording(folder)
-        self.cells = recordings.load_cells()
         self.sections = recordings.recorded_sections(self.recording)
-        self.pending, self.outputs, self.failure = list(self.sections), {}, None
-        self.session = KernelSession(
-            env={"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"},
-            cwd=tmp_path,
-        )
-        try:
-            self.session.run(recordings.cell_source(self.cells, HARNESS))
-            self.session.run(recordings.cpu_section_one_source(folder) + DISPLAY_SPY)
-            for cell_id in recordings.prelude_cell_ids(self.cells)[1:]:
-                self.session.run(recordings.cell_source(self.cells, cell_id))
-            recordings.restore_report_folders(folder, self.out)  # the files sections 7, 8 and 10 wrote and read
-        except BaseException:
-            self.session.close()  # a kernel never outlives a failed set-up
-            raise
+        self.pending, self.outputs, self.failure, self.pngs = list(self.sections), {}, None, []
+        env = {"NSPY_TUTORIAL_OUT": str(self.out), "MPLBACKEND": "Agg", "NSPY_NCU_INIT_AT_IMPORT": "0"}
+        self.session = KernelSession(env=env, cwd=tmp_path)
+        self.session.run(recordings.cell_source(self.cells, HARNESS))  # a failed set-up's kernel: see its finaliser
+        self.session.run(recordings.cpu_section_one_source(folder))
+        for cell_id in recordings.prelude_cell_ids(self.cells)[1:]:
+            self.session.run(recordings.cell_source(self.cells, cell_id))
+        recordings.restore_report_folders(folder, self.out)  # the files sections 7, 8 and 10 wrote and read
 
     def section(self, number: int) -> str:
         """What section `number` printed."""
         assert number in self.sections, f"{self.folder.name} holds no section {number}: {RERECORD}"
         while number not in self.outputs:
             assert self.failure is None, self.failure
-            self._run(self.pending.pop(0))
+            now, printed, raised = self.pending.pop(0), [], ""
+            for cell_id, _, source in recordings.cpu_section_sources(self.cells, now):
+                done = self.session.execute(source, timeout=300)
+                printed, self.pngs = [*printed, done.stdout], [*self.pngs, *done.pngs]
+                if done.status == "error":
+                    raised = f"{cell_id} raised {done.content['ename']}: {done.content['evalue']}"
+                    break
+            self.outputs[now] = "\n".join(printed)
+            status = self.value(f"SECTIONS.get({now}, {{'status': 'NOT RUN', 'reason': 'no verdict'}})")
+            if raised or status["status"] != "ok":
+                self.failure = f"section {now} on {self.folder.name}: {raised or status}\n{printed[-1][-2000:]}"
+            assert self.failure is None, f"{self.failure}\nFix that cell (or {RERECORD} if its benchmarks changed)"
         return self.outputs[number]
-
-    def _run(self, number: int) -> None:
-        steps, printed = recordings.cpu_section_sources(self.cells, number), []
-        where = f"section {number}'s cells {[cell_id for cell_id, _, _ in steps]} on {self.folder.name}"
-        for cell_id, _, source in steps:
-            try:
-                printed.append(self.session.run(source, timeout=300))
-            except CellError as error:
-                self.failure = f"{where}: {cell_id} raised {error}\n{error.stdout[-2000:]}"
-                raise AssertionError(self.failure) from None
-        self.outputs[number] = "\n".join(printed)
-        status = self.value(f"SECTIONS.get({number}, {{'status': 'NOT RUN', 'reason': 'no verdict'}})")
-        if status["status"] != "ok":
-            self.failure = f"{where} ended {status['status']}: {status['reason']}\n{self.outputs[number][-2000:]}"
-        assert self.failure is None, f"{self.failure}\nFix the cell named (or {RERECORD} if its benchmarks changed)"
 
     def value(self, expression: str):  # a JSON value, from the kernel
         return self.session.value(expression)
@@ -257,53 +189,35 @@ class RecordedNotebook:
         """Section `number`'s figure `name` is `value` (worked out from the raw rows) in `unit` against `peak_kind`."""
         self.section(number)
         figures = {figure["name"]: figure for figure in self.value("FIGURES") if figure["section"] == number}
-        shown = figures.get(name, {})
-        found = (shown.get("value"), shown.get("unit"), shown.get("peak_kind"))
-        assert found == (approx(value, rel=rel), unit, peak_kind), (
-            f"section {number}'s figure {name!r} is {shown or sorted(figures)}; its rows give {value:.2f} {unit} "
-            f"against {peak_kind}: check the row, the count and the unit factor of its check_figure call"
+        found = [figures.get(name, {}).get(key) for key in ("value", "unit", "peak_kind")]
+        assert found == [approx(value, rel=rel), unit, peak_kind], (
+            f"section {number}'s figure {name!r} (of {sorted(figures)}): check the row, count and unit of its call"
         )
 
     def peaks(self) -> dict:
-        label, peaks = lookup_peaks(self.recording["provenance"]["gpu"])
-        assert peaks, f"{self.recording['provenance']['gpu']} has no datasheet peaks in the harness's GPU_PEAKS"
+        assert (peaks := lookup_peaks(self.recording["provenance"]["gpu"])[1]), "no datasheet peaks in GPU_PEAKS"
         return peaks
 
     def altered(self, number: int, change: str, read: str = "None") -> dict:
         """What section `number`'s analysis cells conclude after `change`, in a copy of the namespace."""
         self.section(number)
-        sources = [source for _, role, source in recordings.cpu_section_sources(self.cells, number)
-                   if role == "analysis"]  # fmt: skip
-        self.session.run(ALTERED.format(number=number, change=change, sources=json.dumps(sources), read=read))
+        steps = recordings.cpu_section_sources(self.cells, number)
+        sources = [source for _, role, source in steps if role == "analysis"]
+        self.session.run(ALTERED.format(number=number, change=change, sources=sources, read=read))
         return self.value("_altered")
 
-    def close(self) -> None:
-        self.session.close()
 
-
-# ---------------------------------------------------------------- names a notebook cell binds and reads (ast)
 def module_level_names(source: str) -> set[str]:
-    """Names a cell binds in the notebook's namespace (not a function's locals or arguments)."""
-    names, pending = set(), list(ast.parse(source).body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue  # its body binds locals
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            pending.extend(ast.iter_child_nodes(node))
-    return names
+    """Names a cell binds in the notebook's namespace (not a function's locals, nor `except ... as` names)."""
+    caught = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ExceptHandler)}
+    table = symtable.symtable(source, "<cell>", "exec")
+    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} - caught
 
 
 def free_names(source: str) -> set[str]:
-    """Names a cell reads that nothing in the cell binds (so they come from an earlier cell)."""
-    tree = ast.parse(source)
-    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
-    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)} | module_level_names(source)
-    named = (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # nested defs: locals
-    bound |= {node.name for node in ast.walk(tree) if isinstance(node, named) and node.name}
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound
+    """Names a cell reads (at top level or as globals in its functions) that it does not bind itself."""
+    tables, read = [top := symtable.symtable(source, "<cell>", "exec")], set()
+    for table in tables:
+        tables += table.get_children()
+        read |= {s.get_name() for s in table.get_symbols() if s.is_referenced() and (table is top or s.is_global())}
+    return read - {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}

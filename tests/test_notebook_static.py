@@ -1,10 +1,9 @@
 """The notebook's rules that hold without running it: sections, cell ids, import order, the nsight API, lint."""
 
-from __future__ import annotations
-
 import ast
 import importlib
 import inspect
+import operator
 import re
 import subprocess
 import sys
@@ -13,11 +12,48 @@ import typing
 import nbformat
 import nsight
 import pytest
-from notebook_ast import all_trees, calls_to, cell_python, code_cells, dotted, parsed_cells
+from IPython.core.inputtransformer2 import TransformerManager
 from notebook_format import is_folded
 from support import ROOT, module_level_names, section_code_cells
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
+
+python = TransformerManager().transform_cell  # a cell's source, IPython magics and shell escapes turned into calls
+
+
+def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [cell for cell in nb.cells if cell.cell_type == "code"]
+
+
+def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:
+    """Every code cell, and the Python programs held in their string constants (the probe, section 9's child)."""
+    trees = [ast.parse(python(cell.source)) for cell in code_cells(nb)]
+    constants = [node.value for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Constant)]
+    return trees + [ast.parse(text) for text in constants if isinstance(text, str) and "import nsight" in text]
+
+
+def dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts, node = [node.attr, *parts], node.value
+    return ".".join([node.id, *parts]) if isinstance(node, ast.Name) else None
+
+
+def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
+    nodes, literals, calls = [node for tree in trees for node in ast.walk(tree)], {}, []
+    for node in nodes:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict):
+            keys, values = node.value.keys, node.value.values
+            if all(isinstance(key, ast.Constant) for key in keys):
+                literals[node.targets[0].id] = {k.value: v for k, v in zip(keys, values, strict=True)}
+    for node in (node for node in nodes if isinstance(node, ast.Call) and dotted(node.func) == name):
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+        for spread in (keyword.value for keyword in node.keywords if keyword.arg is None):
+            assert getattr(spread, "id", None) in literals, f"cannot resolve ** in {ast.unparse(node)}"
+            keywords.update(literals[spread.id])
+        calls.append((node, keywords))
+    return calls
 
 
 def test_notebook_opens_with_title_colab_badge_and_overview_and_validates(notebook):
@@ -41,9 +77,7 @@ def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_headi
     assert numbered == list(range(1, SECTION_COUNT + 1)), f"'## 1.' to '## {SECTION_COUNT}.' once each, in order"
     assert str(headings[-1]).startswith("## Summary"), "the notebook must end with a '## Summary' section"
     assert not wrong, "cells whose id names another section than the heading above them:\n" + "\n".join(wrong)
-    assert sorted([*NCU_ONLY_SECTIONS, *CUPTI_SECTIONS]) == list(range(2, SECTION_COUNT + 1)), (
-        "every section from 2 on runs on exactly one side of plumbing/sections.py's backend split"
-    )
+    assert sorted([*NCU_ONLY_SECTIONS, *CUPTI_SECTIONS]) == list(range(2, SECTION_COUNT + 1)), "one backend side each"
     for cell_id in ("s11-plot", "setup", "s3_define", "", None):
         with pytest.raises(KeyError, match="s<N>-<what>"):  # the message gives the rule for a cell id
             section_of(cell_id)
@@ -51,7 +85,7 @@ def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_headi
 
 def test_nsight_is_imported_before_torch_and_before_any_cuda_use(notebook):
     at = {}  # (cell index, line) where nsight, torch and CUDA are first used as cells run (not in function bodies)
-    for index, (_, tree) in enumerate(parsed_cells(notebook)):
+    for index, tree in enumerate(all_trees(notebook)[: len(code_cells(notebook))]):
         pending = [tree]
         while pending:
             node = pending.pop()
@@ -91,11 +125,8 @@ def test_every_nsight_name_used_exists_in_the_installed_library(notebook):
             importlib.import_module(node.module)  # a module nsight lacks fails here
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
     assert {"nsight.annotate", "nsight.experimental.collect"} <= names
-    for name in sorted(names):
-        obj = nsight
-        for part in name.split(".")[1:]:
-            assert hasattr(obj, part), f"{name}: nsight {nsight.__version__} has no attribute {part!r}"
-            obj = getattr(obj, part)
+    for name in sorted(names):  # an AttributeError names what this nsight lacks
+        operator.attrgetter(name.partition(".")[2])(nsight)
 
 
 def test_requirements_never_ask_for_torch():
@@ -115,14 +146,14 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
     assert not long_cells, f"visible code cells over 40 lines (split them, or fold plumbing): {long_cells}"
     bookkeeping = {"record_figure", "build_summary", "report_summary", "section_entry"}
     calls = {cell.get("id"): names for cell in visible if section_of(cell.get("id")) and (names := bookkeeping & {
-        node.id for node in ast.walk(ast.parse(cell_python(cell))) if isinstance(node, ast.Name)})}  # fmt: skip
+        node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)})}  # fmt: skip
     assert not calls, f"visible section code calls harness bookkeeping; move it to a folded cell: {calls}"
 
 
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
 def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook, number):
     last = section_code_cells(notebook, number)[-1]
-    calls = [node for node in ast.walk(ast.parse(cell_python(last))) if isinstance(node, ast.Call)]
+    calls = [node for node in ast.walk(ast.parse(python(last.source))) if isinstance(node, ast.Call)]
     marks = [call for call in calls if dotted(call.func) == "verdict"]
     assert not is_folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (
         f"section {number}'s last code cell ({last.get('id')}) must be visible and call verdict({number}, ...)"
@@ -131,5 +162,5 @@ def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook
 
 def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
     offenders = {cell.get("id"): names for cell in code_cells(notebook)
-                 if (names := module_level_names(cell_python(cell)) & {"_", "__", "___"})}  # fmt: skip
+                 if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})}  # fmt: skip
     assert not offenders, f"these cells bind IPython's output names (it stops updating them): {offenders}"

@@ -1,8 +1,4 @@
-"""With the notebook's folded cells loaded, a cell behaves as in plain IPython: one real kernel (no cell ids sent, as
-Colab sends none) runs the harness and setup-helper cells and section 1's names from the committed CUPTI recording,
-then what a learner types and a section's cells under CUPTI, checked by what the front end receives."""
-
-from __future__ import annotations
+"""With the folded cells loaded, a cell behaves as in plain IPython (one real kernel, no cell ids sent)."""
 
 import re
 
@@ -13,26 +9,14 @@ from support import cell_by_id, section_code_cells
 
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
-FOLDERS = recordings.recording_folders()
-
-
-def traceback(reply) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in reply.errors for line in error["traceback"]))
-
 
 @pytest.fixture(scope="module")
 def learner(notebook, tmp_path_factory):
-    """A kernel with the folded cells loaded and section 1's names from the committed recording."""
-    assert FOLDERS, "no committed recording in docs/verified: re-record (docs/maintainers.md)"
     folder = tmp_path_factory.mktemp("plain")
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
-    try:
-        for cell_id in (HARNESS, SETUP_HELPERS):
-            session.run(cell_by_id(notebook, cell_id).source)
-        session.run(recordings.cpu_section_one_source(FOLDERS[0]))
-    except BaseException:
-        session.close()
-        raise
+    for cell_id in (HARNESS, SETUP_HELPERS):  # a failed set-up's kernel is killed by KernelSession's finaliser
+        session.run(cell_by_id(notebook, cell_id).source)
+    session.run(recordings.cpu_section_one_source(recordings.recording_folders()[0]))
     yield session
     session.close()
 
@@ -41,29 +25,22 @@ def test_magics_semicolon_underscore_and_a_raising_cell_behave_as_in_plain_ipyth
     reply = learner.execute("%timeit -n 1000 -r 3 sum(range(20))")
     lines = [line for line in reply.stdout.splitlines() if "per loop" in line]  # under load IPython adds a note
     assert reply.status == "ok" and reply.results == [] and len(lines) == 1, f"%timeit: one line, no values: {reply}"
-    value, unit = re.match(r"\s*([\d.]+)\s*(ns|µs|us|ms|s)\b", lines[0]).groups()
-    seconds = float(value) * {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
-    assert seconds < 50e-6, f"sum(range(20)) cannot take {lines[0]}: something wraps the statement"
+    assert re.match(r"\s*[\d.]+ (ns|µs|us) ", lines[0]), f"sum(range(20)) cannot take {lines[0]}: something wraps it"
     failed = learner.execute("%timeit -n 5 -r 1 1 / 0")
     assert failed.status == "error" and "per loop" not in failed.stdout, "a raising %timeit must fail"
     timed = learner.execute("%%time\nsum(range(10))")
     assert "Wall time" in timed.stdout and timed.results == ["45"], f"%%time must show the value: {timed.results}"
-    assert learner.execute("%%time\n1 / 0").status == "error", "a raising cell timed with %%time must still fail"
-    captured = learner.execute("%%capture kept\nprint('kept for later')\n")
-    assert captured.stdout == "" and captured.results == [], "%%capture must hide the cell's output"
-    assert learner.value("kept.stdout") == "kept for later\n"
     assert learner.execute("[1, 2, 3];").results == [], "a trailing ';' must hide the value"
     shown = learner.execute("6 * 7")
     assert shown.results == ["42"] and learner.execute("_ + 1").results == ["43"], "_ must hold the last value"
-    assert learner.execute(f"Out[{shown.content['execution_count']}]").results == ["42"], "Out holds each by number"
     reply = learner.execute("before = 1\nraise ValueError('the learner broke this')\nafter = 2\n")
     assert reply.status == "error" and reply.content["ename"] == "ValueError" and len(reply.errors) == 1, reply.content
-    assert re.search(r"----> 2 raise ValueError", traceback(reply)), f"point at line 2:\n{traceback(reply)}"
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in reply.errors for line in error["traceback"]))
+    assert re.search(r"----> 2 raise ValueError", traceback), f"point at line 2:\n{traceback}"
     assert learner.value("'after' in globals()") is False
     assert learner.execute("print(before + 1)").stdout == "2\n", "the cell after an error must run"
 
 
-# ---------------------------------------------------------------- section status
 def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(notebook, learner):
     learner.execute("USE_NCU, ENVIRONMENT['profiler'] = False, 'cupti'")  # as section 1 ends without Nsight Compute
     for cell in (cell_by_id(notebook, SECTION_PLAN[4]["run"][0]), section_code_cells(notebook, 4)[-1]):  # the verdict

@@ -1,5 +1,4 @@
-"""Section 3, how many runs: the spread of twenty runs, and the host clock and CUDA events against nsight's time,
-each verdict against the recorded rows it reads, on both backends."""
+"""Section 3, how many runs: spread, host clock and CUDA events, against the recorded rows, on both backends."""
 
 import pytest
 from pytest import approx
@@ -22,13 +21,8 @@ def test_section_3s_spread_verdict_names_each_rows_mean_spread_runs_and_stabilit
     matmul = max(row["rsd"] for (annotation, _), row in by_row.items() if annotation == "m @ m")
     us, rsd, runs, stable, large_rsd, matmul_rsd = recorded.shown(3, SPREAD)
     expected = [small["AvgValue"] / 1e3, small["rsd"], small["NumRuns"], large["rsd"], matmul]
-    assert [us, rsd, runs, large_rsd, matmul_rsd] == approx(expected, abs=0.06), (
-        f"section 3's spread verdict says {[us, rsd, runs, large_rsd, matmul_rsd]}; the 16K row's mean (us), the 16K, "
-        f"16M and larger matmul spreads (StdDev / AvgValue) give {expected}: check rows and factors in s3-verdict"
-    )
-    assert stable == ("stable" if small["StableMeasurement"] else "not stable"), (
-        f"the 16K add is called {stable!r} at {small['rsd']:.2f}% spread: the word follows its StableMeasurement"
-    )
+    assert [us, rsd, runs, large_rsd, matmul_rsd] == approx(expected, abs=0.06), "check each row and factor read"
+    assert stable == ("stable" if small["StableMeasurement"] else "not stable"), "the word follows StableMeasurement"
     assert bool(small["StableMeasurement"]) == (small["rsd"] < 2), "nsight's StableMeasurement is not RSD < 2%"
 
 
@@ -49,11 +43,8 @@ def test_section_3s_clock_verdict_is_the_mean_host_and_event_times_against_nsigh
     host, events = (sum(bound[name]) / len(bound[name]) for name in ("host_us", "events_us"))
     nsight = sum(r["AvgValue"] for (a, _), r in rows(recorded).items() if a == "m @ m") / 2 / 1e3
     shown = recorded.shown(3, CLOCKS)
-    assert shown[:3] == approx([host, events, nsight], abs=0.6), (
-        f"the clock verdict's host, events and nsight times {shown[:3]} us are not the ten timings' means and the "
-        f"matmul rows' mean AvgValue {[host, events, nsight]} (ns -> us)"
-    )
+    assert shown[:3] == approx([host, events, nsight], abs=0.6), "the timings' means and the matmul rows' (ns -> us)"
     assert shown[3:] == approx([host / nsight, events / nsight], abs=0.006), f"each time over nsight's: {shown}"
-    assert 0.98 * nsight < events < 1.02 * host < 3 * nsight, "the recording no longer shows what s3-why-read says"
+    assert 0.98 * nsight < events < 1.02 * host < 3 * nsight, "the recording no longer shows what section 3 says"
     small, large = rows(recorded)["u + v", 2**14], rows(recorded)["u + v", 2**24]
-    assert small["rsd"] > large["rsd"], "the recording no longer shows a short kernel spreading more (s3-read)"
+    assert small["rsd"] > large["rsd"], "the recording no longer shows a short kernel spreading more"

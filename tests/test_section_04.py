@@ -1,5 +1,4 @@
-"""Section 4, cache and clock control: cold against warm L2 and base against boost clock, its verdict against the
-recorded rows of each condition, on the Nsight Compute recordings."""
+"""Section 4, cache and clock control: cold/warm L2 and base/boost clock against the recorded rows (ncu)."""
 
 import pytest
 from pytest import approx
@@ -17,10 +16,7 @@ def measured(recorded) -> dict:
     """condition -> {(metric, n): AvgValue in seconds, bytes, Hz or %}, from the frames s4-run bound."""
     frames = recorded.bound(4)["condition_frames"]
     assert sorted(frames) == ["base clock", "cold", "warm"], f"condition_frames holds {sorted(frames)}"
-    return {
-        name: {(r.Metric, r.n): r.AvgValue * TO_BASE[r.Unit] for r in frame.itertuples()}
-        for name, frame in frames.items()
-    }
+    return {name: {(r.Metric, r.n): r.AvgValue * TO_BASE[r.Unit] for r in f.itertuples()} for name, f in frames.items()}
 
 
 def sizes(recorded) -> list[int]:
@@ -31,12 +27,11 @@ def sizes(recorded) -> list[int]:
 
 def test_section_4s_conditions_ran_at_the_sizes_the_lesson_names_and_stay_callable(recorded):
     runs, (eighth, quarter, large) = measured(recorded), sizes(recorded)
-    for name, want in (("cold", [eighth, quarter, large]), ("warm", [eighth, quarter, large])):
-        assert sorted({n for _, n in runs[name]}) == want, f"the {name!r} call of s4-sizes ran other sizes than {want}"
-    assert sorted({n for _, n in runs["base clock"]}) == [quarter, large], "base clock: a quarter of L2 and 16x it"
+    ran = {name: sorted({n for _, n in runs[name]}) for name in runs}
+    assert ran == {"cold": [eighth, quarter, large], "warm": [eighth, quarter, large], "base clock": [quarter, large]}
     recorded.section(4)
     assert recorded.value("[callable(cold), callable(warm), callable(base_clock)]") == [True] * 3, (
-        "after section 4 its benchmarks were rebound: s4-run could not run again"
+        "after section 4 its benchmarks were rebound: its run cell could not run again"
     )
 
 
@@ -45,19 +40,12 @@ def test_section_4s_verdict_gives_cold_over_warm_time_per_size_and_the_base_and_
     said, *gains, base_mhz, boost_mhz, slower = recorded.shown(4, VERDICT)
     ns = (eighth, quarter, large)
     mb, ratio = [4 * n / 1e6 for n in ns], [runs["cold"][TIME, n] / runs["warm"][TIME, n] for n in ns]
-    assert gains[0::2] == approx(mb, abs=0.06) and gains[1::2] == approx(ratio, abs=0.006), (
-        f"the verdict gives (MB, cold / warm time) {gains}; the rows give {mb}, {ratio} (4 bytes a float, in order)"
-    )
+    assert gains[0::2] == approx(mb, abs=0.06) and gains[1::2] == approx(ratio, abs=0.006), "MB and cold / warm time"
     assert said == (SPED_UP if ratio[0] > 1.03 else NOT_FASTER), f"{said!r} at {ratio[0]:.3f}x for the smallest"
     clocks = [runs["base clock"][SM_CLOCK, large] / 1e6, runs["cold"][SM_CLOCK, large] / 1e6]
-    assert [base_mhz, boost_mhz] == approx(clocks, abs=0.6), (
-        f"the verdict's clocks {[base_mhz, boost_mhz]} MHz are not the base-clock and cold calls' SM clock at the "
-        f"large input, {clocks} (Hz -> MHz)"
-    )
+    assert [base_mhz, boost_mhz] == approx(clocks, abs=0.6), "the base and cold calls' SM clock at the large input"
     assert clocks[0] < 0.97 * clocks[1], f"clock_control='base' did not slow the SMs in the recording: {clocks}"
-    assert slower == approx(runs["base clock"][TIME, large] / runs["cold"][TIME, large], abs=6e-4), (
-        "the verdict's slow-down is not base-clock time / cold time at the large input"
-    )
+    assert slower == approx(runs["base clock"][TIME, large] / runs["cold"][TIME, large], abs=6e-4), "base / cold time"
 
 
 @pytest.mark.parametrize(("gain", "said"), [(1.05, SPED_UP), (1.01, NOT_FASTER)])

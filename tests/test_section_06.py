@@ -1,15 +1,11 @@
-"""Section 6, the roofline: its table, verdict and figure against the recorded rows, with the FLOPs and bytes counted
-here from the shapes the lesson names (never from the notebook's WORK), on the Nsight Compute recordings."""
+"""Section 6, the roofline, against the recorded rows with FLOPs and bytes counted here from the lesson's shapes."""
 
 import pytest
 from pytest import approx
 from support import TO_BASE, frame_rows, parse
 
-TIME, SM, DRAM = (
-    "gpu__time_duration.sum",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-)
+TIME, SM = "gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 MATMUL, SCALE, SOFTMAX = "tensor-core product", "scaling 256 MiB", "row softmax"
 # An fp16 4096 x 4096 product (two operands and the product, 2 bytes each; 2 n^3 FLOPs); x * 2.0 over 256 MiB of
 # float32 (a multiply an element, 4 bytes read and 4 written); a softmax over the rows of an 8192 x 1024 float32
@@ -22,7 +18,7 @@ SHAPES = {
 }
 HELD = 60  # % of its roof from which a kernel is held by it (the lesson's line)
 VERDICT = "; ".join(["{}: {} at {}% of its roof"] * 3) + "; the larger of SM % and DRAM % disagrees for: {}"
-FIX = "the table cell of section 6 (bound: TFLOP/s, FLOP/byte, % of roof, roofline says) or its WORK cell"
+FIX = "check section 6's table cell (TFLOP/s, FLOP/byte, % of roof, roofline says) and its WORK cell"
 
 
 def roofline(seconds: dict, peaks: dict) -> dict:
@@ -48,15 +44,9 @@ def test_section_6s_table_is_each_kernels_shape_counted_work_over_its_own_rows_t
     assert sorted(table) == sorted(SHAPES), f"the table's rows are {sorted(table)}, not the three regions"
     for region, (tflops, intensity, pct, says) in mine.items():
         row = table[region]
-        assert [row["TFLOP/s"], row["FLOP/byte"], row["% of roof"]] == approx([tflops, intensity, pct], rel=1e-6), (
-            f"{region}: the table's TFLOP/s, FLOP/byte and % of roof {row} are not {[tflops, intensity, pct]} (its "
-            f"FLOPs and bytes over its own row's time; roof = min(peak, FLOP/byte x DRAM bandwidth)): check {FIX}"
-        )
+        assert [row["TFLOP/s"], row["FLOP/byte"], row["% of roof"]] == approx([tflops, intensity, pct], rel=1e-6), FIX
         quick = "compute" if measured[region, SM] > measured[region, DRAM] else "memory"
-        assert (row["roofline says"], row["larger of SM %, DRAM %"]) == (says, quick), (
-            f"{region} at {pct:.1f}% of its roof, SM {measured[region, SM]:.0f}%, DRAM {measured[region, DRAM]:.0f}%:"
-            f" the table says {row['roofline says']!r} and {row['larger of SM %, DRAM %']!r}; check {FIX}"
-        )
+        assert (row["roofline says"], row["larger of SM %, DRAM %"]) == (says, quick), f"{region}: {FIX}"
 
 
 def test_section_6s_verdict_names_each_kernels_reading_and_where_the_counters_disagree(recorded):
@@ -64,10 +54,7 @@ def test_section_6s_verdict_names_each_kernels_reading_and_where_the_counters_di
     *readings, disagree = recorded.shown(6, VERDICT)
     assert readings[0::3] == list(SHAPES), f"the verdict reads the kernels {readings[0::3]}, not {list(SHAPES)}"
     for region, says, pct in zip(*[iter(readings)] * 3, strict=True):
-        assert (says, pct) == (mine[region][3], approx(mine[region][2], abs=0.51)), (
-            f"the verdict says {region} is {says!r} at {pct}% of its roof; its row gives {mine[region][3]!r} at "
-            f"{mine[region][2]:.1f}%: check s6-verdict (or {FIX})"
-        )
+        assert (says, pct) == (mine[region][3], approx(mine[region][2], abs=0.51)), f"{region}: {FIX}, then the verdict"
     quick = {r: "compute" if measured[r, SM] > measured[r, DRAM] else "memory" for r in SHAPES}
     expected = [region for region in SHAPES if quick[region] != mine[region][3]]
     assert disagree.split(", ") == (expected or ["none"]), f"the quick reading disagrees for {expected or 'none'}"
@@ -94,6 +81,5 @@ def test_section_6_says_neither_just_under_60_percent_of_the_roof_and_the_ridge_
     readings = parse(VERDICT, rerun["findings"])[:-1]
     for region, (_, _, pct, says) in roofline(seconds, recorded.peaks()).items():
         assert rerun["read"][region] == says == readings[readings.index(region) + 1], (
-            f"with {region} at {pct:.0f}% of its roof, section 6 says {rerun['read'][region]!r}, not {says!r}: a "
-            f"kernel is held by its roof from {HELD}% (check the line and the ridge side in {FIX})"
+            f"{region} at {pct:.0f}% of its roof: held by its roof from {HELD}%, on its ridge side; {FIX}"
         )

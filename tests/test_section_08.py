@@ -1,5 +1,4 @@
-"""Section 8, thermal control: its table, verdict and figure against the per-run CSVs each mode recorded, on both
-backends."""
+"""Section 8, thermal control: table, verdict and figure against each mode's recorded runs, on both backends."""
 
 import pandas as pd
 import pytest
@@ -46,10 +45,7 @@ def test_section_8s_table_is_each_modes_own_runs_in_us_percent_seconds_and_celsi
     recorded.section(8)
     table = recorded.value("thermal_table.to_dict()")
     for mode, expected in expected_table(calls).items():
-        assert {k: table[mode][k] for k in expected} == approx(expected, rel=1e-6), (
-            f"thermal_table's {mode} column {table[mode]} is not {mode}'s own runs {expected}: check s8-table (the "
-            "mode's runs, ns -> us, a pause: a start more than median gap + 0.4 s late after a margin at the line)"
-        )
+        assert {k: table[mode][k] for k in expected} == approx(expected, rel=1e-6), f"{mode}: its own runs, ns -> us"
         sm = calls[mode]["runs"].sm_mhz
         assert table[mode]["SM clock (MHz)"] == f"{sm.min():.0f}-{sm.max():.0f}", f"{mode}'s SM clock range"
 
@@ -59,9 +55,7 @@ def test_section_8s_pause_is_a_start_more_than_0_4_s_later_than_the_median_gap(r
     starts = [round(sum(gaps[:k]), 6) for k in range(len(gaps) + 1)]
     recorded.section(8)
     counted = recorded.value(f"pauses(pd.DataFrame({{'started_s': {starts}, 'margin_c': {[5] * len(starts)}}}), 10)")
-    assert counted == pauses(pd.DataFrame({"started_s": starts, "margin_c": 5}), 10) == 1, (
-        f"pauses() counts {counted} of starts 0.35, 0.43 and 0.38 s late: only one is more than {LATE_S} s late"
-    )
+    assert counted == pauses(pd.DataFrame({"started_s": starts, "margin_c": 5}), 10) == 1, f"only one {LATE_S} s late"
 
 
 def test_section_8s_manual_run_paused_1_c_above_offs_lowest_margin_and_resumed_2_c_higher(recorded):
@@ -69,9 +63,7 @@ def test_section_8s_manual_run_paused_1_c_above_offs_lowest_margin_and_resumed_2
     low, high = calls["off"]["runs"].margin_c.min(), calls["off"]["runs"].margin_c.max()
     expected = {"thermal_wait": int(low) + 1, "thermal_cont": int(min(low + 3, high))} if high >= low + 2 else {}
     recorded.section(8)
-    assert recorded.value("manual_thresholds(thermal['off']['runs'].margin_c)") == expected, (
-        f"manual_thresholds should give {expected} for off's margins {low}-{high} C (s8-thresholds)"
-    )
+    assert recorded.value("manual_thresholds(thermal['off']['runs'].margin_c)") == expected, f"off: {low}-{high} C"
     assert {k: calls["manual"][k] for k in expected} == expected, "the manual run used other thresholds"
 
 
@@ -87,10 +79,7 @@ def check_verdict(findings, table, lowest_auto_margin):
         shown, expected = parse(PAUSED, findings), [table["auto"]["pauses"], *price("auto"), *manual]
     else:
         shown, expected = parse(NEVER, findings), [round(lowest_auto_margin), DEFAULT_THERMAL_WAIT, *manual]
-    assert shown == approx(expected, abs=0.051), (
-        f"section 8's verdict gives {shown}; the runs it summarises give {expected} (auto's pauses and price, or its "
-        f"lowest margin and nsight's {DEFAULT_THERMAL_WAIT} C trigger when it never paused; manual's): check s8-verdict"
-    )
+    assert shown == approx(expected, abs=0.051), "auto's pauses and price (or lowest margin and trigger), manual's"
 
 
 def test_section_8s_verdict_states_autos_pauses_and_price_and_manuals_from_their_runs(recorded):

@@ -1,5 +1,4 @@
-"""Section 9, CUPTI in a child process against section 5's sweep: the comparison table and the verdict against the
-rows both recorded, on the Nsight Compute recordings (under CUPTI there is nothing to compare against)."""
+"""Section 9, CUPTI in a child against section 5's sweep: table and verdict against both recordings (ncu)."""
 
 from pytest import approx
 
@@ -26,10 +25,7 @@ def test_section_9s_table_puts_each_cupti_row_beside_section_5s_time_for_the_sam
     rows = recorded.value("both.reset_index().to_dict('records')")
     shown = {(r["Annotation"], r["n"]): [r["CUPTI AvgValue"], r["section 5"], r["CUPTI / section 5"]] for r in rows}
     expected = {key: [cupti, section_5, cupti / section_5] for key, (cupti, section_5) in times.items()}
-    assert shown == approx(expected, rel=1e-9), (
-        f"the comparison table {shown} is not CUPTI's time, section 5's for the same region and size, and their "
-        f"ratio {expected}: check s9-compare's metric filter and index"
-    )
+    assert shown == approx(expected, rel=1e-9), "CUPTI's and section 5's time of one region and size, and the ratio"
 
 
 def test_section_9s_verdict_gives_the_time_ratios_at_the_smallest_and_largest_size_and_both_wall_times(recorded):
@@ -42,10 +38,8 @@ def test_section_9s_verdict_gives_the_time_ratios_at_the_smallest_and_largest_si
     bound = {**recorded.bound(5), **recorded.bound(9)}
     walls = [bound["cupti_result"]["wall_s"], bound["sweep_wall_s"]]
     shown = recorded.shown(9, VERDICT)
-    assert shown[:6] == approx(expected, abs=0.0051) and shown[6:] == approx(walls, abs=0.051), (
-        f"section 9's verdict should give CUPTI / section 5's lowest and highest ratio at n={smallest} and "
-        f"n={largest}, then the child's and section 5's wall times: {expected}, {walls} (s9-verdict)"
-    )
+    assert shown[:6] == approx(expected, abs=0.0051), "CUPTI / section 5's lowest and highest at each end's size"
+    assert shown[6:] == approx(walls, abs=0.051), "the child's wall time, then section 5's"
 
 
 def test_section_9s_two_measurements_of_one_kernel_agree_within_physical_bounds(recorded):

@@ -1,5 +1,4 @@
-"""Section 10, the evidence a call leaves: section 8's "off" folder, its report, and the softmax profiled with ncu's
-sections, against the files and reports the Nsight Compute recordings hold."""
+"""Section 10, the evidence a call leaves, against the files and reports the ncu recordings hold."""
 
 import re
 from pathlib import Path
@@ -38,9 +37,8 @@ def test_section_10s_file_verdict_counts_the_off_calls_files_launches_and_compar
     recorded.section(10)
     folder = Path(recorded.value("str(evidence)"))
     files = sorted(path.name for path in folder.iterdir())
-    assert folder == recorded.out / "s8_off" and all(
-        sum(bool(re.fullmatch(kind, name)) for name in files) == 1 for kind in EVIDENCE
-    ), f"section 10 lists {folder}: {files}, not section 8's off call's report, log, two CSVs and pickle"
+    assert folder == recorded.out / "s8_off", "section 10 must read section 8's off call's folder"
+    assert all(sum(bool(re.fullmatch(kind, name)) for name in files) == 1 for kind in EVIDENCE), files
     processed = pd.read_csv(next(folder.glob("processed_data-*.csv")))
     frame = recorded.bound(8)["thermal"]["off"]["frame"]
     same = list(processed.columns) == list(frame.columns) and processed.AvgValue.tolist() == frame.AvgValue.tolist()
@@ -48,10 +46,7 @@ def test_section_10s_file_verdict_counts_the_off_calls_files_launches_and_compar
     times = [in_ns(launch[TIME]) for launch in launches]
     assert times == approx(runs.Value.tolist(), rel=1e-6), "the report's launches are not the per-run CSV's runs"
     expected = [len(files), "equals" if same else "differs from", len(runs), "as"]
-    assert recorded.shown(10, FILES) == expected, (
-        f"the off call left {len(files)} files, its CSV is its frame: {same}, its report holds {len(runs)} launches, "
-        f"the first timed as the CSV's first run: the verdict should say {expected} (s10-csv, s10-report, s10-verdict)"
-    )
+    assert recorded.shown(10, FILES) == expected, "the files, CSV against frame and launches it found"
 
 
 def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_selected_and_section_6s_roof_share(recorded):
@@ -61,9 +56,7 @@ def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_select
     assert sum(reasons.values()) == approx(launch["smsp__average_warp_latency_per_inst_issued.ratio"].value(), rel=0.05)
     stalls = sorted(((k, v) for k, v in reasons.items() if k != "selected"), key=lambda item: -item[1])
     shown = recorded.value("list(softmax['stalls'].items())")
-    assert "selected" in reasons and dict(shown) == approx(dict(stalls), rel=1e-9), (
-        "softmax['stalls'] should be the report's stall reasons with 'selected' (issuing) left out"
-    )
+    assert "selected" in reasons and dict(shown) == approx(dict(stalls), rel=1e-9), "the reasons but 'selected'"
     assert [v for _, v in shown] == sorted(dict(shown).values(), reverse=True), "softmax['stalls'] is not largest first"
     frame = recorded.bound(6)["bound_frame"]
     row = frame[(frame.Annotation == "row softmax") & (frame.Metric == TIME)].iloc[0]
@@ -71,8 +64,7 @@ def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_select
     (first, most), (second, next_most) = stalls[:2]
     expected = [round(pct), first, approx(most, abs=0.0051), second, approx(next_most, abs=0.0051)]
     assert recorded.shown(10, STALLS) == [*expected, CLOSE if next_most > 0.9 * most else APART], (
-        f"the softmax at {pct:.0f}% of its memory roof in section 6 (its 64 MiB over its time) waited most on {first} "
-        f"({most:.2f}), then {second} ({next_most:.2f}): check s10-stalls-verdict"
+        "section 6's memory roof share (64 MiB over its time), then the top two reasons"
     )
     assert in_ns(launch[TIME]) == approx(row.AvgValue * TO_BASE[row.Unit] / 1e-9, rel=0.3), "not section 6's softmax"
 
@@ -81,14 +73,9 @@ def test_section_10s_stall_verdict_is_the_reports_top_two_reasons_without_select
 def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_below_nine_tenths_of_the_first(
     recorded, share, wording
 ):
-    change = (
-        "_read = read_sections\n"
-        "def read_sections(path):\n"
-        "    found = _read(path)\n"
-        "    found['stalls'] = found['stalls'].copy()\n"
-        f"    found['stalls'].iloc[1] = {share} * found['stalls'].iloc[0]\n"
-        "    return found\n"
-    )
+    moved = f"stalls = found['stalls'].copy(); stalls.iloc[1] = {share} * stalls.iloc[0]"
+    change = f"_read = read_sections\ndef read_sections(path):\n    found = _read(path)\n    {moved}\n"
+    change += "    return {**found, 'stalls': stalls}\n"
     findings = recorded.altered(10, change)["findings"]
     assert parse(STALLS, findings)[-1] == wording, f"with the second stall at {share:.0%} of the first: {findings}"
 
@@ -98,14 +85,9 @@ def test_section_10s_stall_order_wording_turns_where_the_second_reason_falls_bel
 )
 def test_section_10_calls_the_csv_the_frame_up_to_its_last_digit_and_no_further(recorded, shift, wording):
     change = (  # the CSV as read back, its AvgValue moved: by one last digit (a CSV round trip can) or by 1e-9
-        "class _CsvMoved:\n"
-        "    def __getattr__(self, name):\n"
-        "        return getattr(_pd, name)\n"
-        "    def read_csv(self, *args, **kwargs):\n"
-        "        read = _pd.read_csv(*args, **kwargs)\n"
-        "        v = read.AvgValue\n"
-        f"        return read.assign(AvgValue={shift})\n"
-        "_pd, pd = pd, _CsvMoved()\n"
+        "import types\n_pd = pd\ndef _csv(*args, **kwargs):\n    v = (read := _pd.read_csv(*args, **kwargs)).AvgValue"
+        f"\n    return read.assign(AvgValue={shift})\n"
+        "pd = types.SimpleNamespace(**{**vars(_pd), 'read_csv': _csv})\n"
     )
     findings = recorded.altered(10, change)["findings"]
     assert parse(FILES, findings)[1] == wording, f"with the CSV's AvgValue at {shift}: {findings}"

@@ -1,7 +1,4 @@
-"""Section 1's settings and installs (plumbing/setup_helpers.py, imported): each setting read or refused naming
-itself, the choice of ncu, apt-get on a simulated machine (tests/fake_env.py), the pins pip installs."""
-
-from __future__ import annotations
+"""Section 1's settings and installs: each setting read or refused naming itself, the ncu chosen, apt, pip."""
 
 from importlib.metadata import distribution
 from pathlib import Path
@@ -11,6 +8,7 @@ from fake_env import FakeMachine, make_wheelhouse
 from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
+from packaging.version import Version
 from support import cell_by_id
 
 from plumbing import setup_helpers as helpers
@@ -27,8 +25,8 @@ def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
     return folder / "ncu"
 
 
-def auto(environ):
-    return choose_ncu([], "auto", None, environ)
+def auto(environ, profiler="auto"):
+    return choose_ncu([], profiler, None, environ)
 
 
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
@@ -40,8 +38,7 @@ BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executa
     "NCU_PATH not executable": (read_ncu_path, "NCU_PATH", "{tmp}/x/ncu", FileNotFoundError, "not executable"),
     "NCU_PATH too old": (auto, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
     "NCU_PATH not ncu": (auto, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
-    "NCU_PATH bad under cupti": (lambda env: choose_ncu([], "cupti", None, env), "NCU_PATH", "{tmp}/no",
-                                 FileNotFoundError, "or unset it"),
+    "NCU_PATH bad under cupti": (lambda env: auto(env, "cupti"), "NCU_PATH", "{tmp}/no", FileNotFoundError, "unset"),
     "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
     "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
 }  # fmt: skip
@@ -61,8 +58,7 @@ def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case)
 def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     assert helpers.read_profiler_choice({}) == "auto"
     assert helpers.read_profiler_choice({"NSPY_TUTORIAL_PROFILER": " CUPTI "}) == "cupti"
-    (tmp_path / "wheels").mkdir()
-    (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_text("")
+    make_wheelhouse(tmp_path / "wheels", {"a": "1.0"}, {})
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     assert read_wheelhouse({}) is None and read_ncu_path({}) is None
@@ -105,8 +101,7 @@ def machine(tmp_path, monkeypatch):
     def build(**options) -> FakeMachine:
         made = FakeMachine(tmp_path / "machine", **options)
         env = made.build()
-        for name in ("PATH", "PYTHONPATH"):  # its tools and its pip
-            monkeypatch.setenv(name, env[name])
+        monkeypatch.setenv("PATH", env["PATH"]), monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
         return made
 
     monkeypatch.setitem(helpers.APT_FAILURE, "why", "")
@@ -144,14 +139,11 @@ def test_apt_has_time_for_a_slow_link_and_a_hung_one_is_stopped_with_its_helper(
 
 
 def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
-    source = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source
-    apt = [int(part) for part in source.split("nsight-compute-", 1)[1].split('"')[0].split(".")[:2]]
-    report = [int(part) for part in helpers.PINS["ncu-report"].split(".")[:2]]
-    assert report >= apt, f"ncu-report {report} is older than the ncu {apt} section 1 installs: raise its pin"
+    apt = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source.split("nsight-compute-", 1)[1].split('"')[0]
+    assert Version(helpers.PINS["ncu-report"]).release[:2] >= Version(apt).release[:2], f"raise ncu-report to {apt}"
 
 
-def test_installs_without_dependencies_still_bring_everything_nsight_needs():
-    """pip runs with --no-deps: each requirement of a pinned package must be pinned or be Colab's own."""
+def test_installs_without_dependencies_still_bring_everything_nsight_needs():  # pip runs with --no-deps
     colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
     covered = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}
     for name in set(helpers.PINS) - {"nvidia-ml-py"}:  # not in the CPU suite's Python; it requires nothing
@@ -166,14 +158,11 @@ def test_cuda_bindings_go_into_the_cupti_folder_only_when_this_python_lacks_13(c
     assert ("cuda-bindings" in pins) is installs_bindings and {"cupti-python", "nvidia-cuda-cupti"} <= set(pins)
 
 
-def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_names_it_and_how_to_remake_it(
-    tmp_path, machine
-):
+def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_says_how_to_remake_it(tmp_path, machine):
     fake, wheels = machine(), make_wheelhouse(tmp_path / "wheels", {"a-pkg": "1.0"}, {})
     assert helpers.install_pins({"a-pkg": "1.0"}, tmp_path / "into", wheels, tmp_path / "pip.log") == ["a-pkg==1.0"]
     assert {"--no-index", "--find-links", str(wheels)} <= set(fake.calls("pip")[0]["argv"]), "offline, from wheels"
     with pytest.raises(RuntimeError) as raised:
-        helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", tmp_path / "wheels", tmp_path / "pip.log")
-    said = str(raised.value)
-    assert "no-such-xyz==1.0" in said and f"NSPY_TUTORIAL_WHEELHOUSE={tmp_path / 'wheels'}" in said, said
-    assert f"--python-version {helpers.PYTHON}" in said, "the wheelhouse must be remade for this Python"
+        helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", wheels, tmp_path / "pip.log")
+    wanted = ("no-such-xyz==1.0", f"NSPY_TUTORIAL_WHEELHOUSE={wheels}", f"--python-version {helpers.PYTHON}")
+    assert all(text in str(raised.value) for text in wanted), "name the wheel, the setting, how to remake it"

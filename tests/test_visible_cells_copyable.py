@@ -1,22 +1,17 @@
-"""A learner copies the visible cells into a notebook of their own: every global name a visible cell reads (at top
-level or in its functions, by symtable) must be a builtin, bound in the cell or by an earlier visible cell. Named
-exceptions: section 1's cells (a learner's own setup replaces them) and the values it reports, and the plumbing
-entry points visible cells call (the CUPTI child, the plots, section 10's report tools, the harness's reports)."""
-
-from __future__ import annotations
+"""Every global name a visible cell reads is a builtin, bound in it or by an earlier visible cell (named exceptions)."""
 
 import builtins
-import symtable
 
 import nbformat
 import notebook_format
-from notebook_ast import cell_python
-from support import cells_with_section
+from IPython.core.inputtransformer2 import TransformerManager
+from support import free_names, module_level_names
 
 import plumbing.figures
 import plumbing.harness
 import plumbing.report_tools
 import plumbing.setup_helpers
+from plumbing.cells import section_of
 
 ENTRY_POINTS = {"run_cupti_child", "profile_with_sections", "read_sections", "verdict", "check_figure", "in_base_units",
                 "short_kernel_name", *(name for name in vars(plumbing.figures) if name[:5] == "plot_")}  # fmt: skip
@@ -29,24 +24,15 @@ KNOWN = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "OUT_DIR", "display"
 def hidden_names(notebook) -> dict[str, list[str]]:
     """cell id -> the names it reads that only a folded cell (so far) binds."""
     visible_bound, folded_bound, problems = set(), set(), {}
-    for section, cell in cells_with_section(notebook):
-        if cell.cell_type != "code":
-            continue
-        top = symtable.symtable(cell_python(cell), "<cell>", "exec")
-        tables, bound = [top], {symbol.get_name() for symbol in top.get_symbols() if symbol.is_assigned()
-                                or symbol.is_imported()}  # fmt: skip
-        bound |= {child.get_name() for child in top.get_children() if child.get_type() in ("function", "class")}
-        for table in tables:
-            tables += table.get_children()
-        read = {symbol.get_name() for table in tables for symbol in table.get_symbols()
-                if symbol.is_referenced() and (table is top or symbol.is_global())}  # fmt: skip
+    for cell in (cell for cell in notebook.cells if cell.cell_type == "code"):
+        source = TransformerManager().transform_cell(cell.source)
         if notebook_format.is_folded(cell):
-            folded_bound |= bound
+            folded_bound |= module_level_names(source)
             continue
-        if section != 1 and (hidden := sorted(name for name in read - visible_bound - bound - KNOWN
-                                              if name in folded_bound)):  # fmt: skip
+        hidden = sorted((free_names(source) - visible_bound - KNOWN) & folded_bound)
+        if hidden and section_of(cell.get("id")) != 1:
             problems[cell.get("id")] = hidden
-        visible_bound |= bound
+        visible_bound |= module_level_names(source)
     return problems
 
 
@@ -64,8 +50,4 @@ def test_the_checker_finds_a_name_only_a_folded_cell_binds():
 
 def test_every_visible_cell_uses_only_names_from_earlier_visible_cells(notebook):
     problems = hidden_names(notebook)
-    assert not problems, (
-        "visible cells read names only a folded cell defines (a learner who copies them gets a NameError): "
-        + "; ".join(f"{cell}: {', '.join(names)}" for cell, names in problems.items())
-        + ". Import or define each one in an earlier visible cell (or in the cell itself)."
-    )
+    assert not problems, f"import or define these in an earlier visible cell (a copy raises NameError): {problems}"
