@@ -61,7 +61,6 @@ if "--import" in args:
     print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
 elif "--call" in args:
     work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
-    Path(work, "calls", call + ".session.json").write_text(json.dumps({{"session_s": 0.5}}))
     print("==PROF== Report:", Path(work, "out", "s4_all_none", "report.ncu-rep"), "by", sys.executable)  # as ncu says
 else:
     shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
