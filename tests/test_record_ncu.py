@@ -213,8 +213,11 @@ def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_
     pd.testing.assert_frame_equal(rebuilt, recording["variables"]["bound_frame"])
 
 
-def test_ncu_inner_runs_its_call_with_nsights_own_session_and_exits_0(launch_mode, monkeypatch):
-    """The command the outer gives ncu, run as ncu would."""
+@pytest.mark.parametrize(("call", "exit_status", "ran"), [("6-0", 0, 1), ("9-0", 3, 0)])
+def test_ncu_inner_runs_its_call_with_nsights_own_session_and_exits_0_or_3_if_its_cells_never_reach_it(
+    launch_mode, monkeypatch, call, exit_status, ran
+):
+    """The command the outer gives ncu, run as ncu would; a non-zero exit fails the call in the outer."""
     work, _ = launch_mode
     from nsight.collection import core
 
@@ -224,10 +227,10 @@ def test_ncu_inner_runs_its_call_with_nsights_own_session_and_exits_0(launch_mod
     for module_name, name, _ in ncu_launch.PATCHED_FUNCTIONS:  # undone after the test: the inner never unpatches
         module = importlib.import_module(module_name)
         monkeypatch.setattr(module, name, getattr(module, name))
-    command = ncu_launch.inner_program(work, "6-0")
+    command = ncu_launch.inner_program(work, call)
     assert command[:2] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py")], command
-    assert ncu_inner.main(command[2:]) == 0, "the inner must stop after its own call"
-    assert len(sessions) == 1, f"the inner ran {sessions}: exactly its own call"
+    assert ncu_inner.main(command[2:]) == exit_status, "the inner exits 0 only after its own call, else 3"
+    assert len(sessions) == ran, f"the inner ran {sessions}: exactly its own call"
 
 
 def test_the_recorder_exits_2_when_a_section_failed_though_it_wrote_the_others(monkeypatch, tmp_path, capsys):
