@@ -9,12 +9,11 @@ import symtable
 import sys
 from pathlib import Path
 
-import nbformat
 import recordings
 from kernel_session import KernelSession
 from pytest import approx
 
-from plumbing.cells import HARNESS, SECTION_PLAN, section_of
+from plumbing.cells import HARNESS, SECTION_PLAN
 from plumbing.harness import lookup_peaks
 
 RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
@@ -84,16 +83,6 @@ def ncu_namespace(*cell_ids: str, **names) -> dict:
         namespace.update(names)
         recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
     return namespace
-
-
-def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode:
-    found = [cell for cell in nb.cells if cell.get("id") == cell_id]
-    assert found, f"the notebook has no cell with id {cell_id!r}; tests address cells by id"
-    return found[0]
-
-
-def section_code_cells(nb: nbformat.NotebookNode, number: int) -> list[nbformat.NotebookNode]:
-    return [cell for cell in nb.cells if cell.cell_type == "code" and section_of(cell.get("id")) == number]
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:
