@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import recordings
+from fake_env import executable
 from kernel_session import KernelSession
 from pytest import approx
 
@@ -67,10 +68,8 @@ else:
 
 
 def fake_ncu(folder, report="") -> tuple:  # (the fake ncu, the file it notes its last command line in)
-    fake, log = folder / "ncu", folder / "ncu_args.json"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report)))
-    fake.chmod(0o755)
-    return fake, log
+    log = folder / "ncu_args.json"
+    return executable(folder / "ncu", FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report))), log
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:

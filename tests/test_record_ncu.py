@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import record_ncu
 import recordings
+from fake_env import executable
 from nsight.collection import ncu as nsight_ncu
 from support import ROOT, RUN, fake_ncu, ncu_namespace
 
@@ -78,9 +79,8 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu_an
 def test_ncu_path_names_the_ncu_the_recorder_runs_its_folder_its_version_and_one_older_than_2025_1_is_refused(
     tmp_path, monkeypatch, given, version
 ):
-    fake = tmp_path / "ncu"
-    fake.write_text(f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n")
-    fake.chmod(0o755)
+    banner = f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n"
+    fake = executable(tmp_path / "ncu", banner)
     monkeypatch.setenv("NCU_PATH", str(tmp_path if given == "folder" else fake))
     assert record_ncu.ncu_executable() == str(fake), "NCU_PATH (a folder: its ncu) must be the ncu that runs"
     if version < "2025.1":

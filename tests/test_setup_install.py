@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import recordings
-from fake_env import FakeMachine, make_wheelhouse
+from fake_env import FakeMachine, executable, make_wheelhouse
 from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
@@ -19,9 +19,8 @@ PACKAGE = "nsight-compute-2026.3.1"
 
 
 def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ncu").write_text(f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version}.0 (build 7)'\n")
-    (folder / "ncu").chmod(mode)
+    script = f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version}.0 (build 7)'\n"
+    executable(folder / "ncu", script).chmod(mode)
     return folder / "ncu"
 
 
