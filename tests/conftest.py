@@ -14,17 +14,23 @@ def notebook() -> nbformat.NotebookNode:
 
 
 @pytest.fixture
-def patched(tmp_path, monkeypatch):
-    """The outer recorder's patches on the installed nsight, with a fake ncu; undone afterwards."""
-    import ncu_launch  # here, not at the top: the GPU run's pytest has no nsight of its own
-    from nsight.collection import ncu as nsight_ncu
+def ncu_work(tmp_path, monkeypatch):
+    """A recorder's scratch folder (calls/ made, out/ the output folder), this process's nsight as the recorder's."""
+    from nsight.collection import ncu as nsight_ncu  # here, not at the top: the GPU run's pytest has no nsight
 
-    fake, log = fake_ncu(tmp_path)
-    work = tmp_path / "work"
-    (work / "calls").mkdir(parents=True)
+    (work := tmp_path / "work").joinpath("calls").mkdir(parents=True)
     monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
     # The recorder imports nsight with NSPY_NCU_INIT_AT_IMPORT=0; this test process did not, and has no ncu.
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
+    return work
+
+
+@pytest.fixture
+def patched(tmp_path, ncu_work):
+    """The outer recorder's patches on the installed nsight, with a fake ncu; undone afterwards."""
+    import ncu_launch  # here, not at the top: the GPU run's pytest has no nsight of its own
+
+    work, (fake, log) = ncu_work, fake_ncu(tmp_path)
     calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
     calls.install()
     calls.where = (4, SECTION_PLAN[4]["run"][0])

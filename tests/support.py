@@ -9,12 +9,12 @@ import symtable
 import sys
 from pathlib import Path
 
-import nbformat
 import recordings
+from fake_env import executable
 from kernel_session import KernelSession
 from pytest import approx
 
-from plumbing.cells import HARNESS, SECTION_PLAN, section_of
+from plumbing.cells import HARNESS, SECTION_PLAN
 from plumbing.harness import lookup_peaks
 
 RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
@@ -68,10 +68,8 @@ else:
 
 
 def fake_ncu(folder, report="") -> tuple:  # (the fake ncu, the file it notes its last command line in)
-    fake, log = folder / "ncu", folder / "ncu_args.json"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report)))
-    fake.chmod(0o755)
-    return fake, log
+    log = folder / "ncu_args.json"
+    return executable(folder / "ncu", FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report))), log
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:
@@ -84,16 +82,6 @@ def ncu_namespace(*cell_ids: str, **names) -> dict:
         namespace.update(names)
         recordings.run_cell(namespace, recordings.cell_source(cells, cell_id), cell_id, echo=False)
     return namespace
-
-
-def cell_by_id(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode:
-    found = [cell for cell in nb.cells if cell.get("id") == cell_id]
-    assert found, f"the notebook has no cell with id {cell_id!r}; tests address cells by id"
-    return found[0]
-
-
-def section_code_cells(nb: nbformat.NotebookNode, number: int) -> list[nbformat.NotebookNode]:
-    return [cell for cell in nb.cells if cell.cell_type == "code" and section_of(cell.get("id")) == number]
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:

@@ -16,6 +16,7 @@ import pytest
 import record_ncu
 import recordings
 import render_recorded
+from fake_env import files_of, fresh_clone
 from support import NOTEBOOK, ROOT
 
 from plumbing.cells import SECTION_ONE_NAMES
@@ -37,14 +38,10 @@ def test_a_recording_is_committed():
 def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_rendering_it_again_changes_no_file(
     folder, tmp_path
 ):
-    repo, where = tmp_path / "repo", folder.relative_to(ROOT)  # the page names its recording by its repository path
-    for part in ("scripts", "plumbing", where):
-        shutil.copytree(ROOT / part, repo / part)
-    for name in ("nsight_python_t4_tutorial.ipynb", "requirements.txt"):
-        shutil.copy(ROOT / name, repo / name)
+    repo, where = fresh_clone(tmp_path / "repo"), folder.relative_to(ROOT)  # the page names its recording by its path
+    shutil.copytree(folder, repo / where)
     subprocess.run([sys.executable, "scripts/render_recorded.py", where], check=True, capture_output=True, cwd=repo)
-    before, after = ({p.relative_to(top): p.read_bytes() for p in top.rglob("*") if p.is_file()}
-                     for top in (folder, repo / where))  # fmt: skip
+    before, after = files_of(folder), files_of(repo / where)
     changed = sorted(str(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     assert not changed, (
         f"rendering {where} again rewrote {changed}: if the notebook changed, re-render and commit the page (python "

@@ -11,7 +11,7 @@ import sys
 import nsight
 import numpy as np
 import pytest
-from fake_env import build_fake_injection_library
+from fake_env import build_fake_injection_library, executable
 from nsight import extraction, transformation, utils
 
 from plumbing import setup_helpers
@@ -41,8 +41,7 @@ def child(tmp_path, monkeypatch):
     libcupti, python, record = tmp_path / "cupti/nvidia/cu13/lib/libcupti.so.13", tmp_path / "python", tmp_path / "c"
     libcupti.parent.mkdir(parents=True)
     libcupti.touch()
-    python.write_text(FAKE_PYTHON.format(python=sys.executable, record=str(record)))
-    python.chmod(0o755)
+    executable(python, FAKE_PYTHON.format(python=sys.executable, record=str(record)))
     return libcupti, str(python), record
 
 

@@ -7,6 +7,7 @@ import shutil
 import embed_modules
 import notebook_format
 import pytest
+import recordings
 from fake_env import requirement_pins
 from support import NOTEBOOK, ROOT
 
@@ -14,7 +15,7 @@ from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
 
 def _cells(path=NOTEBOOK):
-    return {cell["id"]: "".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]}
+    return {cell["id"]: cell["source"] for cell in recordings.load_cells(path)}
 
 
 def _edited(tmp_path, change):

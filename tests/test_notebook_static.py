@@ -14,7 +14,7 @@ import nsight
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from notebook_format import is_folded
-from support import ROOT, module_level_names, section_code_cells
+from support import ROOT, module_level_names
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
@@ -152,7 +152,7 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
 
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
 def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook, number):
-    last = section_code_cells(notebook, number)[-1]
+    last = [cell for cell in code_cells(notebook) if section_of(cell.get("id")) == number][-1]
     calls = [node for node in ast.walk(ast.parse(python(last.source))) if isinstance(node, ast.Call)]
     marks = [call for call in calls if dotted(call.func) == "verdict"]
     assert not is_folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (

@@ -5,17 +5,18 @@ import re
 import pytest
 import recordings
 from kernel_session import KernelSession
-from support import cell_by_id, section_code_cells
 
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
+CELLS = recordings.load_cells()
+
 
 @pytest.fixture(scope="module")
-def learner(notebook, tmp_path_factory):
+def learner(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plain")
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
     for cell_id in (HARNESS, SETUP_HELPERS):  # a failed set-up's kernel is killed by KernelSession's finaliser
-        session.run(cell_by_id(notebook, cell_id).source)
+        session.run(recordings.cell_source(CELLS, cell_id))
     session.run(recordings.cpu_section_one_source(recordings.recording_folders()[0]))
     yield session
     session.close()
@@ -41,10 +42,10 @@ def test_magics_semicolon_underscore_and_a_raising_cell_behave_as_in_plain_ipyth
     assert learner.execute("print(before + 1)").stdout == "2\n", "the cell after an error must run"
 
 
-def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(notebook, learner):
+def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_do_nothing(learner):
     learner.execute("USE_NCU, ENVIRONMENT['profiler'] = False, 'cupti'")  # as section 1 ends without Nsight Compute
-    for cell in (cell_by_id(notebook, SECTION_PLAN[4]["run"][0]), section_code_cells(notebook, 4)[-1]):  # the verdict
-        reply = learner.execute(cell.source)
-        assert reply.status == "ok" and reply.stdout == "", f"under CUPTI {cell.id} must do nothing: {reply.stdout}"
+    for cell_id in (SECTION_PLAN[4]["run"][0], recordings.section_steps(CELLS, 4)[-1][0]):  # the verdict
+        reply = learner.execute(recordings.cell_source(CELLS, cell_id))
+        assert reply.status == "ok" and reply.stdout == "", f"under CUPTI {cell_id} must do nothing: {reply.stdout}"
     assert learner.value("'condition_frames' in globals()") is False
     assert learner.value("section_entry(4)['status']") == "SKIPPED", "under CUPTI no verdict means SKIPPED here"

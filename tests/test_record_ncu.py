@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import record_ncu
 import recordings
+from fake_env import executable
 from nsight.collection import ncu as nsight_ncu
 from support import ROOT, RUN, fake_ncu, ncu_namespace
 
@@ -78,9 +79,8 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu_an
 def test_ncu_path_names_the_ncu_the_recorder_runs_its_folder_its_version_and_one_older_than_2025_1_is_refused(
     tmp_path, monkeypatch, given, version
 ):
-    fake = tmp_path / "ncu"
-    fake.write_text(f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n")
-    fake.chmod(0o755)
+    banner = f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n"
+    fake = executable(tmp_path / "ncu", banner)
     monkeypatch.setenv("NCU_PATH", str(tmp_path if given == "folder" else fake))
     assert record_ncu.ncu_executable() == str(fake), "NCU_PATH (a folder: its ncu) must be the ncu that runs"
     if version < "2025.1":
@@ -131,15 +131,11 @@ NO_REPORT = "No NVIDIA Nsight Compute report found"  # nsight's own extraction, 
 
 
 @pytest.fixture
-def launch_mode(tmp_path, monkeypatch):
+def launch_mode(tmp_path, monkeypatch, ncu_work):
     """What the outer process has on the runner, without torch or a GPU."""
-    work = tmp_path / "work"
-    (work / "calls").mkdir(parents=True)
-    report = tmp_path / "sections.ncu-rep"
+    work, report = ncu_work, tmp_path / "sections.ncu-rep"
     report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_softmax").glob("*.ncu-rep.xz")).read_bytes()))
     fake, _ = fake_ncu(tmp_path, report)
-    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(work / "out"))
-    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
     facts = {**recordings.load_recording(COMMITTED[0])["environment"], "ncu_path": str(fake)}
     real = ncu_launch.section_one_names  # with the recording's facts: this machine has no torch
     monkeypatch.setattr(ncu_launch, "section_one_names", lambda namespace: real(namespace, facts))
@@ -194,16 +190,13 @@ def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or
     assert set(done["ncu_runs"]) <= {10}, "a profiled call's ncu is counted with its call, not as a section's own"
 
 
-def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_frame(tmp_path, monkeypatch):
+def test_the_inner_process_serves_earlier_calls_so_nsight_rebuilds_the_recorded_frame(ncu_work):
     """Under ncu, every call before the inner's own is answered with the raw frame the outer extracted."""
     recording = recordings.load_recording(COMMITTED[0])
     call = next(call for call in recording["calls"] if call["section"] == 6)
-    (tmp_path / "calls").mkdir()
-    (tmp_path / "calls" / "6-0.pkl").write_bytes(pickle.dumps(("frame", recordings.decode(call["raw_frame"]))))
-    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
-    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)
+    (ncu_work / "calls" / "6-0.pkl").write_bytes(pickle.dumps(("frame", recordings.decode(call["raw_frame"]))))
     namespace = ncu_namespace(*SECTION_PLAN[6]["define"])
-    calls = ncu_launch.ProfiledCalls(tmp_path, "inner", target="6-1", log=lambda *_: None)
+    calls = ncu_launch.ProfiledCalls(ncu_work, "inner", target="6-1", log=lambda *_: None)
     calls.install()
     calls.where = (6, RUN[6])
     try:

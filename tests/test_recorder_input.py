@@ -5,37 +5,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import recorder_input
+from fake_env import executable, files_of, fresh_clone
 from recordings import RecorderError
-from support import ROOT
-
-
-def every_file(folder: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
 @pytest.fixture()
 def machine(tmp_path):
     """A copy of what the recorder imports, a folder of the user's own files beside it, a HOME elsewhere, no GPU."""
-    clone = tmp_path / "above" / "clone"  # its parent holds neither HOME nor the test's other folders
-    for part in ("scripts", "plumbing"):
-        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "requirements.txt", clone / "requirements.txt")  # plumbing/setup_helpers.py reads it
+    clone = fresh_clone(tmp_path / "above" / "clone")  # its parent holds neither HOME nor the test's other folders
     (clone.parent / "mine").mkdir()
     (clone.parent / "mine" / "thesis.txt").write_text("my own work")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".bashrc").write_text("# mine\n")
     for folder in (clone, clone.parent, tmp_path, tmp_path / "home"):  # marked: only their being these may refuse them
         (folder / recorder_input.MARKER).write_text("")
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
-    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    executable(tmp_path / "bin" / "nvidia-smi", "#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("NSPY_")}
     return clone, {**env, "HOME": str(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
 
@@ -50,12 +39,12 @@ def test_the_recorder_refuses_a_scratch_folder_it_did_not_make_or_a_machine_with
     machine, tmp_path, kind
 ):
     clone, env = machine
-    before = every_file(tmp_path)
+    before = files_of(tmp_path)
     done = subprocess.run(
         [sys.executable, "scripts/record_ncu.py", "--sections", "2", "--dest", str(tmp_path / "dest")],
         cwd=clone, env={**env, "NSPY_RECORD_WORK": REFUSED[kind]}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert every_file(tmp_path) == before, f"NSPY_RECORD_WORK={REFUSED[kind]}: files changed though it refused"
+    assert files_of(tmp_path) == before, f"NSPY_RECORD_WORK={REFUSED[kind]}: files changed though it refused"
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1500:]
     named = ["no NVIDIA GPU"] if kind == "new" else [f"NSPY_RECORD_WORK={REFUSED[kind]} ", "set NSPY_RECORD_WORK"]
     assert all(text in done.stderr for text in named), f"name the setting and the fix, first: {done.stderr}"

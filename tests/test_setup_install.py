@@ -4,12 +4,12 @@ from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
-from fake_env import FakeMachine, make_wheelhouse
+import recordings
+from fake_env import FakeMachine, executable, make_wheelhouse
 from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
 from packaging.version import Version
-from support import cell_by_id
 
 from plumbing import setup_helpers as helpers
 from plumbing.cells import SECTION_ONE_CELLS
@@ -19,9 +19,8 @@ PACKAGE = "nsight-compute-2026.3.1"
 
 
 def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ncu").write_text(f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version}.0 (build 7)'\n")
-    (folder / "ncu").chmod(mode)
+    script = f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version}.0 (build 7)'\n"
+    executable(folder / "ncu", script).chmod(mode)
     return folder / "ncu"
 
 
@@ -138,8 +137,9 @@ def test_apt_has_time_for_a_slow_link_and_a_hung_one_is_stopped_with_its_helper(
         assert ends_soon(int((fake.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
 
 
-def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs(notebook):
-    apt = cell_by_id(notebook, SECTION_ONE_CELLS["apt"]).source.split("nsight-compute-", 1)[1].split('"')[0]
+def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs():
+    source = recordings.cell_source(recordings.load_cells(), SECTION_ONE_CELLS["apt"])
+    apt = source.split("nsight-compute-", 1)[1].split('"')[0]
     assert Version(helpers.PINS["ncu-report"]).release[:2] >= Version(apt).release[:2], f"raise ncu-report to {apt}"
 
 

@@ -3,9 +3,9 @@
 import shutil
 
 import pytest
+import recordings
 from fake_env import COLAB_SITE, FakeMachine, clean_environment
 from kernel_session import CellError, KernelSession
-from support import cell_by_id
 
 from plumbing.cells import GPU_CHECK, HARNESS, SECTION_ONE_CELLS, SETUP_HELPERS
 from plumbing.setup_helpers import PINS
@@ -18,10 +18,10 @@ APT_NCU = "opt/nvidia/nsight-compute/2026.3.1/ncu"
 class Run:
     """A kernel on a simulated machine that runs the notebook's cells by id until one raises."""
 
-    def __init__(self, notebook, machine: FakeMachine, env: dict[str, str]):
+    def __init__(self, notebook: list[dict], machine: FakeMachine, env: dict[str, str]):  # recordings.load_cells()
         self.notebook, self.machine, self.env, self.outputs = notebook, machine, env, {}
         self.kernel = KernelSession(env, machine.root / "cwd", base_env=clean_environment())
-        self.all = [cell.id for cell in notebook.cells if cell.cell_type == "code"]
+        self.all = [cell["id"] for cell in notebook if cell["type"] == "code"]
         self.section_1 = self.all[: self.all.index(IMPORT) + 1]
 
     def cells(self, ids, before: str = "") -> "Run":
@@ -30,7 +30,7 @@ class Run:
             if cell_id == PROBE and before:
                 self.kernel.run("# @title test set-up\n" + before)
             try:
-                self.outputs[cell_id] = self.kernel.run(cell_by_id(self.notebook, cell_id).source, timeout=300)
+                self.outputs[cell_id] = self.kernel.run(recordings.cell_source(self.notebook, cell_id), timeout=300)
             except CellError as error:
                 self.outputs[cell_id], self.stopped_at, self.error = error.stdout, cell_id, error
                 break
@@ -46,8 +46,8 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def start(notebook, tmp_path_factory):
-    started = []
+def start(tmp_path_factory):
+    notebook, started = recordings.load_cells(), []
 
     def begin(name: str, kernel_env: dict | None = None, machine: FakeMachine | None = None, **options) -> Run:
         machine = machine or FakeMachine(tmp_path_factory.mktemp(name), **options)
@@ -121,7 +121,7 @@ def test_profiler_cupti_skips_nsight_compute_and_activates_cupti_with_nsights_to
     run.assert_stopped_where_a_gpu_is_needed()
     run.kernel.run("# @title test set-up\npreload_libcupti = lambda folder: folder / 'libcupti.so.13'")
     with pytest.raises(CellError, match="cupti-python is required"):  # nsight.activate(CUPTI) asks for it
-        run.kernel.run(cell_by_id(run.notebook, IMPORT).source)
+        run.kernel.run(recordings.cell_source(run.notebook, IMPORT))
     assert run.kernel.value("nsight.collection.ncu.injection_load_error is None"), "nsight tried to load ncu"
     assert run.kernel.value("'torch' in sys.modules") is False, "torch must come after the backend is chosen"
 
@@ -137,7 +137,7 @@ def no_gpu(start):
     run.machine.gpu = "Tesla K80, 3.7"
     run.machine.save()
     with pytest.raises(CellError, match="compute capability 3.7"):
-        run.kernel.run(cell_by_id(run.notebook, GPU_CHECK).source)
+        run.kernel.run(recordings.cell_source(run.notebook, GPU_CHECK))
     run.machine.gpu, run.machine.apt = "Tesla T4, 7.5", "unreachable"
     run.machine.save()
     return run
