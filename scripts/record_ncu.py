@@ -193,13 +193,13 @@ def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
 
 
 def print_plan(sections: list[int]) -> None:
-    for section, cell_id, role in recordings.plan(load_cells(), sections):
+    for section, cell_id, role in recordings.plan(cells := load_cells(), sections):
         under = ", each profiled call under its own ncu" if role == "run" and cell_id not in NOT_UNDER_NCU else ""
         print(f"section {section or '-'}: {cell_id} ({role}{under})")
     for number in recordings.missing_dependencies(sections):
         print(f"section {number}: read by {[n for n in sections if number in SECTION_DEPENDENCY.get(n, ())]}, "
               "taken from the recording in docs/verified (values and reports), not recorded again")  # fmt: skip
-    print("metrics in the notebook:", ", ".join(notebook_metrics(load_cells())))
+    print("metrics in the notebook:", ", ".join(notebook_metrics(cells)))
 
 
 def main(argv: list[str] | None = None) -> int:
