@@ -17,11 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the notebook's plumbing
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: the notebook's plumbing
 from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a plain python3 has what it needs)
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
 

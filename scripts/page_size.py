@@ -12,9 +12,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from notebook_format import DEFAULT_NOTEBOOK as NOTEBOOK  # the tutorial
 from notebook_format import is_folded
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "nsight_python_t4_tutorial.ipynb"
 LIMITS = {  # measure: (most allowed, what it counts)
     "visible_lines": (450, "visible code lines"), "largest_visible_cell": (20, "lines in the largest visible cell"),
     "median_visible_cell": (10, "lines in the median visible cell"), "folded_lines": (600, "folded code lines"),

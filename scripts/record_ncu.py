@@ -130,8 +130,8 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     output folder; None when they read none."""
     if not (missing := recordings.missing_dependencies(sections)):
         return None
-    usable = [folder for folder in recordings.recording_folders(dest_root)
-              if all(str(dep) in recordings.load_recording(folder)["sections"] for dep in missing)]  # fmt: skip
+    loaded = {folder: recordings.load_recording(folder) for folder in recordings.recording_folders(dest_root)}
+    usable = [folder for folder, found in loaded.items() if all(str(d) in found["sections"] for d in missing)]
     if not usable:
         together = ",".join(map(str, sorted({*sections, *missing})))
         raise RecorderError(f"sections {sections} read sections {missing}, and no recording in {dest_root} holds "
@@ -140,7 +140,7 @@ def needed_reports(sections: list[int], dest_root: Path, work: Path) -> dict | N
     for name in (name for number in sections for name in report_folders_of(number)):
         shutil.rmtree(work / "out" / name, ignore_errors=True)  # its own: made again here
     log_line(f"[record] sections {missing} (read by {sections}) from {usable[-1]}")
-    return recordings.load_recording(usable[-1])
+    return loaded[usable[-1]]
 
 
 def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
@@ -193,13 +193,13 @@ def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
 
 
 def print_plan(sections: list[int]) -> None:
-    for section, cell_id, role in recordings.plan(load_cells(), sections):
+    for section, cell_id, role in recordings.plan(cells := load_cells(), sections):
         under = ", each profiled call under its own ncu" if role == "run" and cell_id not in NOT_UNDER_NCU else ""
         print(f"section {section or '-'}: {cell_id} ({role}{under})")
     for number in recordings.missing_dependencies(sections):
         print(f"section {number}: read by {[n for n in sections if number in SECTION_DEPENDENCY.get(n, ())]}, "
               "taken from the recording in docs/verified (values and reports), not recorded again")  # fmt: skip
-    print("metrics in the notebook:", ", ".join(notebook_metrics(load_cells())))
+    print("metrics in the notebook:", ", ".join(notebook_metrics(cells)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,16 +94,16 @@ def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
 
 def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     recording, cells = recordings.load_recording(folder), recordings.load_cells()
-    by_id, gpu, ncu = {cell["id"]: cell for cell in cells}, *map(recording["provenance"].get, ("gpu", "ncu_version"))
+    gpu, ncu = map(recording["provenance"].get, ("gpu", "ncu_version"))
     ran = f"*Recorded:* the next cell ran on the {gpu} under ncu {ncu} in launch mode; below is what it printed there."
     notebook = nbformat.v4.new_notebook()
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell(label(recording)))
-    notebook.cells.append(folded(by_id[HARNESS]["source"], hide="remove-cell"))  # prints only OUT_DIR
+    notebook.cells.append(folded(recordings.cell_source(cells, HARNESS), hide="remove-cell"))  # prints only OUT_DIR
     here = Path(os.path.relpath(folder.resolve(), ROOT)).as_posix()  # the kernel runs in the repository
     notebook.cells.append(folded(recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE))
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
-        notebook.cells.append(folded(by_id[cell_id]["source"], hide="remove-cell"))
+        notebook.cells.append(folded(recordings.cell_source(cells, cell_id), hide="remove-cell"))
     for number in recordings.recorded_sections(recording):
         if reads_report_folders(number):
             restore = f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)"
