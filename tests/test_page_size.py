@@ -49,3 +49,8 @@ def test_the_tutorial_keeps_to_the_limit_on(measure):
         f"the tutorial is over its limit on {measure}: run python scripts/page_size.py, then split the cell, move "
         "plumbing into a folded helper or tighten the prose"
     )
+
+
+def test_page_size_measures_the_tutorial_when_given_no_notebook(capsys):
+    assert page_size.main([]) == 0, "with no argument page_size.py must measure the tutorial"
+    assert NOTEBOOK.name in capsys.readouterr().out
