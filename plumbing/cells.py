@@ -22,10 +22,10 @@ SECTION_ONE_CELLS = {"apt": "s1-apt-code", "ncu": "s1-ncu-code", "pip": "s1-pip-
 # and bound; the recorded page shows that output), "define" cells only define what they use ("gpu_define": those that
 # read the GPU through NVML, whose bound values stand in on a CPU). Other code cells are analysis, run on a CPU.
 SECTION_PLAN = {
-    2: {"define": ("s2-tools", "s2-define"), "run": ("s2-run",)},
+    2: {"define": ("s2-tools", "s2-define", "s2-strict"), "run": ("s2-run", "s2-error")},
     3: {"define": ("s3-define", "s3-why-define"), "run": ("s3-run", "s3-why-run")},
-    4: {"define": ("s4-define", "s4-sizes"), "run": ("s4-run",)},
-    5: {"define": ("s5-define", "s5-benchmarks"), "run": ("s5-run",)},
+    4: {"define": ("s4-define", "s4-calls"), "gpu_define": ("s4-sizes",), "run": ("s4-run",)},
+    5: {"define": ("s5-define",), "run": ("s5-run",)},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
     7: {"define": ("s7-define", "s7-calls"), "run": ("s7-error", "s7-run")},
     8: {"define": ("s8-define", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-more-collectors"),
@@ -34,7 +34,7 @@ SECTION_PLAN = {
     10: {"define": ("s10-tools", "s10-define"), "run": ("s10-profile", "s10-details")},
 }  # fmt: skip
 # Names a section's define cells bind for later sections: a recorder runs those cells before any section it records.
-SHARED_NAMES = ("out_prefix", "add_kernels", "SWEEP_SIZES", "both_precisions")
+SHARED_NAMES = ("QUIET", "EVERY_CALL", "add")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
 NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-details")
 # Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
