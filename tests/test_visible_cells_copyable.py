@@ -9,13 +9,12 @@ from support import free_names, module_level_names
 
 import plumbing.figures
 import plumbing.harness
-import plumbing.report_tools
 import plumbing.setup_helpers
 from plumbing.cells import section_of
 
 ENTRY_POINTS = {"run_cupti_child", "profile_with_sections", "read_sections", "verdict", "check_figure", "in_base_units",
                 "short_kernel_name", *(name for name in vars(plumbing.figures) if name[:5] == "plot_")}  # fmt: skip
-MODULES = (plumbing.figures, plumbing.harness, plumbing.report_tools, plumbing.setup_helpers)
+MODULES = (plumbing.figures, plumbing.harness, plumbing.setup_helpers)
 assert ENTRY_POINTS <= {name for module in MODULES for name in vars(module)}, "an exception names no helper"
 KNOWN = {"PEAKS", "PEAKS_LABEL", "L2_BYTES", "ENVIRONMENT", "OUT_DIR", "display", "get_ipython", "In", "Out",
          *ENTRY_POINTS, *dir(builtins)}  # fmt: skip
