@@ -28,7 +28,7 @@ SECTION_PLAN = {
     5: {"define": ("s5-define", "s5-benchmarks"), "run": ("s5-run",)},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
     7: {"define": ("s7-define",), "run": ("s7-run",)},
-    8: {"define": ("s8-define",), "gpu_define": ("s8-collectors",), "run": ("s8-run",)},
+    8: {"define": ("s8-define",), "gpu_define": ("s8-collectors",), "run": ("s8-run", "s8-pause-run")},
     9: {"define": ("s9-define", "s9-child"), "run": ("s9-ncu", "s9-cupti")},
     10: {"define": ("s10-define",), "run": ("s10-run", "s10-profile")},
 }  # fmt: skip

@@ -12,7 +12,7 @@ import plumbing.harness
 import plumbing.setup_helpers
 from plumbing.cells import section_of
 
-ENTRY_POINTS = {"run_cupti_child", "profile_with_sections", "read_sections", "verdict", "check_figure", "in_base_units",
+ENTRY_POINTS = {"run_cupti_child", "verdict", "check_figure", "in_base_units",
                 "short_kernel_name", *(name for name in vars(plumbing.figures) if name[:5] == "plot_")}  # fmt: skip
 MODULES = (plumbing.figures, plumbing.harness, plumbing.setup_helpers)
 assert ENTRY_POINTS <= {name for module in MODULES for name in vars(module)}, "an exception names no helper"
