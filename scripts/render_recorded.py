@@ -343,8 +343,8 @@ def render(folder: Path) -> tuple[Path, bool]:
     summary["created_utc"] = recording["created_utc"]  # when the data was made, not when it was rendered
     files = page_files(notebook, folder / RECORDED_PAGE, folder / RECORDED_PAGE.replace(".ipynb", ".html"))
     files[folder / "summary.json"] = json.dumps(summary, indent=2, default=str) + "\n"
-    changed = {path: text for path, text in files.items()
-               if not path.is_file() or path.read_text(encoding="utf-8") != text}  # fmt: skip
+    unchanged = {path for path, text in files.items() if path.is_file() and path.read_text(encoding="utf-8") == text}
+    changed = {path: text for path, text in files.items() if path not in unchanged}
     safe_io.write_files(changed, "the page")
     return folder / RECORDED_PAGE, bool(changed)
 
@@ -363,8 +363,8 @@ def recording_problem(folder: Path) -> str | None:
         missing = not path.exists() and not path.is_symlink()
         return f"{folder} holds no {path.name}: {again}" if missing else f"{refused}: {again}"
     except (ValueError, AttributeError) as error:
-        return (f"{path} cannot be read as a recording ({error}): restore it "
-                f"(git checkout -- {safe_io.quoted(path)}) or {again}")  # fmt: skip
+        restore = f"git checkout -- {safe_io.quoted(path)}"
+        return f"{path} cannot be read as a recording ({error}): restore it ({restore}) or {again}"
     if found != recordings.FORMAT:
         return f"{path} is recording format {found}, not {recordings.FORMAT}: {again}"
     if not recording.get("sections"):

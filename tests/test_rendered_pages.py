@@ -137,8 +137,8 @@ def test_a_cupti_runs_reading_page_is_its_executed_notebook_with_folded_code_lef
 
 # ---------------------------------------------------------------- inputs render_recorded.py refuses, writing nothing
 def render(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts/render_recorded.py"), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True)  # fmt: skip
+    command = [sys.executable, str(ROOT / "scripts/render_recorded.py"), *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
 
 
 def refused(done: subprocess.CompletedProcess, *said: str) -> str:
