@@ -13,7 +13,7 @@ from fake_env import executable, fresh_clone
 from support import NOTEBOOK, ROOT, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
-from plumbing.executed_run import finish_run, merge_failures, run_problems
+from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, run_problems
 
 
 def load(path):
@@ -100,7 +100,7 @@ def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_ski
 S2_DEFINE = SECTION_PLAN[2]["define"][-1]
 FAILS_IN_ONE_CELL = {  # (a small run's cells, its cell timeout): what a cell printed before it failed must be shown
     "raises": ({S2_DEFINE: "import time\ntime.sleep(0.5)\nprint('settings made')",
-                S2_RUN: "print('profiling the product')\nraise RuntimeError('the profiler stopped')",
+                S2_RUN: "print('profiling the product')\nprint('.' * 9000)\nraise RuntimeError('the profiler stopped')",
                 S3_RUN: "print('section 3 ran')"}, 60),
     "runs past its timeout": ({S2_DEFINE: "print('settings made')",
                                S2_RUN: "print('profiling the product', flush=True)\nimport time\ntime.sleep(60)",
@@ -142,3 +142,4 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     said = "RuntimeError: the profiler stopped" if failure == "raises" else "profiling the product"
     assert said in failing["outputs"] and f"outputs of cell {S2_RUN}" in output and said in output, output
     assert "\x1b[" not in failing["outputs"], "a traceback's colour codes make summary.json hard to read"
+    assert len(failing["outputs"]) < OUTPUT_LIMIT + 100, "a cell's outputs must be cut to their end, not kept whole"

@@ -135,6 +135,35 @@ def test_a_cupti_runs_reading_page_is_its_executed_notebook_with_folded_code_lef
     assert differ == [c.id for c in whole if c.cell_type == "code" and c.source.startswith("# @title")], differ
 
 
+@on_recordings
+def test_a_recorded_reading_page_shows_the_lesson_code_the_recorded_cells_and_every_folded_cell_by_its_title(folder):
+    notebook, _ = render_recorded.build(folder)  # the page before it runs: which cells it has, and their code
+    lesson = {cell["source"] for cell in recordings.load_cells() if cell["type"] == "code"}
+    kinds = {}
+    for cell in render_recorded.reading_page(notebook).cells:
+        if cell.cell_type != "code":
+            continue
+        lines = cell.source.split("\n")
+        folded = cell.source.startswith("# @title") and len(lines) == 2 and "its code: " in lines[1]
+        kind = "recorded" if "recorded_cell" in cell.metadata else "lesson" if cell.source in lesson else "folded"
+        shows = f"{folder.name}: a cell shows code neither the lesson's, nor recorded, nor a folded cell's title"
+        assert kind != "folded" or folded, f"{shows}:\n{cell.source[:400]}"
+        kinds.setdefault(kind, []).append(cell.source)
+    assert len(kinds) == 3 and "nsight.annotate(" in "".join(kinds["lesson"]), f"{folder.name}: {sorted(kinds)}"
+    homes = "\n".join(kinds["folded"])
+    assert "its code: plumbing/report_tools.py" in homes, "a folded cell must say which module it embeds"
+    assert "its code: scripts/recordings.py" in homes, "a cell the page adds must say which script made it"
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
+def test_a_cupti_reading_page_names_the_modules_each_folded_cell_embeds(run):
+    page = render_recorded.reading_page(nbformat.read(run / "nsight_python_t4_tutorial.ipynb", as_version=4))
+    harness = next(cell for cell in page.cells if cell.get("id") == "harness")
+    assert harness.source.endswith("its code: plumbing/sections.py, plumbing/harness.py, plumbing/figures.py"), (
+        f"the harness cell must say where its code lives:\n{harness.source}"
+    )
+
+
 # ---------------------------------------------------------------- inputs render_recorded.py refuses, writing nothing
 def render(*args) -> subprocess.CompletedProcess:
     command = [sys.executable, str(ROOT / "scripts/render_recorded.py"), *map(str, args)]
