@@ -150,6 +150,8 @@ def test_a_recorded_reading_page_shows_the_lesson_code_the_recorded_cells_and_ev
         assert kind != "folded" or folded, f"{shows}:\n{cell.source[:400]}"
         kinds.setdefault(kind, []).append(cell.source)
     assert len(kinds) == 3 and "nsight.annotate(" in "".join(kinds["lesson"]), f"{folder.name}: {sorted(kinds)}"
+    twice = sorted({source[:60] for source in kinds["lesson"] if kinds["lesson"].count(source) > 1})
+    assert not twice, f"{folder.name}: lesson cells shown twice (a cell the page only runs was left on it): {twice}"
     homes = "\n".join(kinds["folded"])
     assert "its code: plumbing/report_tools.py" in homes, "a folded cell must say which module it embeds"
     assert "its code: scripts/recordings.py" in homes, "a cell the page adds must say which script made it"
