@@ -40,6 +40,7 @@ from recordings import NOTEBOOK, ROOT
 from verified_table import READING_PAGES, numbers_text
 
 from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
+from plumbing.executed_run import ANSI
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -211,9 +212,9 @@ def alt_text(source: str) -> str:
     except SyntaxError:
         return "plot"
     called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
-    helpers = [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in called
-               and node.name.startswith("plot_")]  # fmt: skip
+    modules = [ast.parse(path.read_text(encoding="utf-8")) for path in sorted((ROOT / "plumbing").glob("*.py"))]
+    defined = [node for module in modules for node in module.body if isinstance(node, ast.FunctionDef)]
+    helpers = [node for node in defined if node.name in called and node.name.startswith("plot_")]  # the plumbing's
     parts: list[tuple[int, str, str]] = []
     for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
@@ -316,7 +317,7 @@ def executed_page(notebook: nbformat.NotebookNode, folder: Path) -> dict:
             NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
                            resources={"metadata": {"path": str(ROOT)}}, config=kernel).execute()  # fmt: skip
         except CellExecutionError as error:  # its last line: "ename: evalue", the cause a reader acts on
-            cause = str(error).strip().splitlines()[-1]
+            cause = ANSI.sub("", str(error)).strip().splitlines()[-1]
             raise SystemExit(f"{folder.name}: no page was written: a cell of the page raised {cause}") from None
         written = Path(scratch) / "out" / "summary.json"
         if not written.exists():

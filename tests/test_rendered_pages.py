@@ -215,7 +215,8 @@ def test_a_recording_older_than_the_notebooks_settings_is_refused_and_no_page_is
 
     folder = a_recording(tmp_path, change=change)
     before = files_of(tmp_path)
-    refused(render(folder), "older than the notebook", f"'{name}'", "re-record")
+    said = refused(render(folder), "older than the notebook", f"'{name}'", "re-record")
+    assert "\x1b[" not in said, f"a refusal is read in a terminal or a log, without colour codes: {said!r}"
     assert files_of(tmp_path) == before, "no page may show today's settings beside the recording's figures"
 
 
