@@ -10,7 +10,7 @@ import sys
 import nbformat
 import pytest
 from fake_env import executable, fresh_clone
-from support import NOTEBOOK, ROOT, run_allowing_errors
+from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, run_problems
@@ -143,3 +143,15 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     assert said in failing["outputs"] and f"outputs of cell {S2_RUN}" in output and said in output, output
     assert "\x1b[" not in failing["outputs"], "a traceback's colour codes make summary.json hard to read"
     assert len(failing["outputs"]) < OUTPUT_LIMIT + 100, "a cell's outputs must be cut to their end, not kept whole"
+
+
+def test_the_verdict_module_imports_in_a_python_without_torch_nsight_or_jupyter(tmp_path):
+    """run_headless's pytest judges the run after the kernel is gone, in a Python that may lack the notebook's own."""
+    absent = ("torch", "nsight", "numpy", "pandas", "IPython", "nbformat")
+    script = tmp_path / "judge.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport plumbing.executed_run\nprint('imported')\n"
+    )
+    blocker = WITHOUT_MODULES.format(absent=absent)
+    done = subprocess.run([sys.executable, "-c", blocker, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.strip() == "imported", f"plumbing/executed_run.py must import without {absent}:\n{done.stderr}"
