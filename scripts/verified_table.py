@@ -31,6 +31,8 @@ HEADER = (
     "| total wall time | headline figures (% of datasheet peak) | run |\n"
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
+# The page a reader opens on GitHub (which renders .ipynb, not .html): a recording's, a headless run's (render_recorded)
+READING_PAGES = ("recorded_sections.ipynb", "reading_page.ipynb")
 WRITTEN_BY = {"run_info.json": "scripts/run_headless", "recording.json": "scripts/record_ncu.py"}  # on the GPU machine
 
 
@@ -75,7 +77,7 @@ def row_cells(summary_path: Path) -> list:
         ncu_s = sum(info["cost"].get("ncu_wall_s") or 0 for info in sections)
         commits = ", ".join(sorted({info["notebook_commit"][:7] for info in sections}))
         wall += f", {processes} ncu processes, {ncu_s:.0f} s of timed ncu wall time (commit {commits})"
-    page = folder / "recorded_sections.html"
+    page = next((folder / name for name in READING_PAGES if (folder / name).exists()), folder / READING_PAGES[0])
     link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
     return [

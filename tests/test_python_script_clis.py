@@ -100,9 +100,9 @@ def table_repo(tmp_path) -> Path:
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
     run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
-    folders = {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info},
+    folders = {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info, "reading_page.ipynb": ""},
                "l4-ncu-2099.1": {"recording.json": RECORDING, "summary.json": NCU_SUMMARY,
-                                 "recorded_sections.html": ""}}  # fmt: skip
+                                 "recorded_sections.html": "", "recorded_sections.ipynb": ""}}  # fmt: skip
     for folder, files in folders.items():
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
         for name, content in files.items():
@@ -129,9 +129,9 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
         "headline figures (% of datasheet peak)":
             "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
-        "run": "[docs/verified/t4-cupti](verified/t4-cupti/)",
+        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",  # GitHub renders
     }  # fmt: skip
-    page = "l4-ncu-2099.1/recorded_sections.html"
+    page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
         "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, scripts/record_ncu.py)",
         "nsight-python": "1.1.0", "torch": "2.10.0", "date (UTC)": "2026-12-01",
