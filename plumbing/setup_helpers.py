@@ -201,10 +201,9 @@ def prepare_installs(environ=os.environ):
     """Before anything is installed: stop if CUDA already started; read the settings (a bad one stops here); give
     pip its own settings: the pins as constraints (PIP_CONSTRAINT) and, offline, the wheelhouse (PIP_NO_INDEX,
     PIP_FIND_LINKS); apt-get never asks a question (DEBIAN_FRONTEND)."""
-    if signs := cuda_started():
-        raise RuntimeError(f"CUDA already started in this Python process ({', '.join(signs)}), so Nsight Compute "
-                           "cannot attach to it and section 1 changed nothing. Runtime > Restart session, then "
-                           "Run all.")  # fmt: skip
+    if signs := ", ".join(cuda_started()):
+        why = f"CUDA already started in this Python process ({signs}), so Nsight Compute cannot attach to it"
+        raise RuntimeError(f"{why}; section 1 changed nothing. Runtime > Restart session, then Run all.")
     choice, wheelhouse = read_profiler_choice(environ), read_wheelhouse(environ)
     accepted_ncu_path(environ), read_cupti_dir(environ)  # a setting the user made is checked even where it is not used
     constraints = OUT_DIR / "pip-constraints.txt"
@@ -260,14 +259,15 @@ def probe_program():
 
 
 # What a failed probe's error says -> (kind, what it means for the learner). "driver": the next version may work.
+COUNTERS_REFUSED = (
+    "this machine does not allow GPU performance counters to this process; on Colab that cannot be changed from the "
+    "notebook (on your own machine an administrator can allow it: NVreg_RestrictProfilingToAdminUsers=0)"
+)
 PROBE_CAUSES = {
     "not compatible with Nsight Compute": ("driver", "this Nsight Compute does not support the GPU's driver"),
-    "ERR_NVGPUCTRPERM": ("counters", "this machine does not allow GPU performance counters to this process; on "
-                         "Colab that cannot be changed from the notebook (on your own machine an administrator can "
-                         "allow it: NVreg_RestrictProfilingToAdminUsers=0)"),
+    "ERR_NVGPUCTRPERM": ("counters", COUNTERS_REFUSED),
     "NV_INJ_ERROR": ("injection", "Nsight Compute's injection library could not attach to the process"),
-    "or later is required": ("injection", "nsight found an older ncu first on PATH"),
-}  # fmt: skip
+}
 
 
 def probe_ncu(ncu_path, prefix, log_path):
@@ -295,12 +295,16 @@ def probe_ncu(ncu_path, prefix, log_path):
 NCU_DECISION = {}  # nsight_compute_packages' answer: use_ncu, reason, done
 
 
-def try_ncu(ncu, label, tried):
-    """Probe `ncu` (first on PATH by now) and say the outcome in one line; True once the backend is decided."""
-    kind, said = probe_ncu(ncu, f"{OUT_DIR / 's1_probe'}/", OUT_DIR / "ncu_probe.log")
-    version = version_text(ncu_version_of(ncu))
+def attempted(tried, label, version, kind, said):
+    """One attempt, said in one line and kept for summary.json."""
     tried.append({"ncu": label, "version": version, "outcome": kind, "said": said})
     print(f"Nsight Compute {version} ({label}): {kind}, {said}")
+
+
+def try_ncu(ncu, label, tried):
+    """Probe `ncu` (first on PATH by now) and say the outcome; True once the backend is decided."""
+    kind, said = probe_ncu(ncu, f"{OUT_DIR / 's1_probe'}/", OUT_DIR / "ncu_probe.log")
+    attempted(tried, label, version := version_text(ncu_version_of(ncu)), kind, said)
     if kind == "ok":
         NCU_DECISION["use_ncu"] = True
     elif kind != "driver":  # counters refused, a hang, no injection: another version would fare no better
@@ -309,16 +313,13 @@ def try_ncu(ncu, label, tried):
 
 
 def ready_ncus(environ):
-    """(ncu, where from) to try before apt: NCU_PATH alone when set, else the accepted ones already installed (a
-    re-run) or on PATH, newest first."""
+    """(ncu, where from) to try before apt: NCU_PATH alone when set, else the accepted packages installed already
+    (a re-run after a restart), newest first."""
     if given := accepted_ncu_path(environ):
         return [(given, "NCU_PATH")]
     listed = command_output(["dpkg-query", "--show", "--showformat=${Package} ${db:Status-Status}\\n", "nsight-com*"])
     installed = newest_first(line.split()[0] for line in listed.splitlines() if line.endswith(" installed"))
-    found = [(package_ncu(package), f"installed {package}") for package in installed]
-    found += [(ncu, "on PATH") for ncu in ncus_on_path(environ.get("PATH")) if ncu_accepted(ncu_version_of(ncu))]
-    unique = {os.path.realpath(ncu): (ncu, label) for ncu, label in reversed(found) if ncu}
-    return list(unique.values())[::-1]
+    return [(ncu, f"installed {package}") for package in installed if (ncu := package_ncu(package))]
 
 
 def apt_candidates(tried):
@@ -328,8 +329,8 @@ def apt_candidates(tried):
     if status != 0:
         print(f"apt-get update failed ({ended(status, 'apt-get update')}; {OUT_DIR / 'apt.log'}): trying anyway")
     done = {attempt["ncu"].split()[-1] for attempt in tried}
-    return [name for name in newest_first(command_output(["apt-cache", "pkgnames", "nsight-compute-"]).split())
-            if name not in done]  # fmt: skip
+    listed = newest_first(command_output(["apt-cache", "pkgnames", "nsight-compute-"]).split())
+    return [name for name in listed if name not in done]
 
 
 def try_package(package, tried, environ):
@@ -338,10 +339,7 @@ def try_package(package, tried, environ):
     if ncu is not None and shutil.which("ncu", path=environ["PATH"]) == str(ncu):
         return try_ncu(ncu, package, tried)
     said = "apt-get gave no ncu (its output is above)" if ncu is None else f"{ncu} is not first on PATH"
-    tried.append(
-        {"ncu": package, "version": package.removeprefix("nsight-compute-"), "outcome": "no ncu", "said": said}
-    )
-    print(f"{package}: {said}")
+    attempted(tried, package, package.removeprefix("nsight-compute-"), "no ncu", said)
     return False
 
 
@@ -380,8 +378,8 @@ def nsight_compute_packages(environ=os.environ):
     if not decided:
         NCU_DECISION["reason"] = no_ncu_reason(tried, environ)
     if choice == "ncu" and not NCU_DECISION["use_ncu"]:
-        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {NCU_DECISION['reason']}. Set NCU_PATH, or "
-                           "NSPY_TUTORIAL_PROFILER=auto")  # fmt: skip
+        fix = "Set NCU_PATH, or NSPY_TUTORIAL_PROFILER=auto"
+        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {NCU_DECISION['reason']}. {fix}")
     NCU_DECISION["done"] = True
 
 
@@ -403,11 +401,10 @@ def install_pins(pins, folder, wheelhouse, log_path):
     print(f"installing {' '.join(missing)} into {folder}" if missing else f"{folder} holds the CUPTI set already")
     status = run_logged(command, log_path, TIME_LIMITS_S["pip"]) if missing else 0
     if status != 0:
-        fix = "Check the network, or set NSPY_TUTORIAL_WHEELHOUSE to a wheelhouse (scripts/make_wheelhouse.py)."
-        if wheelhouse:
-            fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"
-        raise RuntimeError(f"pip could not install {' '.join(missing)} ({ended(status, 'pip')}):\n"
-                           f"{log_tail(log_path, 8)}\n{fix}")  # fmt: skip
+        fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"
+        fix = fix if wheelhouse else "Check the network, or set NSPY_TUTORIAL_WHEELHOUSE (scripts/make_wheelhouse.py)"
+        failed = f"pip could not install {' '.join(missing)} ({ended(status, 'pip')})"
+        raise RuntimeError(f"{failed}:\n{log_tail(log_path, 8)}\n{fix}")
     return missing
 
 
@@ -465,9 +462,8 @@ def settle_backend(environ=os.environ):
         timed = run_cupti_child(cupti_check_kernel, [1 << 16], OUT_DIR / "s1_cupti")
         check_kernel_times([row["AvgValue"] for row in timed["rows"]])
     except (RuntimeError, OSError, ValueError) as error:
-        raise RuntimeError(
-            f"Neither backend can time a kernel here. Nsight Compute: {reason}. CUPTI: {error}"
-        ) from None
+        why = f"Nsight Compute: {reason}. CUPTI: {error}"
+        raise RuntimeError(f"Neither backend can time a kernel here. {why}") from None
     environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
     return False, reason, preload_libcupti(CUPTI_PACKAGES_DIR)
 
@@ -475,9 +471,8 @@ def settle_backend(environ=os.environ):
 def check_backend(nsight, use_ncu, libcupti, environ=os.environ):
     """After `import nsight`: the pinned nsight-python; Nsight Compute loaded, as the probe said; or CUPTI resolved
     the preloaded libcupti (nsight.activate writes the file it resolved into NVTX_INJECTION64_PATH)."""
-    if nsight.__version__ != PINS["nsight-python"]:
-        raise RuntimeError(f"nsight-python {nsight.__version__} was imported, not {PINS['nsight-python']}: the pip "
-                           "cell's output says why. Runtime > Restart session, then Run all.")  # fmt: skip
+    if (version := nsight.__version__) != PINS["nsight-python"]:
+        raise RuntimeError(f"nsight-python {version}, not {PINS['nsight-python']}, was imported: see the pip cell")
     resolved = environ.get("NVTX_INJECTION64_PATH", "")
     if use_ncu and nsight.get_active_tool() != nsight.Tool.NCU:
         error = nsight.collection.ncu.injection_load_error
