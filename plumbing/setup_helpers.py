@@ -355,6 +355,22 @@ def no_ncu_reason(tried, environ):
     return f"there is no Nsight Compute {NCU_RANGE} here (ncu found: {seen or 'none'}){said}{offline}"
 
 
+def check_pip_installed(environ=os.environ):
+    """The pip cell's result: nsight-python at its pin, or an error that says where to look (pip exits 0 in a cell
+    either way), before anything else tries to import it."""
+    importlib.invalidate_caches()
+    try:
+        found = importlib.metadata.version("nsight-python")
+    except importlib.metadata.PackageNotFoundError:
+        found = "no nsight-python"
+    if found != PINS["nsight-python"]:
+        fix = f"NSPY_TUTORIAL_WHEELHOUSE may lack a wheel: make_wheelhouse.py --python-version {PYTHON}"
+        fix = fix if read_wheelhouse(environ) else "check the network"
+        raise RuntimeError(
+            f"the pip cell left {found}, not nsight-python {PINS['nsight-python']}: its output says why ({fix})"
+        )
+
+
 def nsight_compute_packages(environ=os.environ):
     """The Nsight Compute packages for section 1's loop to install, newest accepted first; the loop puts each one's
     ncu first on PATH, and then the probe says whether it profiles: the loop ends once one does, or once another
@@ -362,6 +378,7 @@ def nsight_compute_packages(environ=os.environ):
     NSPY_TUTORIAL_PROFILER=cupti, nothing is installed. The answer goes to NCU_DECISION, the attempts to ENVIRONMENT."""
     NCU_DECISION.clear()
     NCU_DECISION.update(use_ncu=False, reason="", done=False)
+    check_pip_installed(environ)
     tried, choice = ENVIRONMENT.setdefault("ncu_attempts", []), read_profiler_choice(environ)
     tried.clear()
     decided = choice == "cupti"

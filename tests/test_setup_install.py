@@ -1,6 +1,7 @@
 """Section 1's settings and installs: each setting read or refused naming itself; which Nsight Compute versions
 are tried, in which order; apt-get update's time limit; the pins the visible pip cell and the CUPTI set install."""
 
+import sys
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -143,3 +144,15 @@ def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_says_ho
         helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", wheels, tmp_path / "pip.log")
     wanted = ("no-such-xyz==1.0", f"NSPY_TUTORIAL_WHEELHOUSE={wheels}", f"--python-version {helpers.PYTHON}")
     assert all(text in str(raised.value) for text in wanted), "name the wheel, the setting, how to remake it"
+
+
+@pytest.mark.parametrize("wheelhouse", [False, True])
+def test_a_pip_cell_that_left_no_pinned_nsight_stops_the_loop_saying_where_to_look(tmp_path, monkeypatch, wheelhouse):
+    environ = (
+        {"NSPY_TUTORIAL_WHEELHOUSE": str(make_wheelhouse(tmp_path / "w", {"nvtx": "0.2.17"}, {}))} if wheelhouse else {}
+    )
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])  # a Python where pip installed nothing
+    with pytest.raises(RuntimeError, match="the pip cell left no nsight-python, not nsight-python 1.1.0") as raised:
+        next(helpers.nsight_compute_packages(environ))
+    fix = "NSPY_TUTORIAL_WHEELHOUSE may lack a wheel: make_wheelhouse.py" if wheelhouse else "check the network"
+    assert fix in str(raised.value), str(raised.value)
