@@ -359,15 +359,12 @@ def check_pip_installed(environ=os.environ):
     """The pip cell's result: nsight-python at its pin, or an error that says where to look (pip exits 0 in a cell
     either way), before anything else tries to import it."""
     importlib.invalidate_caches()
-    try:
-        found = importlib.metadata.version("nsight-python")
-    except importlib.metadata.PackageNotFoundError:
-        found = "no nsight-python"
+    found = versions_in(sys.path).get("nsight-python", "no nsight-python")
     if found != PINS["nsight-python"]:
         fix = f"NSPY_TUTORIAL_WHEELHOUSE may lack a wheel: make_wheelhouse.py --python-version {PYTHON}"
         fix = fix if read_wheelhouse(environ) else "check the network"
         raise RuntimeError(
-            f"the pip cell left {found}, not nsight-python {PINS['nsight-python']}: its output says why ({fix})"
+            f"the pip cell left {found}, not nsight-python {PINS['nsight-python']}: see its output ({fix})"
         )
 
 
