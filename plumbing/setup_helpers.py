@@ -459,19 +459,24 @@ def cupti_check_kernel(n):  # the kernel a child times under CUPTI before the no
 
 
 def settle_backend(environ=os.environ):
-    """(USE_NCU, CUPTI_REASON, libcupti) after the install loop: Nsight Compute if the probe profiled with it;
-    else CUPTI, once its packages are in their folder and a child process timed one kernel with it. On CUPTI,
-    NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out of the `import nsight` that follows."""
+    """(USE_NCU, CUPTI_REASON, libcupti) after the install loop. The CUPTI set goes into its folder either way
+    (section 9's child reads it from NSPY_TUTORIAL_CUPTI_DIR). Nsight Compute if the probe profiled with it; else
+    CUPTI, once a child process timed one kernel with it, and NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out of
+    the `import nsight` that follows."""
     if not NCU_DECISION.get("done"):
         raise RuntimeError("the Nsight Compute cell above did not run to its end: run it again, then this one")
     environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
-    if NCU_DECISION["use_ncu"]:
-        print(f"backend: Nsight Compute, {shutil.which('ncu')}")
-        return True, "", None
     wheelhouse, reason = read_wheelhouse(environ), NCU_DECISION["reason"]
-    print(f"backend: CUPTI, because {reason}")
+    print(
+        f"backend: Nsight Compute, {shutil.which('ncu')}"
+        if NCU_DECISION["use_ncu"]
+        else f"backend: CUPTI, because {reason}"
+    )
     have = versions_in([entry for entry in sys.path if entry != str(CUPTI_PACKAGES_DIR)])
     install_pins(cupti_pins(have), CUPTI_PACKAGES_DIR, wheelhouse and wheelhouse / "cupti", OUT_DIR / "pip.log")
+    environ["NSPY_TUTORIAL_CUPTI_DIR"] = str(CUPTI_PACKAGES_DIR)
+    if NCU_DECISION["use_ncu"]:
+        return True, "", None
     try:
         timed = run_cupti_child(cupti_check_kernel, [1 << 16], OUT_DIR / "s1_cupti")
         check_kernel_times([row["AvgValue"] for row in timed["rows"]])

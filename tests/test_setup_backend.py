@@ -72,11 +72,20 @@ def decision(monkeypatch):
     return helpers.NCU_DECISION
 
 
-def test_the_backend_waits_for_the_loop_and_with_nsight_compute_clears_a_leftover_init_at_import(decision):
+def test_the_backend_waits_for_the_loop_and_with_nsight_compute_clears_a_leftover_init_at_import(
+    tmp_path, monkeypatch, decision
+):
+    installed = []
+    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
+    monkeypatch.setattr(helpers, "install_pins", lambda pins, folder, *args: installed.append(folder))
     environ = {"NSPY_NCU_INIT_AT_IMPORT": "0"}
     decision.update(use_ncu=True, reason="")
     assert helpers.settle_backend(environ) == (True, "", None)
-    assert environ == {}, "a leftover NSPY_NCU_INIT_AT_IMPORT=0 would keep Nsight Compute out"
+    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ, (
+        "a leftover NSPY_NCU_INIT_AT_IMPORT=0 would keep Nsight Compute out"
+    )
+    assert environ["NSPY_TUTORIAL_CUPTI_DIR"] == str(tmp_path / "cupti"), "section 9's child finds the CUPTI set there"
+    assert installed == [tmp_path / "cupti"], "under Nsight Compute too, the CUPTI set is installed for section 9"
     decision["done"] = False
     with pytest.raises(RuntimeError, match="did not run to its end"):
         helpers.settle_backend(environ)
@@ -95,7 +104,7 @@ def test_cupti_is_not_used_until_a_child_has_timed_a_kernel_with_it(tmp_path, mo
     assert "NSPY_NCU_INIT_AT_IMPORT" not in environ and timed[0][0] is helpers.cupti_check_kernel
     rows[:] = [{"AvgValue": 812.0}]
     assert helpers.settle_backend(environ) == (False, "no ncu here", tmp_path / "cupti/libcupti.so.13")
-    assert environ == {"NSPY_NCU_INIT_AT_IMPORT": "0"}, "on CUPTI, Nsight Compute must stay out of the process"
+    assert environ["NSPY_NCU_INIT_AT_IMPORT"] == "0", "on CUPTI, Nsight Compute must stay out of the process"
 
 
 def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path):

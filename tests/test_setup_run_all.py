@@ -96,9 +96,12 @@ def test_of_several_listed_versions_the_newest_accepted_is_installed_first_on_pa
     attempts = run.kernel.value("ENVIRONMENT['ncu_attempts']")
     assert [(a["ncu"], a["outcome"]) for a in attempts] == [("nsight-compute-2026.3.1", "ok")], "summary.json's"
     assert run.kernel.value("USE_NCU") is True and run.kernel.value("CUPTI_REASON") == ""
-    (pip,) = run.machine.calls("pip")
+    pip, cupti = run.machine.calls("pip")
     assert "nsight-python==1.1.0" in pip["argv"] and pip["PIP_CONSTRAINT"], "the pins, as pip's constraints"
     assert pip["PIP_NO_INDEX"] is None, "online, pip uses PyPI"
+    folder = str(root / "home/.cache/nspy_tutorial/cupti13")  # section 9's child reads the CUPTI set from there
+    assert "cupti-python==13.4.0" in cupti["argv"] and cupti["argv"][cupti["argv"].index("--target") + 1] == folder
+    assert run.kernel.value("os.environ['NSPY_TUTORIAL_CUPTI_DIR']") == folder
     if HAVE_CC:  # nsight loaded the fake injection library, so only torch is missing here
         assert run.stopped_at == ROLE["torch"] and run.error.ename == "ModuleNotFoundError", run.error
         assert run.kernel.value("str(nsight.get_active_tool())") == "Tool.NCU"
