@@ -333,12 +333,22 @@ def apt_candidates(tried):
     return [name for name in listed if name not in done]
 
 
+def last_shell_status():
+    """The exit status of the notebook's last `!` command (IPython keeps it as _exit_code); None outside IPython."""
+    from IPython import get_ipython
+
+    return get_ipython().user_ns.get("_exit_code") if get_ipython() else None
+
+
 def try_package(package, tried, environ):
-    """try_ncu on the package's ncu once the loop put it first on PATH; a package that gave none is said."""
+    """try_ncu on the package's ncu once the loop put it first on PATH; a package that gave none is said, and an
+    apt-get that `timeout` stopped (exit 124) as such."""
     ncu = package_ncu(package)
     if ncu is not None and shutil.which("ncu", path=environ["PATH"]) == str(ncu):
         return try_ncu(ncu, package, tried)
-    said = "apt-get gave no ncu (its output is above)" if ncu is None else f"{ncu} is not first on PATH"
+    status = last_shell_status()
+    said = "apt-get install ran out of time (timeout's exit 124)" if status == 124 else f"exit {status}"
+    said = f"apt-get gave no ncu ({said}; its output is above)" if ncu is None else f"{ncu} is not first on PATH"
     attempted(tried, package, package.removeprefix("nsight-compute-"), "no ncu", said)
     return False
 

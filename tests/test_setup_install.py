@@ -177,3 +177,14 @@ def test_section_ones_visible_install_path_is_short_plain_code_reading_one_folde
     read -= set().union(*map(module_level_names, visible)) | {"get_ipython"}
     assert len(read & folded_names) <= 1, f"the install path reads {sorted(read & folded_names)} from folded cells"
     assert {"nsight", "torch"} <= set().union(*map(module_level_names, visible)), "import nsight, then torch"
+
+
+@pytest.mark.parametrize(
+    ("status", "said"), [(124, "apt-get install ran out of time (timeout's exit 124"), (100, "exit 100")]
+)
+def test_an_install_that_gave_no_ncu_is_said_with_how_apt_get_ended(machine, monkeypatch, capsys, status, said):
+    machine()
+    monkeypatch.setattr(helpers, "last_shell_status", lambda: status)  # what the loop's `!timeout ... apt-get` left
+    tried = []
+    assert helpers.try_package("nsight-compute-2026.3.1", tried, {"PATH": ""}) is False, "then the next version"
+    assert tried[0]["outcome"] == "no ncu" and said in tried[0]["said"] and said in capsys.readouterr().out

@@ -120,7 +120,8 @@ def test_a_rerun_after_a_restart_uses_the_installed_nsight_compute_without_apt(s
 def test_an_older_accepted_version_is_installed_when_the_newest_download_fails(start):
     run = section_one(start, "older", broken=["nsight-compute-2026.3.1"], profiles={"2026.3.0": "works"})
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0"]
-    assert "(nsight-compute-2026.3.1): no ncu, apt-get gave no ncu" in run.outputs[ROLE["ncu"]], run.printed()
+    said = "(nsight-compute-2026.3.1): no ncu, apt-get gave no ncu (exit 1; its output is above)"
+    assert said in run.outputs[ROLE["ncu"]], run.printed()
     assert run.first_ncu() == str(run.machine.root / apt_ncu("2026.3.0"))
     assert run.kernel.value("USE_NCU") is True
 
