@@ -136,7 +136,7 @@ NO_REPORT = "No NVIDIA Nsight Compute report found"  # nsight's own extraction, 
 def launch_mode(tmp_path, monkeypatch, ncu_work):
     """What the outer process has on the runner, without torch or a GPU."""
     work, report = ncu_work, tmp_path / "sections.ncu-rep"
-    report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_softmax").glob("*.ncu-rep.xz")).read_bytes()))
+    report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_sections").glob("*.ncu-rep.xz")).read_bytes()))
     fake, _ = fake_ncu(tmp_path, report)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")  # as outer() puts its ncu first on PATH
     facts = {**recordings.load_recording(COMMITTED[0])["environment"], "ncu_path": str(fake)}
