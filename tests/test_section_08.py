@@ -1,8 +1,14 @@
 """Section 8, info collectors and thermal pauses, on the recorded per-run CSVs and frames of both calls."""
 
 import numpy as np
+import pandas as pd
+import pytest
+import recordings
+from kernel_session import KernelSession
 from pytest import approx
-from support import parse
+from support import ROOT, parse
+
+from plumbing.cells import HARNESS
 
 CORRELATION = "{} runs: kernel time against temperature r = {} ({} ns per C), against SM clock r = {}"
 
@@ -27,13 +33,16 @@ def test_section_8s_collector_columns_summarise_the_per_run_values_each_collecto
     assert 300 <= runs.sm_mhz.min() <= runs.sm_mhz.max() <= 3000, "SM clocks a GPU runs at (MHz)"
 
 
-def test_section_8s_verdict_gives_the_off_runs_correlations_and_slope_from_the_per_run_csv(recorded):
-    runs = bound(recorded)["off_runs"]
-    count, with_temperature, slope, with_clock = recorded.shown(8, CORRELATION)
+def check_correlation_finding(runs, findings) -> None:
+    count, with_temperature, slope, with_clock = parse(CORRELATION, findings)
     assert count == len(runs), "the verdict counts the runs of the off call's CSV"
     assert with_temperature == approx(np.corrcoef(runs.Value, runs.temperature_c)[0, 1], abs=0.0051)
     assert slope == approx(np.polyfit(runs.temperature_c, runs.Value, 1)[0], abs=0.51), "ns per degree, least squares"
     assert with_clock == approx(np.corrcoef(runs.Value, runs.sm_mhz)[0, 1], abs=0.0051), "r against the SM clock"
+
+
+def test_section_8s_verdict_gives_the_off_runs_correlations_and_slope_from_the_per_run_csv(recorded):
+    check_correlation_finding(bound(recorded)["off_runs"], recorded.findings(8))
 
 
 def test_section_8s_pause_table_is_each_modes_spread_lowest_margin_and_duration_from_its_runs(recorded):
@@ -66,3 +75,40 @@ def test_section_8s_pause_verdict_says_steadier_when_auto_spreads_far_less_than_
     findings = recorded.altered(8, change)["findings"]
     assert any(f.startswith("auto was steadier than off beyond noise (RSD 0.1%") for f in findings), findings
     assert parse(CORRELATION, findings), "the off call's correlations stand beside it"
+
+
+# The headless CUPTI run (section 8 runs on either backend): its calls' CSVs, written by nsight, stand in for the
+# frames, and section 8's analysis cells as they are today run on them in a real kernel.
+CUPTI_RUN = ROOT / "docs" / "verified" / "nvidia-h200-cupti"
+CSV_OF = {"frame": "processed_data-*.csv", "runs": "profiled_data-*.csv"}  # the frame, and one row a run
+
+
+def cupti_csvs() -> dict:
+    """{off_frame, off_runs, auto_frame, auto_runs: the CSV of the CUPTI run that holds it}."""
+    pairs = [(mode, kind) for mode in ("off", "auto") for kind in CSV_OF]
+    return {f"{mode}_{kind}": next((CUPTI_RUN / f"s8_{mode}").glob(CSV_OF[kind])) for mode, kind in pairs}
+
+
+@pytest.fixture(scope="module")
+def cupti_values(tmp_path_factory):
+    """(the CUPTI run's frames by name, the findings section 8's analysis cells make of them)."""
+    csvs, tmp = cupti_csvs(), tmp_path_factory.mktemp("cupti8")
+    session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(tmp / "out"), "MPLBACKEND": "Agg"}, cwd=tmp)
+    try:
+        cells = recordings.load_cells()
+        session.run(recordings.cell_source(cells, HARNESS))
+        reads = "".join(f"{name} = pd.read_csv({str(path)!r})\n" for name, path in csvs.items())
+        session.run("import pandas as pd\n" + reads)
+        for _, role, source in recordings.cpu_section_sources(cells, 8):
+            if role == "analysis":
+                session.run(recordings.without_cell_magic(source))
+        yield {name: pd.read_csv(path) for name, path in csvs.items()}, session.value("SECTIONS[8]['findings']")
+    finally:
+        session.close()
+
+
+def test_section_8s_verdicts_hold_on_the_cupti_runs_own_csvs(cupti_values):
+    values, findings = cupti_values
+    check_correlation_finding(values["off_runs"], findings)
+    expected = expected_pause_finding(values)
+    assert expected in findings, f"on the CUPTI run section 8 should say {expected!r}: {findings}"
