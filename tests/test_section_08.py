@@ -62,7 +62,8 @@ def expected_pause_finding(values) -> str:
     noise = ((off**2 + auto**2) / (2 * count)) ** 0.5  # an RSD's sampling error, RSD / sqrt(2n), for each
     steady = "" if off - auto > 2 * noise else "not "
     spread = f"RSD {auto:.1f}% against {off:.1f}%, noise {noise:.1f} points"
-    return f"auto was {steady}steadier than off beyond noise ({spread})"
+    fell = "fell" if values["auto_runs"].margin_c.min() <= 10 else "never fell"  # auto's pause line: 10 C
+    return f"auto was {steady}steadier than off beyond noise ({spread}); its margin {fell} to 10 C"
 
 
 def test_section_8s_pause_verdict_weighs_the_two_spreads_against_an_rsds_own_noise(recorded):
