@@ -43,13 +43,23 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *parts]) if isinstance(node, ast.Name) else None
 
 
+def dict_items(value: ast.AST) -> list[tuple[ast.AST | None, ast.AST]] | None:
+    """The (key, value) nodes of a {...} literal or a dict(key=value, ...) call (key None: a ** spread), else None."""
+    if isinstance(value, ast.Dict):
+        return list(zip(value.keys, value.values, strict=True))
+    if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
+        return [(None if k.arg is None else ast.Constant(k.arg), k.value) for k in value.keywords]
+    return None
+
+
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
-    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} or dict(...) literal."""
     nodes, literals, calls = [node for tree in trees for node in ast.walk(tree)], {}, []
     for node in nodes:  # in order: a literal may spread (**) one assigned before it
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict):
+        items = dict_items(node.value) if isinstance(node, ast.Assign) else None
+        if items is not None and isinstance(node.targets[0], ast.Name):
             entries = {}
-            for key, value in zip(node.value.keys, node.value.values, strict=True):
+            for key, value in items:
                 if key is None and getattr(value, "id", None) in literals:
                     entries.update(literals[value.id])
                 elif isinstance(key, ast.Constant):
@@ -126,12 +136,18 @@ def test_every_benchmark_uses_options_nsight_accepts_and_writes_in_the_output_fo
         text = "".join(part.value if isinstance(part, ast.Constant) else "{x}" for part in parts)
         folder = text if all(isinstance(part, (ast.Constant, ast.FormattedValue)) for part in parts) else None
         relative = isinstance(folder, str) and folder.endswith("/") and not folder.startswith(("/", "~"))
-        assert (relative and ".." not in folder) or getattr(prefix, "id", None) == "prefix", (
+        parameter = getattr(prefix, "id", None) in ("prefix", "folder")  # a helper's: its callers give the folder
+        assert (relative and ".." not in folder) or parameter, (
             f"output_prefix={ast.unparse(prefix)} must be a folder inside the working folder (OUT_DIR): 'name/'"
         )
     folders = [ast.unparse(call.args[2]) for call, _ in calls_to(all_trees(notebook), "run_cupti_child")]
     inside = all(f.startswith(("out_prefix(", "OUT_DIR /")) for f in folders)  # section 1's check: OUT_DIR / 's1_cupti'
     assert folders and inside, f"a CUPTI child writes to {folders}"
+    timed = [call.args[0] for call, _ in calls_to(all_trees(notebook), "timed") if call.args]  # section 9's helper
+    folders = [arg.value for arg in timed if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    assert folders and all(f.endswith("/") and not f.startswith(("/", "~", "..")) for f in folders), (
+        f"section 9's timed(prefix, n) must be given a folder inside the working folder: {folders}"
+    )
 
 
 def test_every_nsight_name_used_exists_in_the_installed_library(notebook):

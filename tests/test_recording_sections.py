@@ -45,10 +45,9 @@ def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cel
     cells = recordings.load_cells()
     steps = recordings.plan(cells, [number])
     first = next(index for index, (section, _, _) in enumerate(steps) if section == number)
-    before = set().union(*(module_level_names(recordings.cell_source(cells, step[1])) for step in steps[:first]))
-    sources = {
-        cell_id: recordings.cell_source(cells, cell_id) for cell_id, _ in recordings.section_steps(cells, number)
-    }
+    python = {c["id"]: recordings.without_cell_magic(c["source"]) for c in cells if c["type"] == "code"}  # as run
+    before = set().union(*(module_level_names(python[step[1]]) for step in steps[:first]))
+    sources = {cell_id: python[cell_id] for cell_id, _ in recordings.section_steps(cells, number)}
     available = before | set().union(*map(module_level_names, sources.values())) | set(SECTION_ONE_NAMES)
     available |= set(dir(builtins)) | {"display", "get_ipython"}  # what IPython gives every cell
     for cell_id, source in sources.items():

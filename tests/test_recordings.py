@@ -93,9 +93,10 @@ def test_the_executor_stops_a_failing_section_and_those_that_read_it_and_everyth
 ):
     sources = {"shared": "x = 1", "bad": "print('half')\n1 / 0", "reader": "y = 2", "other": "z = 3"}
     monkeypatch.setattr(recordings, "source_to_run", lambda cells, cell_id, role: sources[cell_id])
+    monkeypatch.setattr(recordings, "SECTION_DEPENDENCY", {9: (5,)})  # none reads another today: say 9 does
     steps = [(None, "shared", "prelude"), (5, "bad", "run"), (9, "reader", "define"), (2, "other", "run")]
     done = recordings.execute(steps, {}, log=lambda *_: None)
-    assert done["failed"] == {5: "bad", 9: "bad (section 5, which it reads)"}, "9 reads 5 (SECTION_DEPENDENCY)"
+    assert done["failed"] == {5: "bad", 9: "bad (section 5, which it reads)"}, "9 reads 5 (as patched)"
     assert list(done["runs"]) == ["shared", "bad", "other"] and done["runs"]["other"]["variables"] == {"z": 3}
     assert done["runs"]["bad"]["output"].startswith("half\nFAILED") and "ZeroDivision" in done["runs"]["bad"]["output"]
     stopped = recordings.execute([(None, "bad", "prelude"), (2, "other", "run")], {}, log=lambda *_: None)
