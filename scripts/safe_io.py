@@ -117,6 +117,11 @@ def writable_target(path: Path, what: str) -> Path:
     if target.exists() and not target.is_file():
         mode = os.stat(target).st_mode
         raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: nothing was written")
+    if target.exists() and not os.stat(target).st_mode & 0o222:  # made read-only on purpose: a replace would not ask
+        raise FileRefused(
+            f"{what} {path} is read-only: nothing was written; make it writable first "
+            f"(chmod u+w {quoted(path)}) if it is meant to change"
+        )
     return target
 
 
