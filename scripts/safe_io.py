@@ -210,3 +210,7 @@ def expand_home(text: str, setting: str, environ=os.environ) -> Path:
             "folder: give the folder's full path, or set HOME"
         )
     return Path(home + text[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit("safe_io.py is a module the scripts import, not a command (python3 scripts/<script>.py --help)")
