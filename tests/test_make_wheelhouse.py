@@ -105,3 +105,37 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     assert done.returncode == 0, f"`{run}` failed with the wheelhouse step 1 made:\n{done.stdout}{done.stderr}"
     (install,) = pip_installs(gpu)
     assert install["index"] is None and install["find_links"] == str(dest), install
+
+
+@pytest.mark.parametrize(
+    ("dest", "home", "said"),
+    [
+        ("~/wh", "", "--dest=~/wh: HOME is empty, so ~ names no folder"),
+        (".", "{tmp}/home", "--dest . holds files that are no wheels (README.md)"),
+        ("~", "{tmp}", "is /, HOME, the clone or a folder above it"),
+        (str(ROOT), "{tmp}/home", "is /, HOME, the clone or a folder above it"),
+        (str(ROOT / "docs" / "wh"), "{tmp}/home", "is in a folder of the clone's tracked files"),
+    ],
+)
+def test_make_wheelhouse_writes_only_into_a_wheelhouse_or_a_new_folder(dest, home, said, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", home.format(tmp=tmp_path))
+    (tmp_path / "README.md").write_text("mine")
+    asked = []
+    monkeypatch.setattr(make_wheelhouse, "download", lambda *args, **kwargs: asked.append(args))
+    with pytest.raises(SystemExit) as stopped:
+        make_wheelhouse.main(["--dest", dest])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and said in err and not asked, f"refuse --dest {dest}, naming why: {err}"
+    assert "HOME is empty" in said or "give a new or empty folder" in err, f"say what to give instead: {err}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"] and not (ROOT / "docs" / "wh").exists()
+
+
+def test_make_wheelhouse_expands_tilde_to_home_and_marks_the_folder_it_made(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(make_wheelhouse, "download", lambda *args, **kwargs: None)
+    assert make_wheelhouse.main(["--dest", "~/wh"]) == 0
+    assert (tmp_path / "home" / "wh" / make_wheelhouse.MARKER).is_file() and not (tmp_path / "~").exists()
+    (tmp_path / "home" / "wh" / "notes.txt").write_text("a file of its own folder is no reason to refuse it")
+    assert make_wheelhouse.main(["--dest", "~/wh"]) == 0, "the folder it made and marked is used again"
