@@ -182,6 +182,10 @@ case "$1" in
 sys.version_info = tuple(map(int, '${FAKE_PYTHON_VERSION:-3.12.3}'.split('.'))) + ('final', 0)
 $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
+        *torch.version.cuda*) case "${FAKE_TORCH_CUDA:-13.0}" in  # its check for a CUDA build of torch
+            missing) echo "ModuleNotFoundError: No module named 'torch'" >&2; exit 1 ;;
+            *) echo "2.11.0 ${FAKE_TORCH_CUDA:-13.0}"; exit 0 ;;
+          esac ;;
         *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;
