@@ -194,9 +194,37 @@ def report_summary():
     return summary
 
 
-if __name__ == "__main__":  # the notebook's cell: make the output folder
+class CellFailed(Exception):
+    """Raised by %%needs_ncu after the cell it ran failed, so that Run all and nbmake stop at that cell."""
+
+    def _render_traceback_(self):  # IPython prints this instead of a second traceback: the first is above
+        return [str(self)]
+
+
+def needs_ncu(line, cell):
+    """The cell magic %%needs_ncu: run the cell as typed when Nsight Compute measures; under CUPTI print that it
+    was skipped, and why. A learner copying the cell deletes the magic's line."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if not shell.user_ns.get("USE_NCU"):
+        why = shell.user_ns.get("CUPTI_REASON") or "section 1 chose CUPTI"
+        print(f"SKIPPED: this cell needs Nsight Compute, and the notebook measures with CUPTI ({why}).")
+        return None
+    # In its own history entry, as if typed alone: IPython reads a trailing ";" and sets _ from that entry.
+    if not shell.run_cell(cell, store_history=True).success:
+        raise CellFailed("The cell above failed under %%needs_ncu; its traceback is printed above.")
+    return None
+
+
+if __name__ == "__main__":  # the notebook's cell: make the output folder, work in it, register %%needs_ncu
     import pandas as pd  # here: scripts that import this module (make_wheelhouse.py) need no pandas
+    from IPython import get_ipython
 
     prepare_output_dir(OUT_DIR)
+    STARTED_IN = Path.cwd()  # the notebook's own folder, for paths given relative to it (the recorded pages)
+    os.chdir(OUT_DIR)  # a profiled call's relative output_prefix, and nsight's plots, land in the output folder
     pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
-    print(f"Output folder: {OUT_DIR}")
+    if get_ipython() is not None:  # a recorder runs this cell outside IPython, and drops the magic's line itself
+        get_ipython().register_magic_function(needs_ncu, "cell")
+    print(f"Output folder, now the working folder: {OUT_DIR}")

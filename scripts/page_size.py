@@ -1,40 +1,104 @@
 #!/usr/bin/env python3
-"""How much a reader has to take in, against the limits of the issue "A tutorial a learner finishes in half an hour".
+"""How long the tutorial takes to read, against the limits of the issue "The lesson a learner reads in half an hour".
 
-Visible code: non-blank lines of the code cells Colab does not fold (a folded one starts `# @title`); folded code:
-the folded cells' non-blank lines; prose: words of the markdown cells. Each is printed beside its limit (LIMITS); the
-exit status is 1 when one is over.
+The count: prose words / 200 a minute, 6 s a visible code line (non-blank lines of code cells Colab does not fold; a
+folded one starts `# @title`), printed words / 200 a minute and half a minute a table or plot. What a cell prints
+comes from an executed page (default: the recorded Nsight Compute page, which ran every section), matched to the
+tutorial's cell by its source. Cells under a heading that starts "Going further" (until the next heading of the
+same or a higher level) are extras: the core time leaves them out, the total counts them. Each measure is printed
+beside its limit (LIMITS); the exit status is 1 when one is over, 2 when a file cannot be read.
 """
 
 import argparse
 import json
-import statistics
+import re
 import sys
 from pathlib import Path
 
 from notebook_format import DEFAULT_NOTEBOOK as NOTEBOOK  # the tutorial
 from notebook_format import is_folded
 
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED_PAGE = ROOT / "docs" / "verified" / "nvidia-h200-ncu-2025.3.1" / "recorded_sections.ipynb"
+WORDS_A_MINUTE, SECONDS_A_LINE, MINUTES_A_PICTURE = 200, 6, 0.5
 LIMITS = {  # measure: (most allowed, what it counts)
-    "visible_lines": (450, "visible code lines"), "largest_visible_cell": (20, "lines in the largest visible cell"),
-    "median_visible_cell": (10, "lines in the median visible cell"), "folded_lines": (600, "folded code lines"),
-    "words": (2600, "words of prose")}  # fmt: skip
+    "core_minutes": (30, "minutes to read outside 'Going further'"),
+    "total_minutes": (45, "minutes to read in all"),
+    "largest_visible_cell": (20, "lines in the largest visible cell"),
+    "folded_lines": (600, "folded code lines"),
+}
+GOING_FURTHER = re.compile(r"^(#+)\s+Going further", re.MULTILINE)
+HEADING = re.compile(r"^(#+)\s", re.MULTILINE)
 
 
-def page_size(path: Path) -> dict[str, float]:
-    visible, folded, words = [], 0, 0
-    for cell in json.loads(path.read_text())["cells"]:
-        source = "".join(cell["source"])
-        lines = sum(1 for line in source.splitlines() if line.strip())
-        if cell["cell_type"] == "markdown":
-            words += len(source.split())
-        elif is_folded(cell):
-            folded += lines
-        elif cell["cell_type"] == "code":
-            visible.append(lines)
-    median = statistics.median(visible) if visible else 0
-    return {"visible_lines": sum(visible), "largest_visible_cell": max(visible, default=0),
-            "median_visible_cell": median, "folded_lines": folded, "words": words}  # fmt: skip
+def source_of(cell: dict) -> str:
+    return "".join(cell.get("source", ""))
+
+
+def code_lines(cell: dict) -> int:
+    return sum(1 for line in source_of(cell).splitlines() if line.strip())
+
+
+def output_cost(outputs: list[dict]) -> tuple[int, int]:
+    """(printed words, tables and plots) of a cell's outputs: a picture or an HTML table counts as one, else text."""
+    words, pictures = 0, 0
+    for output in outputs:
+        data = output.get("data", {})
+        if any(kind.startswith("image/") for kind in data) or "<table" in "".join(data.get("text/html", "")):
+            pictures += 1
+        elif output.get("output_type") == "stream":
+            words += len("".join(output.get("text", "")).split())
+        elif output.get("output_type") == "error":
+            words += len(f"{output.get('ename', '')} {output.get('evalue', '')}".split())
+        else:
+            words += len("".join(data.get("text/plain", "")).split())
+    return words, pictures
+
+
+def outputs_by_source(page: dict) -> dict[str, list[dict]]:
+    """An executed page's outputs, keyed by the stripped source of the cell that printed them."""
+    return {source_of(cell).strip(): cell.get("outputs", []) for cell in page.get("cells", []) if cell.get("outputs")}
+
+
+def extra_flags(cells: list[dict]) -> list[bool]:
+    """For each cell, whether it sits under a 'Going further' heading."""
+    flags, extra_level = [], None
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            headings = HEADING.findall(source_of(cell))
+            if headings and extra_level is not None and len(headings[0]) <= extra_level:
+                extra_level = None
+            further = GOING_FURTHER.search(source_of(cell))
+            if further and extra_level is None:
+                extra_level = len(further.group(1))
+        flags.append(extra_level is not None)
+    return flags
+
+
+def cell_minutes(cell: dict, outputs: list[dict]) -> float:
+    if cell.get("cell_type") == "markdown":
+        return len(source_of(cell).split()) / WORDS_A_MINUTE
+    if cell.get("cell_type") != "code":
+        return 0.0
+    lines = 0 if is_folded(cell) else code_lines(cell)
+    words, pictures = output_cost(outputs)
+    return lines * SECONDS_A_LINE / 60 + words / WORDS_A_MINUTE + pictures * MINUTES_A_PICTURE
+
+
+def page_size(path: Path, executed: Path | None = RECORDED_PAGE) -> dict[str, float]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    printed = outputs_by_source(json.loads(executed.read_text(encoding="utf-8"))) if executed else {}
+    minutes = [cell_minutes(cell, printed.get(source_of(cell).strip(), [])) for cell in cells]
+    extras = extra_flags(cells)
+    visible = [code_lines(cell) for cell in cells if cell.get("cell_type") == "code" and not is_folded(cell)]
+    return {
+        "core_minutes": round(sum(m for m, extra in zip(minutes, extras, strict=True) if not extra), 1),
+        "total_minutes": round(sum(minutes), 1),
+        "largest_visible_cell": max(visible, default=0),
+        "folded_lines": sum(code_lines(cell) for cell in cells if is_folded(cell)),
+        "visible_lines": sum(visible),
+        "words": sum(len(source_of(cell).split()) for cell in cells if cell.get("cell_type") == "markdown"),
+    }
 
 
 def over_limits(measures: dict[str, float]) -> list[str]:
@@ -44,16 +108,27 @@ def over_limits(measures: dict[str, float]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebook", nargs="?", type=Path, default=NOTEBOOK, help="the notebook (default: the tutorial)")
-    path = parser.parse_args(argv).notebook
+    parser.add_argument(
+        "--outputs",
+        type=Path,
+        default=RECORDED_PAGE,
+        help="an executed page whose outputs count (default: the recorded Nsight Compute page)",
+    )
+    args = parser.parse_args(argv)
     try:
-        measures = page_size(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        print(f"page_size.py: NOTEBOOK {path} cannot be read as a notebook ({type(error).__name__}: {error}); give "
-              "the path of an .ipynb file, or none for the tutorial", file=sys.stderr)  # fmt: skip
+        measures = page_size(args.notebook, args.outputs)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+        print(
+            f"page_size.py: NOTEBOOK {args.notebook} or --outputs {args.outputs} cannot be read as a notebook "
+            f"({type(error).__name__}: {error}); give the paths of .ipynb files",
+            file=sys.stderr,
+        )
         return 2
     over = over_limits(measures)
+    name = args.notebook.name
     for measure, (limit, what) in LIMITS.items():
-        print(f"{path.name}: {measures[measure]:g} {what} (at most {limit}){'  <- OVER' if measure in over else ''}")
+        print(f"{name}: {measures[measure]:g} {what} (at most {limit}){'  <- OVER' if measure in over else ''}")
+    print(f"{name}: {measures['visible_lines']} visible code lines, {measures['words']} words of prose")
     return 1 if over else 0
 
 

@@ -203,6 +203,13 @@ def log_line(text: str) -> None:
     sys.__stdout__.flush()
 
 
+def without_cell_magic(source: str) -> str:
+    """The cell's Python: a first line `%%needs_ncu` dropped (the recorders run only under Nsight Compute, where the
+    magic runs the cell as typed)."""
+    first, _, rest = source.partition("\n")
+    return rest if first.strip() == "%%needs_ncu" else source
+
+
 def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> dict:
     """Execute a cell as a notebook would (its last expression's value printed)."""
     buffer = io.StringIO()
@@ -214,7 +221,7 @@ def run_cell(namespace: dict, source: str, cell_id: str, echo: bool = True) -> d
 
     filename = f"<notebook cell {cell_id}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # for inspect
-    tree = ast.parse(source, filename)
+    tree = ast.parse(without_cell_magic(source), filename)
     shown = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     before = {name: id(value) for name, value in namespace.items()}
     try:
@@ -357,13 +364,13 @@ import os
 import sys
 
 os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # nothing to load: the values were recorded on the GPU machine
-sys.path.insert(0, {json.dumps(str(scripts))})
+sys.path.insert(0, str(STARTED_IN / {json.dumps(str(scripts))}))  # the harness cell moved into the output folder
 import nsight
 import numpy as np
 import recordings as _recording
 from IPython.display import Image, display
 
-RECORDING = _recording.load_recording({json.dumps(str(folder))})
+RECORDING = _recording.load_recording(STARTED_IN / {json.dumps(str(folder))})
 ENVIRONMENT.update(RECORDING["environment"])
 USE_NCU, CUPTI_REASON = True, ""
 L2_BYTES, PEAKS_LABEL, PEAKS = section_one_values(ENVIRONMENT)

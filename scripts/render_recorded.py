@@ -106,7 +106,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
         notebook.cells.append(folded(recordings.cell_source(cells, cell_id), hide="remove-cell"))
     for number in recordings.recorded_sections(recording):
         if reads_report_folders(number):
-            restore = f"_restored = _recording.restore_report_folders({json.dumps(here)}, OUT_DIR)"
+            restore = f"_restored = _recording.restore_report_folders(STARTED_IN / {json.dumps(here)}, OUT_DIR)"
             notebook.cells.append(folded(f"# @title The reports this section reads, from the recording\n{restore}"))
         steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
         served = served_note(recording, number)

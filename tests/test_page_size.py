@@ -1,5 +1,5 @@
-"""scripts/page_size.py measures what a reader must take in (visible and folded code lines without blanks, words of
-prose), and the tutorial keeps to the limits."""
+"""scripts/page_size.py estimates how long the tutorial takes to read (prose, visible code, what cells print, tables
+and plots), outside and inside "Going further", and the tutorial keeps to the limits."""
 
 import nbformat
 import page_size
@@ -7,30 +7,59 @@ import pytest
 from support import NOTEBOOK
 
 code, markdown = nbformat.v4.new_code_cell, nbformat.v4.new_markdown_cell
+TABLE = nbformat.v4.new_output("display_data", {"text/html": "<table><tr><td>1</td></tr></table>", "text/plain": "1"})
+PLOT = nbformat.v4.new_output("display_data", {"image/png": "iVBOR", "text/plain": "<Figure size 600x400 with 1 Axes>"})
 
 
-def page(tmp_path, cells):
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / "page.ipynb")
-    return tmp_path / "page.ipynb"
+def page(path, cells):
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return path
 
 
-@pytest.mark.parametrize(
-    ("cells", "measures"),
-    [([markdown("## A heading\n\nFive words of prose here."), code("x = 1\n\n\ny = 2\n"), code("a\nb\nc\nd"), code("z"),
-       code("# @title Folded plumbing\nz = 3\nw = 4"), nbformat.v4.new_raw_cell("raw text is neither")],
-      {"visible_lines": 7, "largest_visible_cell": 4, "median_visible_cell": 2, "folded_lines": 3, "words": 8}),
-     ([], {"visible_lines": 0, "largest_visible_cell": 0, "median_visible_cell": 0, "folded_lines": 0, "words": 0}),
-     ([code("  # @title indented still folds\nx = 1"), code("\n\n")],
-      {"visible_lines": 0, "largest_visible_cell": 0, "median_visible_cell": 0, "folded_lines": 2, "words": 0})],
-)  # fmt: skip
-def test_page_size_counts_visible_and_folded_lines_without_blanks_and_the_words_of_prose(tmp_path, cells, measures):
-    assert page_size.page_size(page(tmp_path, cells)) == measures
+def executed(tmp_path, cells):
+    """A page where each code cell printed `outputs` (the tutorial and the page share the cells' sources)."""
+    return page(tmp_path / "executed.ipynb", cells), page(tmp_path / "tutorial.ipynb", cells)
+
+
+def printed(text):
+    return nbformat.v4.new_output("stream", name="stdout", text=text)
+
+
+def test_reading_time_counts_prose_code_lines_printed_words_and_pictures(tmp_path):
+    lesson = [
+        markdown("## 2. A section\n\n" + "word " * 196),  # 200 words: 1 minute
+        code("x = 1\n\n\ny = 2\n", outputs=[printed("said " * 100)]),  # 2 lines (12 s), 100 words (0.5 minute)
+        code("frame", outputs=[TABLE]),  # 1 line (6 s), a table (0.5 minute)
+        code("# @title Folded plot\nplot()", outputs=[PLOT]),  # folded: no lines, a plot (0.5 minute)
+    ]
+    done, tutorial = executed(tmp_path, lesson)
+    measures = page_size.page_size(tutorial, done)
+    assert measures["core_minutes"] == measures["total_minutes"] == pytest.approx(1 + 0.2 + 0.5 + 0.1 + 0.5 + 0.5, 0.01)
+    assert (measures["visible_lines"], measures["folded_lines"], measures["largest_visible_cell"]) == (3, 2, 2)
+
+
+def test_going_further_counts_in_the_total_only_until_the_next_heading_of_its_level(tmp_path):
+    lesson = [
+        markdown("## 3. Section"),
+        markdown("### Going further: extra\n\n" + "word " * 196),  # an extra minute
+        code("\n".join(f"x{i} = {i}" for i in range(10))),  # an extra minute of code
+        markdown("## 4. Next section\n\n" + "word " * 195),  # core again: 1 minute
+    ]
+    measures = page_size.page_size(page(tmp_path / "t.ipynb", lesson), None)
+    assert measures["core_minutes"] == pytest.approx(1 + 2 / 200, abs=0.05), measures
+    assert measures["total_minutes"] == pytest.approx(3 + 2 / 200, abs=0.1), measures
+
+
+def test_a_cell_that_no_executed_page_holds_counts_no_output(tmp_path):
+    done = page(tmp_path / "executed.ipynb", [code("other = 1", outputs=[printed("word " * 400)])])
+    tutorial = page(tmp_path / "tutorial.ipynb", [code("mine = 1")])
+    assert page_size.page_size(tutorial, done)["total_minutes"] == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize(("lines", "status"), [(20, 0), (21, 1)])
 def test_page_size_exits_1_naming_the_measure_over_its_limit_and_0_at_it(tmp_path, capsys, lines, status):
-    small = [code("x = 1") for _ in range(3)]  # the median stays within its limit
-    assert page_size.main([str(page(tmp_path, [code("\n".join(f"x{i}" for i in range(lines))), *small]))]) == status
+    small = page(tmp_path / "t.ipynb", [code("\n".join(f"x{i}" for i in range(lines)))])
+    assert page_size.main([str(small), "--outputs", str(small)]) == status
     said, out = f"{lines} lines in the largest visible cell (at most 20)", capsys.readouterr().out
     assert f"{said}  <- OVER" in out if status else said + "\n" in out, out
 
@@ -45,12 +74,13 @@ def test_page_size_names_a_file_that_is_no_notebook(tmp_path, capsys, content):
 
 @pytest.mark.parametrize("measure", page_size.LIMITS)
 def test_the_tutorial_keeps_to_the_limit_on(measure):
-    assert measure not in page_size.over_limits(page_size.page_size(NOTEBOOK)), (
-        f"the tutorial is over its limit on {measure}: run python scripts/page_size.py, then split the cell, move "
-        "plumbing into a folded helper or tighten the prose"
+    measures = page_size.page_size(NOTEBOOK)
+    assert measure not in page_size.over_limits(measures), (
+        f"the tutorial is over its limit on {measure} ({measures[measure]}): run python scripts/page_size.py, then "
+        "cut prose or visible code, move extras under a 'Going further' heading, or split the cell"
     )
 
 
 def test_page_size_measures_the_tutorial_when_given_no_notebook(capsys):
-    assert page_size.main([]) == 0, "with no argument page_size.py must measure the tutorial"
-    assert NOTEBOOK.name in capsys.readouterr().out
+    page_size.main([])
+    assert NOTEBOOK.name in capsys.readouterr().out, "with no argument page_size.py must measure the tutorial"

@@ -49,3 +49,21 @@ def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cell
         assert reply.status == "ok" and reply.stdout == "", f"under CUPTI {cell_id} must do nothing: {reply.stdout}"
     assert learner.value("'condition_frames' in globals()") is False
     assert learner.value("section_entry(4)['status']") == "SKIPPED", "under CUPTI no verdict means SKIPPED here"
+
+
+def test_a_needs_ncu_cell_runs_as_typed_under_nsight_compute_and_says_why_it_is_skipped_under_cupti(learner):
+    learner.execute("USE_NCU, CUPTI_REASON = True, ''")
+    shown = learner.execute("%%needs_ncu\nunder_magic = 6 * 7\nunder_magic")
+    assert shown.status == "ok" and shown.results == ["42"], f"the cell's last value must show: {shown.results}"
+    assert learner.execute("_ + 1").results == ["43"], "_ must hold the value a %%needs_ncu cell showed"
+    assert learner.execute("%%needs_ncu\n[1, 2];").results == [], "a trailing ';' must hide the value"
+    failed = learner.execute("%%needs_ncu\nbefore_error = 1\nraise ValueError('broken under the magic')\n")
+    assert failed.status == "error", "a failing %%needs_ncu cell must stop Run all (and fail nbmake) there"
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in failed.errors for line in error["traceback"]))
+    assert re.search(r"----> 2 raise ValueError", traceback), f"point at the learner's line 2:\n{traceback}"
+    assert traceback.count("Traceback") <= 1 and traceback.count("ValueError") <= 3, f"one traceback:\n{traceback}"
+    learner.execute("USE_NCU, CUPTI_REASON = False, 'ncu 2025.3.1 is older than 2026.2.1'")
+    skipped = learner.execute("%%needs_ncu\nskipped_name = 1\nprint('ran')")
+    assert skipped.status == "ok" and "ran" not in skipped.stdout, "under CUPTI the cell must not run"
+    assert "SKIPPED" in skipped.stdout and "ncu 2025.3.1 is older than 2026.2.1" in skipped.stdout, skipped.stdout
+    assert learner.value("'skipped_name' in globals()") is False
