@@ -46,7 +46,8 @@ REFUSED_TOO = [
     ([""], {}, "the output folder argument is empty"),  # not dropped for the default
     ([OWN_NOTEBOOK], {}, "holds files run_headless did not make"),
     ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME, the clone or a folder above it"),  # HOME is {tmp} here
-    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "NSPY_TUTORIAL_OUT=~/o: HOME is empty, so ~ names no folder"),
+    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME is empty"),  # not /o at the root
+    (["{tmp}/out"], {"HOME": ""}, "HOME is empty, and the python3 kernel is registered under"),
     ([], {"FAKE_TORCH_CUDA": "None"}, "has torch 2.11.0, a build without CUDA"),
     ([], {"FAKE_TORCH_CUDA": "missing"}, "cannot import torch (ModuleNotFoundError: No module named 'torch')"),
     ([], {"NSPY_TUTORIAL_WHEELHOUSE": "{tmp}/wh?"}, "holds *, ? or [, which pip"),  # {tmp}/wh1 holds a wheel
