@@ -100,23 +100,6 @@ def section_entry(number):
             "headline": "", "seconds": None}  # fmt: skip
 
 
-def short_kernel_name(name, width=48):
-    """A kernel name a reader can use: no return type, template arguments, parameters or mangling."""
-    text, names = str(name), []
-    rest = text[2:] if text.startswith("_Z") else ""  # Itanium-mangled: identifiers come length-prefixed
-    while match := re.search(r"\d+", rest):
-        length = int(match.group())
-        names.append(rest[match.end() : match.end() + length])
-        rest = rest[match.end() + length :]
-    text = max(names, key=len) if names else text  # the kernel's own name is the longest identifier in it
-    kept, depth = [], 0
-    for char in re.sub(r"^void\s+", "", text):  # drop everything inside <...> and (...)
-        depth = max(depth + (char in "<(") - (char in ">)"), 0)
-        kept += [char] if depth == 0 and char not in ">)" else []
-    text = "".join(kept).strip() or str(name)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def record_figure(number, name, value, unit, peak_key):
     """Keep a headline figure with its % of the GPU's datasheet peak: SUSPECT above 100% (the wrong kernel or count)
     or below SUSPECT_FLOOR_PCT (a unit slip, a timed region far larger than the kernel); 'unchecked' on unknown GPUs.

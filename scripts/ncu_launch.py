@@ -14,14 +14,15 @@ import types
 from pathlib import Path
 
 import recordings
-from recordings import ROOT, RecorderError, decode, encode, log_line, recording_folders
+from recordings import ROOT, RecorderError, encode, log_line
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_ONE_NAMES, SETUP_HELPERS
 
 NSIGHT_VERSION = "1.1.0"
 INNER = Path(__file__).resolve().parent / "ncu_inner.py"
 # The GPU runner is shared: its clocks stay as they are, so every ncu there gets `--clock-control none`. A call that
-# asks for another (section 4's clock_control="base") is served from a committed recording that holds it.
+# asks for another (section 4's clock_control="base") runs with it too, and its call notes both (clock_control, what
+# the notebook asked; ncu_clock_control, what ncu was given): the measured SM clock then shows that nothing was locked.
 RUNNER_CLOCK_CONTROL = "none"
 NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, the replay of its section's cells included
 
@@ -89,7 +90,10 @@ def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]
         if option not in flags or value not in (None, flags[flags.index(option) + 1]):
             raise RecorderError(f"nsight's ncu command has no '{option} {value or '...'}': {' '.join(attach)}")
         del flags[flags.index(option) : flags.index(option) + 2]
-    require_runner_clocks(attach)
+    if "--clock-control" not in flags:
+        raise RecorderError(f"nsight's ncu command has no '--clock-control ...': {' '.join(attach)}")
+    flags[flags.index("--clock-control") + 1] = RUNNER_CLOCK_CONTROL  # whatever the call asked for
+    require_runner_clocks(flags)
     return [ncu, "--nvtx", *flags, *program]
 
 
@@ -142,9 +146,6 @@ class ProfiledCalls:
         """Text for the committed recording: this machine's paths as WORK (scratch folder, maybe in REPO) and REPO."""
         return text.replace(str(self.work), "WORK").replace(str(ROOT), "REPO")
 
-    def served(self) -> bool:  # a call this machine never runs: served from a committed recording
-        return self.calls[-1]["clock_control"] != RUNNER_CLOCK_CONTROL
-
     # ---- the replacements
     def activate(self, tool):
         from nsight.tools_manager import Tool  # for ncu, nothing to load: ncu launched this process
@@ -166,10 +167,9 @@ class ProfiledCalls:
                                                  clock_control, replay_mode, verbosity)  # fmt: skip
         if self.role == "inner":
             return ncu_run(), report_path, log_path
-        self.calls.append(call := {"index": self.key, "section": section, "cell": cell, "cache_control": cache_control,
-                                   "clock_control": clock_control})  # fmt: skip
-        if self.served():
-            return ncu_run(), report_path, log_path
+        asked = {"cache_control": cache_control, "clock_control": clock_control}
+        self.calls.append(call := {"index": self.key, "section": section, "cell": cell, **asked})
+        call["ncu_clock_control"] = RUNNER_CLOCK_CONTROL  # what ncu is given, whatever the call asked for
         command = launch_command(attach, self.ncu, inner_program(self.work, self.key))
         call.update(metrics=list(metrics), replay_mode=replay_mode, report=os.path.relpath(report_path, self.work))
         call.update(command=self.shown(" ".join(command)), nsight_attach_command=self.shown(" ".join(attach)))
@@ -183,9 +183,8 @@ class ProfiledCalls:
         if self.role == "outer":  # the inner process runs it, under ncu
             configs = [tuple(c) if isinstance(c, (list, tuple)) else c for c in configs]
             self.calls[-1].update(benchmark=func.__name__, runs=runs, configs=encode(configs))
-            if not self.served():
-                self.log(f"[record] call {self.key}: {func.__name__} cache_control={self.calls[-1]['cache_control']} "
-                         f"runs={runs} configs={len(configs)}")  # fmt: skip
+            settings = f"cache_control={self.calls[-1]['cache_control']} runs={runs} configs={len(configs)}"
+            self.log(f"[record] call {self.key}: {func.__name__} {settings}")
         elif self.key == self.target:  # earlier calls are served from the outer's extraction
             self.original["run_profile_session"](func, configs, runs, *args, **kwargs)
             import torch
@@ -220,45 +219,17 @@ class ProfiledCalls:
                 raise payload
             return payload
         call = self.calls[-1]
-        if self.served():
-            raw = self.serve_committed(call)
-        else:
-            extract = self.original["extract_df_from_report"]
-            try:
-                raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
-            except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
-                call["error"] = {"type": type(error).__name__, "message": str(error)}
-                stored.write_bytes(pickle.dumps(("error", error)))
-                self.log(f"[record]   nsight raised {type(error).__name__}: {str(error).splitlines()[0]}")
-                raise
-            call["raw_frame"] = encode(raw)
+        extract = self.original["extract_df_from_report"]
+        try:
+            raw = extract(report_path, metrics, configs, iterations, func, *args, **kwargs)
+        except Exception as error:  # what nsight's extraction raised, e.g. the several-kernels RuntimeError
+            call["error"] = {"type": type(error).__name__, "message": str(error)}
+            stored.write_bytes(pickle.dumps(("error", error)))
+            self.log(f"[record]   nsight raised {type(error).__name__}: {str(error).splitlines()[0]}")
+            raise
+        call["raw_frame"] = encode(raw)
         stored.write_bytes(pickle.dumps(("frame", raw)))
         return raw
-
-    def serve_committed(self, call: dict):
-        """A call this machine must not run, as the committed recording that ran it extracted it."""
-        wanted = {k: call[k] for k in ("section", "benchmark", "cache_control", "clock_control", "runs", "configs")}
-        found = next((c for c in committed_calls() if c.get("raw_frame") and all(c.get(k) == v for k, v in
-                      wanted.items())), None)  # fmt: skip
-        if found is None:
-            raise RecorderError(f"call {call['index']} ({call['benchmark']}, cell {call['cell']}) asks for "
-                                f"clock_control={call['clock_control']!r}, which this recorder refuses (the runner is "
-                                f"shared: ncu gets --clock-control {RUNNER_CLOCK_CONTROL}), and no committed recording "
-                                f"holds it ({wanted}): run it on a GPU of your own, or change the call.")  # fmt: skip
-        call.update(metrics=found["metrics"], served_from=found["served_from"], raw_frame=found["raw_frame"])
-        self.log(f"[record] call {call['index']}: {call['benchmark']} served from {found['served_from']['label']}")
-        return decode(found["raw_frame"])
-
-
-def committed_calls():
-    """Every call of the committed recordings, served_from naming the recording that ran it."""
-    for folder in recording_folders():
-        recording = recordings.load_recording(folder)
-        commit, created = str(recording["provenance"].get("notebook_commit"))[:7], recording["created_utc"]
-        label = f"the recording of {created} in {folder.name} (notebook commit {commit})"
-        ran_here = {"folder": folder.name, "created_utc": created, "notebook_commit": commit, "label": label}
-        for call in recording.get("calls", []):
-            yield {**call, "served_from": call.get("served_from") or {**ran_here, "call_index": call.get("index")}}
 
 
 def child_env(work: Path) -> dict:

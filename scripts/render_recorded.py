@@ -75,13 +75,18 @@ are), and nsight's own extraction and aggregation built the frames. Only the tri
 """
 
 
-def served_note(recording: dict, number: int) -> str:
-    """Where the rows of section `number`'s calls served from another recording come from; '' if none was."""
-    served = [f"`cache_control={call['cache_control']}, clock_control={call['clock_control']}` from "
-              f"{call['served_from']['label']}" for call in recording["calls"]
-              if call.get("section") == number and call.get("served_from")]  # fmt: skip
-    return (f" A call this runner does not run (its clocks stay as they are) has rows served from another recording, "
-            f"with only the metrics that recording requested: {'; '.join(served)}.") * bool(served)  # fmt: skip
+def clocks_note(recording: dict, number: int) -> str:
+    """What section `number`'s calls asked of the clocks that this runner's ncu did not do; '' if nothing."""
+    calls = [call for call in recording["calls"] if call.get("section") == number]
+    forced = [call for call in calls if call.get("ncu_clock_control", call["clock_control"]) != call["clock_control"]]
+    asked = sorted({call["clock_control"] for call in forced})
+    if not asked:
+        return ""
+    given = f"`clock_control={', '.join(map(repr, asked))}`"
+    return (
+        f" A call here asked for {given}; this runner's ncu ran it with `--clock-control none` (the shared machine's"
+        " clocks stay as they are), so its SM clock is the one the GPU chose."
+    )
 
 
 def recorded_cell(cell_id: str, entry: dict) -> nbformat.NotebookNode:
@@ -109,7 +114,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             restore = f"_restored = _recording.restore_report_folders(STARTED_IN / {json.dumps(here)}, OUT_DIR)"
             notebook.cells.append(folded(f"# @title The reports this section reads, from the recording\n{restore}"))
         steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
-        served = served_note(recording, number)
+        clocks = clocks_note(recording, number)
         for cell in recordings.section_cells(cells, number):
             role, source = steps.get(cell["id"], ("markdown", cell["source"]))
             entry = recording["cells"].get(cell["id"])
@@ -117,8 +122,8 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                 notebook.cells.append(nbformat.v4.new_markdown_cell(source))
             elif role in recordings.REPLACED_ON_CPU:  # shown as it ran on the GPU machine, its values stand in here
                 if role == "run":
-                    notebook.cells.append(nbformat.v4.new_markdown_cell(ran + served))
-                    served = ""  # once, at the section's first run cell
+                    notebook.cells.append(nbformat.v4.new_markdown_cell(ran + clocks))
+                    clocks = ""  # once, at the section's first run cell
                 notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [folded(source)]
             elif notebook_format.is_folded({"cell_type": "code", **cell}):
                 notebook.cells.append(folded(source))

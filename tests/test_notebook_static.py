@@ -14,11 +14,15 @@ import nsight
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from notebook_format import is_folded
+from recordings import without_cell_magic
 from support import ROOT, module_level_names
 
 from plumbing.cells import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
-python = TransformerManager().transform_cell  # a cell's source, IPython magics and shell escapes turned into calls
+
+def python(source: str) -> str:
+    """A cell's Python as IPython runs it: %%needs_ncu's body as typed, other magics and shell escapes as calls."""
+    return TransformerManager().transform_cell(without_cell_magic(source))
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
@@ -42,11 +46,18 @@ def dotted(node: ast.AST) -> str | None:
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
     """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
     nodes, literals, calls = [node for tree in trees for node in ast.walk(tree)], {}, []
-    for node in nodes:
+    for node in nodes:  # in order: a literal may spread (**) one assigned before it
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict):
-            keys, values = node.value.keys, node.value.values
-            if all(isinstance(key, ast.Constant) for key in keys):
-                literals[node.targets[0].id] = {k.value: v for k, v in zip(keys, values, strict=True)}
+            entries = {}
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if key is None and getattr(value, "id", None) in literals:
+                    entries.update(literals[value.id])
+                elif isinstance(key, ast.Constant):
+                    entries[key.value] = value
+                else:
+                    break
+            else:
+                literals[node.targets[0].id] = entries
     for node in (node for node in nodes if isinstance(node, ast.Call) and dotted(node.func) == name):
         keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
         for spread in (keyword.value for keyword in node.keywords if keyword.arg is None):
@@ -110,8 +121,14 @@ def test_every_benchmark_uses_options_nsight_accepts_and_writes_in_the_output_fo
             allowed = typing.get_args(parameters[name].annotation)
             if typing.get_origin(parameters[name].annotation) is typing.Literal and isinstance(value, ast.Constant):
                 assert value.value in allowed, f"{name}={value.value!r} is not one of {allowed}"
-        prefix = ast.unparse(keywords.get("output_prefix", ast.Constant(None)))  # "prefix": a child's, from its parent
-        assert prefix.startswith("out_prefix(") or prefix == "prefix", f"output_prefix={prefix} escapes OUT_DIR"
+        prefix = keywords.get("output_prefix", ast.Constant(None))  # the Name "prefix": a child's, from its parent
+        parts = prefix.values if isinstance(prefix, ast.JoinedStr) else [prefix]  # f"s8_{mode}/" too
+        text = "".join(part.value if isinstance(part, ast.Constant) else "{x}" for part in parts)
+        folder = text if all(isinstance(part, (ast.Constant, ast.FormattedValue)) for part in parts) else None
+        relative = isinstance(folder, str) and folder.endswith("/") and not folder.startswith(("/", "~"))
+        assert (relative and ".." not in folder) or getattr(prefix, "id", None) == "prefix", (
+            f"output_prefix={ast.unparse(prefix)} must be a folder inside the working folder (OUT_DIR): 'name/'"
+        )
     folders = [ast.unparse(call.args[2]) for call, _ in calls_to(all_trees(notebook), "run_cupti_child")]
     assert folders and all(f.startswith("out_prefix(") for f in folders), f"section 9's CUPTI child writes to {folders}"
 
