@@ -2,6 +2,7 @@
 and plots), outside and inside "Going further", and the tutorial keeps to the limits."""
 
 import os
+import resource
 import subprocess
 import sys
 
@@ -90,6 +91,10 @@ def test_page_size_measures_the_tutorial_when_given_no_notebook(capsys):
     assert NOTEBOOK.name in capsys.readouterr().out, "with no argument page_size.py must measure the tutorial"
 
 
+def two_gib_at_most():  # a read of /dev/zero that is not refused ends in MemoryError, not in the machine's memory
+    resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
@@ -103,7 +108,7 @@ def test_a_device_a_fifo_or_a_folder_is_refused_at_once_not_read(tmp_path, given
     os.mkfifo(tmp_path / "pipe.ipynb")
     command = [sys.executable, str(ROOT / "scripts" / "page_size.py"), given.format(tmp=tmp_path)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, preexec_fn=two_gib_at_most)
     except subprocess.TimeoutExpired:
         pytest.fail(f"page_size.py {given} did not return: check safe_io.require_regular_file before reading")
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -278,3 +278,15 @@ def command_line_of(monkeypatch, script: Path, *args) -> int:
     except SystemExit as stopped:
         return stopped.code if isinstance(stopped.code, int) else int(stopped.code is not None)
     return 0
+
+
+def test_notebook_format_fix_line_runs_as_pasted_whatever_the_notebooks_name(tmp_path):
+    notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
+    notebook["cells"][0]["metadata"] = {"collapsed": True}
+    (edited := tmp_path / "my notes; touch pwned.ipynb").write_text(json.dumps(notebook))
+    check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
+    advice = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path).stdout.strip().splitlines()[-1]
+    pasted = advice.removeprefix("Fix with: ").replace("python ", f"{sys.executable} ", 1)
+    done = subprocess.run(["bash", "-c", pasted], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and not (tmp_path / "pwned").exists(), f"the pasted line ran more than --fix: {advice}"
+    assert subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0, "the pasted line did not fix it"

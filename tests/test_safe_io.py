@@ -131,7 +131,7 @@ def test_only_a_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path)
             answers[name] = str(refused)
 
     cases = (("fifo", fifo), ("zero", "/dev/zero"), ("folder", tmp_path))
-    reader = threading.Thread(target=lambda: [read(name, path) for name, path in cases])
+    reader = threading.Thread(target=lambda: [read(name, path) for name, path in cases], daemon=True)
     reader.start()
     reader.join(timeout=10)
     assert not reader.is_alive(), "reading a FIFO must be refused, not wait for a writer for ever"
