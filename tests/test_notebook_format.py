@@ -104,7 +104,7 @@ def test_a_module_that_is_missing_is_named_and_nothing_is_written(tmp_path, caps
     edited = _edited(tmp_path, lambda _, s: s.replace("plumbing/harness.py", "plumbing/harnes.py"))
     before = edited.read_bytes()
     assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
-    assert "plumbing/figure.py does not exist" in capsys.readouterr().err
+    assert "plumbing/harnes.py does not exist" in capsys.readouterr().err
 
 
 def _statements(text: str, constants=()) -> list[str]:
