@@ -46,6 +46,7 @@ REFUSED_TOO = [
     ([""], {}, "the output folder argument is empty"),  # not dropped for the default
     ([OWN_NOTEBOOK], {}, "holds files run_headless did not make"),
     ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME, the clone or a folder above it"),  # HOME is {tmp} here
+    ([], {"NSPY_TUTORIAL_OUT": "~", "HOME": "{tmp}/empty_home"}, "is /, HOME, the clone or a folder above it"),
     ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME is empty"),  # not /o at the root
     (["{tmp}/out"], {"HOME": ""}, "HOME is empty, and the python3 kernel is registered under"),
     ([], {"FAKE_TORCH_CUDA": "None"}, "has torch 2.11.0, a build without CUDA"),
@@ -59,6 +60,7 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
     clone = fresh_clone(tmp_path / "clone")
     (tmp_path / "mine").mkdir()
     shutil.copy(NOTEBOOK, tmp_path / "mine")
+    (tmp_path / "empty_home").mkdir()  # HOME, empty: still no output folder
     make_wheelhouse(tmp_path / "wh1", {"nbmake": "1.0"}, {})
     (tmp_path / "results.txt").write_text("not a folder")
     (tmp_path / "empty" / "cupti").mkdir(parents=True)  # a wheelhouse without a wheel
