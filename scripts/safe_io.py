@@ -117,6 +117,11 @@ def writable_target(path: Path, what: str) -> Path:
     if target.exists() and not target.is_file():
         mode = os.stat(target).st_mode
         raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: nothing was written")
+    if target.exists() and not os.stat(target).st_mode & 0o222:  # made read-only on purpose: a replace would not ask
+        raise FileRefused(
+            f"{what} {path} is read-only: nothing was written; make it writable first "
+            f"(chmod u+w {quoted(path)}) if it is meant to change"
+        )
     return target
 
 
@@ -205,3 +210,7 @@ def expand_home(text: str, setting: str, environ=os.environ) -> Path:
             "folder: give the folder's full path, or set HOME"
         )
     return Path(home + text[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit("safe_io.py is a module the scripts import, not a command (python3 scripts/<script>.py --help)")

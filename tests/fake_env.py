@@ -255,6 +255,10 @@ case "$1" in
 sys.version_info = tuple(map(int, '${FAKE_PYTHON_VERSION:-3.12.3}'.split('.'))) + ('final', 0)
 $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
+        *torch.version.cuda*) case "${FAKE_TORCH_CUDA:-13.0}" in  # its check for a CUDA build of torch
+            missing) echo "ModuleNotFoundError: No module named 'torch'" >&2; exit 1 ;;
+            *) echo "2.11.0 ${FAKE_TORCH_CUDA:-13.0}"; exit 0 ;;
+          esac ;;
         *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;
@@ -289,6 +293,9 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
 def script_pip(python: str, args: list[str]) -> int:
     """The fake python's `-m pip` as the scripts call it: freeze lists its packages; install checks that every
     requirement can be had (offline: its wheel in --find-links) and logs what, from where and into which Python."""
+    if args[:1] == ["--version"]:  # run_tests asks whether its venv has pip
+        print(f"pip 25.0 from {python}")
+        return 0
     if args[:1] == ["freeze"]:
         print("torch==2.11.0")  # what the fake python has before anything is installed
         return 0

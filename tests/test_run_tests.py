@@ -4,6 +4,7 @@ anything is made, the suite's pins, and the README's test commands."""
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,9 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
     changes = ("-m venv", "-m pip", "-m pytest")["cannot" in kind :]  # venv may try /proc
     assert not [line for line in asked if line.startswith(changes)], f"refused, yet python was asked to {asked}"
     assert not pip_installs(tmp_path) and (before is None or files_of(venv) == before), "the venv was changed"
-    assert "another" not in kind or f"rm -rf {venv}" in output, f"say how to make it again: {output}"
+    assert "another" not in kind or f"rm -rf -- {venv}" in output, f"say how to make it again: {output}"
+    assert "another" in kind or "rm -rf" not in output, f"never advise deleting a folder it did not make: {output}"
+    assert "another" in kind or "cannot" in kind or f"mv -- {venv} {venv}.old" in output, "say how to set it aside"
 
 
 @pytest.mark.parametrize(
@@ -128,3 +131,29 @@ def test_ci_tests_the_harness_versions_the_gpu_run_installs():
     harness = requirement_pins(ROOT / "requirements-harness.txt")
     differ = {name: (version, ci.get(name)) for name, version in harness.items() if ci.get(name) != version}
     assert not differ, f"requirements-harness.txt and constraints-ci.txt pin other versions (GPU run, CI): {differ}"
+
+
+@pytest.mark.parametrize("left", ["the mark alone", "a mark cut short", "a venv without pip"])
+def test_a_first_run_stopped_at_any_moment_is_finished_by_the_next_run_without_clean_up(tmp_path, left):
+    """Ctrl-C while the venv is made: the mark is written first (whole, then moved): the folder is empty or marked."""
+    venv = tmp_path / "venv"
+    assert run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)[0] == 0
+    mark = (venv / ".nspy_tutorial_test_venv").read_text()
+    shutil.rmtree(venv)
+    venv.mkdir()
+    if left == "a mark cut short":
+        (venv / ".nspy_tutorial_test_venv.partial").write_text(mark[:5])
+    else:
+        (venv / ".nspy_tutorial_test_venv").write_text(mark)
+    if left == "a venv without pip":  # a python that lacks pip: `python -m pip` fails
+        executable(venv / "bin" / "python", f'#!/bin/sh\n[ "$2" = pip ] && exit 1\nexec {sys.executable} "$@"\n')
+    status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
+    assert status == 0, f"the next run must finish what was cut short ({left}), not refuse:\n{output}"
+    assert any(line.startswith("-m venv") for line in asked), "the venv must be made (again) there"
+    assert (venv / ".nspy_tutorial_test_venv").read_text() == mark and (venv / "bin" / "python").exists()
+
+
+def test_a_venv_setting_under_an_empty_home_is_refused_not_made_at_the_root(tmp_path):
+    status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV="~/x", HOME="")
+    assert status == 2 and "NSPY_TUTORIAL_TEST_VENV=~/x: HOME is empty, so ~ names no folder" in output, output
+    assert not [line for line in asked if line.startswith("-m")], asked

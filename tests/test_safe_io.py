@@ -131,7 +131,7 @@ def test_only_a_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path)
             answers[name] = str(refused)
 
     cases = (("fifo", fifo), ("zero", "/dev/zero"), ("folder", tmp_path))
-    reader = threading.Thread(target=lambda: [read(name, path) for name, path in cases])
+    reader = threading.Thread(target=lambda: [read(name, path) for name, path in cases], daemon=True)
     reader.start()
     reader.join(timeout=10)
     assert not reader.is_alive(), "reading a FIFO must be refused, not wait for a writer for ever"
@@ -184,3 +184,12 @@ def test_quoted_makes_a_pasted_path_one_shell_word(tmp_path):
     name = tmp_path / "a; touch pwned"
     done = subprocess.run(f"printf %s {safe_io.quoted(name)}", shell=True, capture_output=True, text=True, cwd=tmp_path)
     assert done.stdout == str(name) and not (tmp_path / "pwned").exists()
+
+
+def test_a_read_only_file_is_not_replaced(tmp_path):
+    target = tmp_path / "README.md"
+    target.write_text("kept")
+    target.chmod(0o444)
+    with pytest.raises(FileRefused, match=r"is read-only: nothing was written; make it writable first \(chmod u\+w"):
+        safe_io.write_text(target, "new")
+    assert target.read_text() == "kept"
