@@ -9,16 +9,10 @@ matplotlib.use("Agg")
 from plumbing import figures  # noqa: E402
 
 PEAKS = {"fp32_tflops": 67.0, "fp16_tflops": 989.0, "dram_gbs": 4800.0}
-SWEEP = pd.DataFrame({"float32": [10.0, 40.0], "float16": [90.0, 700.0]}, index=pd.Index([512, 4096], name="n"))
-RUNS = pd.DataFrame({"Annotation": ["u + v"] * 2 + ["m @ m"] * 2, "n": 16, "Value": [1e3, 3e3, 5e3, 5e3]})
 BOUND = pd.DataFrame({"FLOP/byte": [0.125, 500.0], "TFLOP/s": [0.5, 800.0], "% of roof": [83.0, 81.0]},
                      index=["scaling", "product"])  # fmt: skip
 THERMAL = {mode: {"runs": pd.DataFrame({"margin_c": m})} for mode, m in (("off", [20.0, 15.0]), ("auto", [22.0, 21.0]))}
 PLOTS = {  # plot: (its call, its x and y labels, what its alt text says of each series)
-    "sweep": (lambda: figures.plot_sweep(SWEEP, PEAKS, "H200 SXM"), ("matrix size n (n x n)", "throughput (TFLOP/s)"),
-        ["float32: n=512 10.0, n=4096 40.0", "float16: n=512 90.0, n=4096 700.0"]),
-    "run spread": (lambda: figures.plot_run_spread(RUNS), (None, "kernel time of each run (us)"),
-        ["u + v at n=16: 2 runs, spread 70.7%", "m @ m at n=16: 2 runs, spread 0.0%"]),
     "roofline": (lambda: figures.plot_roofline(BOUND, PEAKS, "NVIDIA H200"), None,
         ["scaling: 0.125 FLOP/byte, 0.5 TFLOP/s, 83% of its roof", "product: 500 FLOP/byte, 800 TFLOP/s, 81%"]),
     "thermal": (lambda: figures.plot_thermal(THERMAL, pd.Series({"off": 0, "auto": 2})), ("run", "T.Limit margin (C)"),

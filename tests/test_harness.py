@@ -34,19 +34,6 @@ def test_the_output_folder_is_the_setting_else_under_content_on_colab_else_here(
     assert harness.choose_output_dir({}, on_colab=False) == tmp_path / harness.OUTPUT_FOLDER
 
 
-@pytest.mark.parametrize(
-    ("kernel", "short"),
-    [("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE",
-      "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"),
-     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)",
-      "at::native::vectorized_elementwise_kernel"),
-     ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
-     ("sm90_xmma_gemm_" + "x" * 80, "sm90_xmma_gemm_" + "x" * 30 + "...")],  # cut to fit a table: 48 characters
-)  # fmt: skip
-def test_kernel_names_are_shortened_to_what_a_reader_can_use(harness, kernel, short):
-    assert harness.short_kernel_name(kernel) == short
-
-
 DATASHEETS = {  # the name torch reports: (label, fp32 TFLOP/s, fp16 tensor TFLOP/s, DRAM GB/s), dense figures
     "Tesla T4": ("T4", 8.1, 65.0, 320.0), "NVIDIA L4": ("L4", 30.3, 121.0, 300.0),
     "NVIDIA A100-SXM4-40GB": ("A100 40GB SXM", 19.5, 312.0, 1555.0),
