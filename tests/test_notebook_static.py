@@ -44,12 +44,18 @@ def dotted(node: ast.AST) -> str | None:
 
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
-    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} literal."""
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} or dict(...) literal."""
     nodes, literals, calls = [node for tree in trees for node in ast.walk(tree)], {}, []
     for node in nodes:  # in order: a literal may spread (**) one assigned before it
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if isinstance(node.value, ast.Dict):  # {"key": value, **OTHER}
+                pairs = list(zip(node.value.keys, node.value.values, strict=True))
+            elif isinstance(node.value, ast.Call) and dotted(node.value.func) == "dict" and not node.value.args:
+                pairs = [(None if k.arg is None else ast.Constant(k.arg), k.value) for k in node.value.keywords]
+            else:
+                continue
             entries = {}
-            for key, value in zip(node.value.keys, node.value.values, strict=True):
+            for key, value in pairs:
                 if key is None and getattr(value, "id", None) in literals:
                     entries.update(literals[value.id])
                 elif isinstance(key, ast.Constant):
