@@ -11,7 +11,7 @@ SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENV
 
 # The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
 GPU_CHECK = "gpu-check"  # section 1's first code cell: stops Run all without a usable NVIDIA GPU
-HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py, figures.py); the recorders run it first
+HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py); the recorders run it first
 SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json
 # Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "import" on a GPU is needed).
@@ -27,20 +27,19 @@ SECTION_PLAN = {
     4: {"define": ("s4-define", "s4-calls"), "gpu_define": ("s4-sizes",), "run": ("s4-run",)},
     5: {"define": ("s5-define",), "run": ("s5-run",)},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
-    7: {"define": ("s7-define", "s7-calls"), "run": ("s7-error", "s7-run")},
-    8: {"define": ("s8-define", "s8-thresholds"), "gpu_define": ("s8-collectors", "s8-more-collectors"),
-        "run": ("s8-run",)},
-    9: {"run": ("s9-cupti",)},
-    10: {"define": ("s10-tools", "s10-define"), "run": ("s10-profile", "s10-details")},
+    7: {"define": ("s7-define",), "run": ("s7-run",)},
+    8: {"define": ("s8-define",), "gpu_define": ("s8-collectors",), "run": ("s8-run", "s8-pause-run")},
+    9: {"define": ("s9-define", "s9-child"), "run": ("s9-ncu", "s9-cupti")},
+    10: {"define": ("s10-define",), "run": ("s10-run", "s10-profile")},
 }  # fmt: skip
 # Names a section's define cells bind for later sections: a recorder runs those cells before any section it records.
 SHARED_NAMES = ("QUIET", "EVERY_CALL", "add")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
-NOT_UNDER_NCU = ("s9-cupti", "s10-profile", "s10-details")
+NOT_UNDER_NCU = ("s9-cupti", "s10-profile")
 # Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
-REPORT_FOLDERS = {"s7_fusion": 7, "s8_off": 8, "s10_softmax": 10}
-# Section -> the sections whose values it reads (9: section 5's sweep; 10: section 8's "off" call, section 6's softmax).
-SECTION_DEPENDENCY = {9: (5,), 10: (6, 8)}
+REPORT_FOLDERS = {"s7_fusion": 7, "s10_softmax": 10, "s10_sections": 10}
+# Section -> the sections whose values it reads (each section now profiles what it shows: none reads another's).
+SECTION_DEPENDENCY = {}
 
 
 def report_folders_of(number):

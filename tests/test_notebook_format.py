@@ -83,7 +83,7 @@ def test_embed_check_names_the_stale_cell_and_fix_restores_only_the_embedding_ce
                      + ("\nprint('edited elsewhere')" if cell_id == visible else ""))  # fmt: skip
     assert embed_modules.main(["--check", str(edited)]) == 1
     out = capsys.readouterr().out
-    assert f"({HARNESS}) differs from plumbing/sections.py, plumbing/harness.py, plumbing/figures.py" in out, out
+    assert f"({HARNESS}) differs from plumbing/sections.py, plumbing/harness.py" in out, out
     assert out.count("differs from") == 1, "only the cell that differs from its modules may be named"
     assert embed_modules.main(["--fix", str(edited)]) == 0
     after, committed = _cells(edited), _cells()
@@ -93,10 +93,10 @@ def test_embed_check_names_the_stale_cell_and_fix_restores_only_the_embedding_ce
 
 
 def test_a_module_that_is_missing_is_named_and_nothing_is_written(tmp_path, capsys):
-    edited = _edited(tmp_path, lambda _, s: s.replace("plumbing/report_tools.py", "plumbing/report_tool.py"))
+    edited = _edited(tmp_path, lambda _, s: s.replace("plumbing/harness.py", "plumbing/harnes.py"))
     before = edited.read_bytes()
     assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
-    assert "plumbing/report_tool.py does not exist" in capsys.readouterr().err
+    assert "plumbing/figure.py does not exist" in capsys.readouterr().err
 
 
 def _statements(text: str, constants=()) -> list[str]:
