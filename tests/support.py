@@ -189,7 +189,7 @@ class RecordedNotebook:
         """What section `number`'s analysis cells conclude after `change`, in a copy of the namespace."""
         self.section(number)
         steps = recordings.cpu_section_sources(self.cells, number)
-        sources = [source for _, role, source in steps if role == "analysis"]
+        sources = [recordings.without_cell_magic(source) for _, role, source in steps if role == "analysis"]  # exec
         self.session.run(ALTERED.format(number=number, change=change, sources=sources, read=read))
         return self.value("_altered")
 
