@@ -1,6 +1,10 @@
 """Section 2, a first profiled call: the summed row and the refusal without a rule, against the recorded call."""
 
+import json
+
+import cupti_evidence
 from pytest import approx
+from support import parse
 
 VERDICT = "{} kernels ran {} TFLOP/s together"
 REFUSAL = "without a rule nsight said: {}"
@@ -31,3 +35,23 @@ def test_section_2_prints_nsights_whole_refusal_and_its_verdict_quotes_the_first
     assert recorded.shown(2, REFUSAL) == [message.splitlines()[0]], "the verdict quotes the refusal's first line"
     printed = recorded.recording["cells"]["s2-error"]["output"]
     assert printed.strip() == message.strip(), "the learner must see the whole message, remedies and kernels"
+
+
+def test_on_the_cupti_run_section_2s_verdict_counts_the_kernels_and_rates_the_raw_time():
+    (frame,), (raw,) = (
+        cupti_evidence.written("s2_summed", "processed_data"),
+        cupti_evidence.written("s2_summed", "profiled_data"),
+    )
+    said, figures = cupti_evidence.findings(2, {"first_frame": frame}, upto="s2-verdict")
+    (time_ns,) = raw.Value  # one run, the summed kernels
+    tflops = 2 * 4096**3 / (time_ns * 1e-9) / 1e12
+    assert parse(VERDICT, said) == [len(raw.Kernel[0].split("|")), approx(tflops, abs=0.06)], said
+    assert figures == [(2, "fp32 product + ReLU, n=4096", approx(tflops), "TFLOP/s", "fp32_tflops")]
+
+
+def test_on_the_cupti_run_the_learner_saw_nsights_whole_refusal_with_its_three_remedies():
+    page = json.loads((cupti_evidence.CUPTI_RUN / "nsight_python_t4_tutorial.ipynb").read_text())
+    (cell,) = [cell for cell in page["cells"] if cell.get("id") == "s2-error"]
+    printed = "".join(text for output in cell["outputs"] for text in output.get("text", ""))
+    assert printed.startswith("More than one (total=2) kernel") and "Kernels are:" in printed, printed
+    assert all(remedy in printed for remedy in REMEDIES), f"the CUPTI backend's refusal lost a remedy: {printed}"

@@ -2,6 +2,7 @@
 
 import re
 
+import cupti_evidence
 import pytest
 from pytest import approx
 
@@ -57,3 +58,13 @@ def test_section_3s_extra_sets_the_mean_host_and_event_times_against_nsights_16m
     nsight_us = spreads(recorded)[2**24][0]
     assert recorded.shown(3, CLOCKS) == approx([host / nsight_us, events / nsight_us], abs=0.006), "mean / nsight"
     assert nsight_us < events < host, "the recording no longer shows events and the host clock adding to the kernel"
+
+
+def test_on_the_cupti_run_section_3s_verdict_gives_the_rsd_of_each_lengths_raw_runs():
+    (frame,), (raw,) = (cupti_evidence.written("s3", kind) for kind in ("processed_data", "profiled_data"))
+    said, _ = cupti_evidence.findings(3, {"runs_frame": frame}, upto="s3-verdict")  # its extra's timings: not kept
+    runs = raw[raw.Metric == "gpu__time_duration.sum"].groupby("n").Value
+    rsd = (100 * runs.std() / runs.mean()).to_dict()  # ddof=1, as nsight's StdDev
+    word, shown = spread_finding(said)
+    assert shown == approx(rsd, abs=0.06), f"RSD from the raw runs: {rsd}"
+    assert word == SHORTEST[max(rsd, key=rsd.get) == min(rsd)], f"{word!r} for {rsd}"

@@ -3,6 +3,8 @@
 import re
 from statistics import mean, stdev
 
+import cupti_evidence
+import pandas as pd
 import pytest
 from pytest import approx
 from recordings import decode
@@ -67,3 +69,16 @@ def test_section_5s_normalized_rows_divide_only_the_mean_and_keep_the_raw_spread
         own, base = rates[row.Annotation, row.n], rates["float32", row.n]
         assert row.NormalizationValue == approx(mean(base)) and row.AvgValue == approx(mean(own) / mean(base))
         assert row.StdDev == approx(stdev(own)) and row.Unit == "TFLOP/s", "StdDev stays in raw TFLOP/s (s5-read)"
+
+
+def test_on_the_cupti_run_section_5s_table_and_verdict_follow_the_raw_runs_of_each_size():
+    frames, raws = (cupti_evidence.written("s5_sweep", kind) for kind in ("processed_data", "profiled_data"))
+    said, _ = cupti_evidence.findings(5, {"sweep_frame": pd.concat(frames)})
+    times = pd.concat(raws).query("Metric == 'gpu__time_duration.sum'")
+    rate = times.assign(rate=2 * times.n**3 / times.Value / 1e3).groupby(["Annotation", "n"]).rate.mean()
+    speedup = (rate["float16"] / rate["float32"]).to_dict()
+    (match,) = [m for m in map(VERDICT.match, said) if m]
+    shown = {int(n): float(ratio) for ratio, n in ONE_SIZE.findall(match.group(2))}
+    assert shown == approx(speedup, abs=0.06), f"float16's mean rate over float32's from the raw runs: {speedup}"
+    grew = list(speedup.values()) == sorted(speedup.values())
+    assert match.group(1) == ("grew" if grew else "did not grow"), said
