@@ -210,4 +210,4 @@ if __name__ == "__main__":  # the notebook's cell: make the output folder, work 
     pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
     if get_ipython() is not None:  # a recorder runs this cell outside IPython, and drops the magic's line itself
         get_ipython().register_magic_function(needs_ncu, "cell")
-    print(f"Output folder, now the working folder: {OUT_DIR}")
+    print(f"Output folder: {OUT_DIR} (now the working folder)")

@@ -156,12 +156,8 @@ def alt_text(source: str) -> str:
         tree = ast.parse(source)
     except SyntaxError:
         return "plot"
-    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
-    helpers = [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in called
-               and node.name.startswith("plot_")]  # fmt: skip
     parts: list[tuple[int, str, str]] = []
-    for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
+    for node in ast.walk(tree):  # the plot's own code: no plumbing module draws plots any more
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
             call = node.func.attr
             named = [(TITLE_CALLS[call], node.args[0])] if call in TITLE_CALLS and node.args else []

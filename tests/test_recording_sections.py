@@ -45,10 +45,12 @@ def test_a_section_recorded_alone_runs_first_a_cell_that_binds_each_name_its_cel
     cells = recordings.load_cells()
     steps = recordings.plan(cells, [number])
     first = next(index for index, (section, _, _) in enumerate(steps) if section == number)
-    before = set().union(*(module_level_names(recordings.cell_source(cells, step[1])) for step in steps[:first]))
-    sources = {
-        cell_id: recordings.cell_source(cells, cell_id) for cell_id, _ in recordings.section_steps(cells, number)
-    }
+
+    def source_of(cell_id):  # the Python a recorder runs: without the %%needs_ncu line
+        return recordings.without_cell_magic(recordings.cell_source(cells, cell_id))
+
+    before = set().union(*(module_level_names(source_of(step[1])) for step in steps[:first]))
+    sources = {cell_id: source_of(cell_id) for cell_id, _ in recordings.section_steps(cells, number)}
     available = before | set().union(*map(module_level_names, sources.values())) | set(SECTION_ONE_NAMES)
     available |= set(dir(builtins)) | {"display", "get_ipython"}  # what IPython gives every cell
     for cell_id, source in sources.items():
