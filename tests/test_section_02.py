@@ -3,6 +3,7 @@
 import json
 
 import cupti_evidence
+import recordings
 from pytest import approx
 from support import parse
 
@@ -55,3 +56,14 @@ def test_on_the_cupti_run_the_learner_saw_nsights_whole_refusal_with_its_three_r
     printed = "".join(text for output in cell["outputs"] for text in output.get("text", ""))
     assert printed.startswith("More than one (total=2) kernel") and "Kernels are:" in printed, printed
     assert all(remedy in printed for remedy in REMEDIES), f"the CUPTI backend's refusal lost a remedy: {printed}"
+
+
+def test_section_2s_error_cell_keeps_and_prints_the_whole_message_of_the_refusal_it_catches(capsys):
+    message = "More than one (total=2) kernel is launched within the relu(a @ b) annotation.\nKernels are:\nk1\nk2"
+
+    def relu_of_product_strict(n):  # stands in for the profiled call: it raises what nsight raises
+        raise RuntimeError(message)
+
+    namespace = {"relu_of_product_strict": relu_of_product_strict}
+    exec(recordings.cell_source(recordings.load_cells(), "s2-error"), namespace)
+    assert namespace["refusal"] == message and capsys.readouterr().out == message + "\n", "keep and print it whole"

@@ -2,10 +2,14 @@
 the recorded rows and calls (Nsight Compute only)."""
 
 import re
+import types
 
 import pytest
+import recordings
 from pytest import approx
 from support import TO_BASE
+
+from plumbing.cells import SECTION_PLAN
 
 TIME, SM_CLOCK = "gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second"
 VERDICT = re.compile(r"cold / warm (.+); base clock (.+): ([\d,]+) MHz against ([\d,]+)$")
@@ -89,3 +93,28 @@ def test_section_4s_table_converts_each_metric_to_the_unit_its_column_names(reco
         for column, (metric, scale) in units.items():
             row = measured[shown["condition"]][metric, shown["n"]]
             assert shown[column] == approx(row.AvgValue * TO_BASE[row.Unit] / scale), f"{column} of {shown}"
+
+
+def test_section_4s_sizes_cell_makes_an_eighth_and_a_quarter_of_the_l2_and_sixteen_times_it_in_float32s(recorded):
+    l2 = recorded.recording["environment"]["l2_bytes"]
+    gpu = types.SimpleNamespace(L2_cache_size=l2)  # what torch.cuda.get_device_properties(0) reports
+    namespace = {"torch": types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda _: gpu))}
+    exec(recordings.cell_source(recordings.load_cells(), SECTION_PLAN[4]["gpu_define"][0]), namespace)
+    assert [4 * n for n in namespace["SIZES"]] == [l2 / 8, l2 / 4, 16 * l2], "float32 elements, 4 bytes each"
+    assert namespace["SIZES"] == recorded.bound(4)["SIZES"], "the recording ran other sizes than the cell makes"
+
+
+@pytest.mark.parametrize(("apart", "noise"), [(0.9, True), (1.1, False)])
+def test_section_4_calls_a_cold_warm_gap_noise_while_the_two_intervals_overlap(recorded, apart, noise):
+    change = (
+        "_cold, _warm = condition_frames['cold'], condition_frames['warm'].copy()\n"
+        "_t = _warm.Metric == 'gpu__time_duration.sum'\n"
+        "_half = lambda f: (f.CI95_Upper - f.CI95_Lower).values[_t.values] / 2\n"
+        f"_gap = {apart} * (_half(_cold) + _half(_warm))\n"
+        "_shift = _cold.AvgValue.values[_t.values] - _gap - _warm.AvgValue[_t].values\n"
+        "for _c in ('AvgValue', 'CI95_Lower', 'CI95_Upper'):\n"
+        "    _warm.loc[_t, _c] = _warm.loc[_t, _c].values + _shift\n"
+        "condition_frames = {**condition_frames, 'warm': _warm}"
+    )
+    sizes, *_ = verdict(recorded.altered(4, change)["findings"])
+    assert [within for *_, within in sizes] == [noise] * 3, f"a gap of {apart} x the two half widths: {sizes}"
