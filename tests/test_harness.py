@@ -6,9 +6,7 @@ import math
 import types
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from support import TO_BASE as TEST_FACTORS
 
 import plumbing.harness
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
@@ -75,19 +73,6 @@ def test_a_checked_figure_prints_its_value_against_its_own_peak_and_is_kept_once
     assert [figure["value"] for figure in harness.FIGURES] == [round(args[2], 3)], "a figure recorded again replaces"
     check = "SUSPECT" if "SUSPECT" in printed else "unchecked" if "n/a" in printed else "ok"
     assert harness.FIGURES[0]["check"] == check, "a GPU without a datasheet entry leaves its figures unchecked"
-
-
-# One of each unit nsight reports, in seconds, bytes and Hz (an L2 sector: 32 bytes; % stays %).
-FACTORS = {**TEST_FACTORS, "sector": 32.0, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
-
-
-def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named():
-    frame = pd.DataFrame({"n": 1, "Metric": list(FACTORS), "AvgValue": 2.5, "Unit": list(FACTORS)})
-    converted = plumbing.harness.in_base_units(frame, index="n").loc[1]
-    assert {unit: converted[unit] / 2.5 for unit in FACTORS} == pytest.approx(FACTORS), "see TO_BASE_UNITS"
-    assert set(plumbing.harness.TO_BASE_UNITS) <= set(FACTORS), "a unit TO_BASE_UNITS knows needs its factor here"
-    with pytest.raises(ValueError, match="percent"):
-        plumbing.harness.in_base_units(frame.assign(Unit="percent"), index="n")
 
 
 def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(harness, tmp_path, capsys):
