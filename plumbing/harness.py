@@ -131,24 +131,6 @@ def describe_figure(figure):
     return text + ("  <- SUSPECT" if figure["check"] == "SUSPECT" else "")
 
 
-# Each row's Unit (ns or usecond, byte or Mbyte) to seconds, bytes and Hz; a unit missing here is an error.
-TO_BASE_UNITS = {
-    **{"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0},
-    **{"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32.0},  # an L2 sector holds 32 bytes
-    **{"hz": 1.0, "Hz": 1.0, "MHz": 1e6, "GHz": 1e9, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9},
-    "%": 1.0,  # percentages stay percentages
-}
-
-
-def in_base_units(frame, index):
-    """An index x Metric table of AvgValue in seconds, bytes and Hz (percentages stay percentages)."""
-    unknown = set(frame.Unit) - set(TO_BASE_UNITS)
-    if unknown:
-        raise ValueError(f"no conversion for the units {sorted(unknown)}: add their factors to TO_BASE_UNITS")
-    in_base = frame.AvgValue * frame.Unit.map(TO_BASE_UNITS)
-    return frame.assign(base=in_base).pivot(index=index, columns="Metric", values="base")
-
-
 def build_summary():
     """summary.json's content: the environment, every section's status and headline, and the figures."""
     sections = [{"number": number, **section_entry(number)} for number in range(1, SECTION_COUNT + 1)]
@@ -210,4 +192,4 @@ if __name__ == "__main__":  # the notebook's cell: make the output folder, work 
     pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
     if get_ipython() is not None:  # a recorder runs this cell outside IPython, and drops the magic's line itself
         get_ipython().register_magic_function(needs_ncu, "cell")
-    print(f"Output folder, now the working folder: {OUT_DIR}")
+    print(f"Output folder: {OUT_DIR} (now the working folder)")

@@ -220,7 +220,7 @@ def alt_text(source: str) -> str:
     defined = [node for module in modules for node in module.body if isinstance(node, ast.FunctionDef)]
     helpers = [node for node in defined if node.name in called and node.name.startswith("plot_")]  # the plumbing's
     parts: list[tuple[int, str, str]] = []
-    for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
+    for node in ast.walk(tree):  # the plot's own code: no plumbing module draws plots any more
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
             call = node.func.attr
             named = [(TITLE_CALLS[call], node.args[0])] if call in TITLE_CALLS and node.args else []

@@ -47,18 +47,13 @@ def test_alt_text_gives_the_title_first_then_each_axis_by_its_own_label():
 
 
 @on_recordings
-def test_the_recorded_page_names_the_recording_of_served_calls_in_each_section_that_has_them_and_only_there(folder):
+def test_the_recorded_page_says_where_the_runners_ncu_left_clocks_a_call_asked_for_alone_and_only_there(folder):
     notebook, recording = render_recorded.build(folder)
-    served: dict[int, set] = {}  # section 4's base-clock call is never run on the runner, whose clocks stay as they are
-    for call in (call for call in recording["calls"] if call.get("served_from")):
-        served.setdefault(call["section"], set()).add(call["served_from"]["label"])
-    notes = {section_of(after.metadata["recorded_cell"]): cell.source  # a run cell's note precedes the cell
-             for cell, after in pairwise(notebook.cells) if "served from another" in cell.source}  # fmt: skip
-    assert 4 in served and sorted(notes) == sorted(served), (
-        f"served calls in {sorted(served)}, notes in {sorted(notes)}"
-    )
-    for number, labels in served.items():
-        assert all(label in notes[number] for label in labels), f"section {number} must name {labels}: {notes[number]}"
+    forced = {c["section"] for c in recording["calls"] if c["clock_control"] != c.get("ncu_clock_control", "none")}
+    noted = [after for note, after in pairwise(notebook.cells) if "--clock-control none`" in note.source]
+    noted = [cell for cell in noted if "recorded_cell" in cell.metadata]  # not the page's own label
+    notes = {section_of(cell.metadata["recorded_cell"]) for cell in noted}  # a run cell's note precedes the cell
+    assert 4 in forced and notes == forced, f"calls ncu ran at other clocks in {sorted(forced)}, notes in {notes}"
 
 
 def test_a_recorded_page_is_refused_for_a_section_not_run_failed_or_skipped():
