@@ -215,10 +215,6 @@ def alt_text(source: str) -> str:
         tree = ast.parse(source)
     except SyntaxError:
         return "plot"
-    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    modules = [ast.parse(path.read_text(encoding="utf-8")) for path in sorted((ROOT / "plumbing").glob("*.py"))]
-    defined = [node for module in modules for node in module.body if isinstance(node, ast.FunctionDef)]
-    helpers = [node for node in defined if node.name in called and node.name.startswith("plot_")]  # the plumbing's
     parts: list[tuple[int, str, str]] = []
     for node in ast.walk(tree):  # the plot's own code: no plumbing module draws plots any more
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
