@@ -12,6 +12,7 @@ import linecache
 import lzma
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -360,10 +361,16 @@ def recorded_sections(recording: dict) -> list[int]:
 def settings_older_than(recording: dict, namespace: dict, names) -> list[str]:
     """Of `names`, the settings (plain values, what record_ncu.py records) whose value in namespace is not the
     recording's `define_values` one, or that the recording lacks (a setting added since)."""
+
+    def comparable(value) -> str:  # a function's repr names its address, which differs in every process; a
+        # program's text (section 9's child) may come back from inspect with other blank lines in another process
+        text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
+        return re.sub(r"(\\n)+", r"\\n", text)
+
     recorded = recording.get("define_values", {})
     plain = [name for name in names if isinstance(namespace.get(name), (int, float, str, list, tuple))]
-    now = {name: json.loads(json.dumps(encode(namespace[name]), default=str)) for name in plain}
-    return sorted(name for name in plain if name not in recorded or recorded[name] != now[name])
+    now = {name: comparable(encode(namespace[name])) for name in plain}
+    return sorted(name for name in plain if name not in recorded or comparable(recorded[name]) != now[name])
 
 
 def require_recorded_settings(recording: dict, namespace: dict, names, cell_id: str) -> None:
