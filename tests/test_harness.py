@@ -90,10 +90,12 @@ def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(har
                 else ("NOT RUN", False) for n in range(1, SECTION_COUNT + 1)}  # fmt: skip
     assert statuses == expected, "under CUPTI: SKIPPED (an environment limit) if it needs ncu, else NOT RUN"
     assert written["counts"] == {key: [s for s, _ in statuses.values()].count(key) for key in STATUSES}, "counts"
-    printed = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
-    for s in written["sections"]:  # each line as summary.json has it: status, then headline (else reason)
-        assert f"{s['number']}. {s['status']} {s['headline'] or s['reason']}" in printed, f"section {s['number']}"
-    assert "[ ok] section 5: fp16 matmul 4096: 791.2 TFLOP/s" in "\n".join(printed)
+    table = harness.summary_table(written)
+    for s in written["sections"]:  # each row as summary.json has it: status, and why where it is not ok
+        row = table.loc[s["number"]]
+        assert (row.status, row["why not ok"]) == (s["status"], "" if s["status"] == "ok" else s["reason"]), row
+    assert table.loc[5, "figures"].startswith("fp16 matmul 4096: 791.2 TFLOP/s = 80.0% of the H200 SXM"), table
+    assert "2 sections ok" in capsys.readouterr().out, "the summary starts with how many sections are ok"
 
 
 def test_verdicts_in_a_row_join_the_headline_and_time_the_section_from_the_one_before(harness, capsys, monkeypatch):

@@ -213,7 +213,7 @@ def no_gpu(start):
     assert tools == {"nvidia-smi"} and not (run.machine.root / "out").exists(), f"ran {tools} or made out/"
     run.machine.gpu = "Tesla K80, 3.7"
     run.machine.save()
-    with pytest.raises(CellError, match="compute capability 3.7: Nsight Compute 2026 and CUDA 13 need 7.5"):
+    with pytest.raises(CellError, match="compute capability 3.7; nsight-python supports 7.5"):
         run.kernel.run(recordings.cell_source(run.notebook, GPU_CHECK))
     run.machine.gpu, run.machine.apt = "Tesla T4, 7.5", "unreachable"
     run.machine.save()
