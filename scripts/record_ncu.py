@@ -25,7 +25,7 @@ from pathlib import Path
 import recorder_input
 import recordings
 from ncu_launch import NcuGuard, ProfiledCalls, check_nsight_internals, child_env, replay
-from recordings import ROOT, RecorderError, encode, load_cells, log_line
+from recordings import ROOT, RecorderError, load_cells, log_line
 
 from plumbing.cells import NOT_UNDER_NCU, REPORT_FOLDERS, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 from plumbing.setup_helpers import parse_ncu_version, version_text
@@ -179,8 +179,8 @@ def outer(dest_root: Path, sections: list[int]) -> tuple[Path, dict]:
 
     commit = recordings.notebook_commit()
     recording = recordings.new_recording(WHAT, provenance, namespace, done, sections, commit, created, cost)
-    recording["define_values"] = {name: encode(namespace[name]) for name in sorted(recordings.benchmark_setting_names(
-        cells, sections)) if isinstance(namespace.get(name), (int, float, str, list, tuple))}  # fmt: skip
+    settings = recordings.benchmark_setting_names(cells, sections)
+    recording["define_values"] = recordings.setting_values(namespace, settings)
     recording["calls"] = calls.calls
     path = recordings.write_recording(dest, recording, sections)
     kept = keep_report_folders(work / "out", dest, sections)

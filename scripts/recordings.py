@@ -358,9 +358,17 @@ def recorded_sections(recording: dict) -> list[int]:
     return sorted(int(number) for number in recording["sections"])
 
 
+SETTING_TYPES = (int, float, str, list, tuple, dict)  # values, not functions or modules: what a recording keeps
+
+
+def setting_values(namespace: dict, names) -> dict:
+    """The settings among `names` (values of SETTING_TYPES in namespace), encoded: what record_ncu.py records."""
+    return {name: encode(namespace[name]) for name in sorted(names) if isinstance(namespace.get(name), SETTING_TYPES)}
+
+
 def settings_older_than(recording: dict, namespace: dict, names) -> list[str]:
-    """Of `names`, the settings (plain values, what record_ncu.py records) whose value in namespace is not the
-    recording's `define_values` one, or that the recording lacks (a setting added since)."""
+    """Of `names`, the settings (setting_values) whose value in namespace is not the recording's `define_values`
+    one, or that the recording lacks (a setting added since)."""
 
     def comparable(value) -> str:  # a function's repr names its address, which differs in every process; a
         # program's text (section 9's child) may come back from inspect with other blank lines in another process
@@ -368,9 +376,8 @@ def settings_older_than(recording: dict, namespace: dict, names) -> list[str]:
         return re.sub(r"(\\n)+", r"\\n", text)
 
     recorded = recording.get("define_values", {})
-    plain = [name for name in names if isinstance(namespace.get(name), (int, float, str, list, tuple))]
-    now = {name: comparable(encode(namespace[name])) for name in plain}
-    return sorted(name for name in plain if name not in recorded or comparable(recorded[name]) != now[name])
+    now = {name: comparable(value) for name, value in setting_values(namespace, names).items()}
+    return sorted(name for name in now if name not in recorded or comparable(recorded[name]) != now[name])
 
 
 def require_recorded_settings(recording: dict, namespace: dict, names, cell_id: str) -> None:

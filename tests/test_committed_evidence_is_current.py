@@ -68,7 +68,12 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
 @pytest.mark.parametrize("page", sorted((ROOT / "docs/verified").glob("*/*.html")), ids=lambda page: page.name)
 def test_published_pages_show_the_lesson_code_but_not_the_plumbing(page):
     text = re.sub(r"<[^>]+>", "", page.read_text())  # the page as a reader sees it, without markup
-    assert "class SectionGuard" not in text and "def record_figure" not in text, f"{page} shows the folded code"
+    folded = [cell["source"] for cell in recordings.load_cells() if cell["source"].lstrip().startswith("# @title")]
+    lines = [line for source in folded for line in source.splitlines()]
+    definitions = {line.split("(")[0] for line in lines if re.match(r"(def|class) \w+", line)}
+    assert definitions, "today's notebook has no folded cell that defines a function: look for another sign"
+    shown = sorted(definition for definition in definitions if definition in text)
+    assert not shown, f"{page} shows the folded cells' code ({shown[:5]}): render it with the fold tag kept"
     assert "nsight.annotate(" in text, f"{page} lost the learner's code: only the folded cells' input may be dropped"
 
 
@@ -93,13 +98,13 @@ def test_each_recorded_figure_is_once_in_the_recording_and_is_the_one_its_sectio
 
 
 def test_recording_was_made_from_the_notebooks_current_benchmark_settings(recorded):
+    """Every setting today's define cells bind (not only those the recording holds): one added since is stale too."""
     numbers = recorded.sections
     recorded.section(numbers[-1])  # runs every recorded section's define cells
-    settings = recordings.benchmark_setting_names(recorded.cells, numbers)
-    then = {k: recordings.decode(v) for k, v in recorded.recording["define_values"].items() if k in settings}
-    now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
-    stale = sorted(name for name in then if json.loads(json.dumps(then[name], default=str)) != now[name])
-    assert not stale, f"the define cells changed {stale} since the recording {recorded.folder.name}: {RERECORD}"
+    settings = sorted(recordings.benchmark_setting_names(recorded.cells, numbers))
+    assert settings, "the recorded sections' define cells bind no name: SECTION_PLAN names no define cell"
+    stale = recorded.value(f"__import__('recordings').settings_older_than(RECORDING, globals(), {settings!r})")
+    assert not stale, f"the define cells changed since the recording {recorded.folder.name}: {stale}: {RERECORD}"
 
 
 @on_ncu

@@ -111,3 +111,13 @@ def test_a_setting_holding_a_function_matches_its_recording_made_in_another_proc
     assert recordings.settings_older_than(recorded, namespace, ["COLLECTORS"]) == [], "addresses are not settings"
     namespace["COLLECTORS"] = [("clock", eval("lambda *_: 1"))]
     assert recordings.settings_older_than(recorded, namespace, ["COLLECTORS"]) == ["COLLECTORS"]
+
+
+def test_a_setting_the_recording_lacks_or_a_changed_dict_of_settings_makes_it_older_than_the_notebook():
+    namespace = {"rates": {"runs": 5}, "SIZES": [1, 2], "ADDED": 3, "helper": len, "np": recordings}
+    recorded = {"define_values": recordings.setting_values(namespace, ["rates", "SIZES"])}
+    names = list(namespace)
+    assert recordings.settings_older_than(recorded, namespace, names) == ["ADDED"], "a new setting must be stale"
+    namespace["rates"] = {"runs": 6}
+    assert recordings.settings_older_than(recorded, namespace, names) == ["ADDED", "rates"], "a dict is a setting"
+    assert sorted(recordings.setting_values(namespace, names)) == ["ADDED", "SIZES", "rates"], "functions, modules: no"
