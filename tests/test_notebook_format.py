@@ -206,7 +206,7 @@ USERS_OWN = [  # (a cell as the user made it, what --fix must keep of it)
             "execution_count": None,
             "outputs": [],
         },
-        {"metadata": notebook_format.FOLDED_CELL_METADATA},
+        {"metadata": {"cellView": "form", "tags": ["remove-input"]}},  # Colab folds it; the page hides its code
     ),
 ]
 
