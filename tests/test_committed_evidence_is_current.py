@@ -55,7 +55,9 @@ def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evid
 
 
 def test_every_verified_run_is_complete_clean_and_names_its_gpu():
-    for run_info_path in sorted((ROOT / "docs/verified").glob("*/run_info.json")):  # headless runs, not recordings
+    runs = sorted((ROOT / "docs/verified").glob("*/run_info.json"))  # headless runs, not recordings
+    assert runs, "no headless run in docs/verified (run_info.json): commit one (docs/maintainers.md says how)"
+    for run_info_path in runs:
         folder, run_info = run_info_path.parent, json.loads(run_info_path.read_text())
         summary, (html,) = json.loads((folder / "summary.json").read_text()), folder.glob("*.html")
         assert summary["environment"]["gpu"] in html.read_text(), f"{html} must carry the GPU's name"
