@@ -26,7 +26,7 @@ def test_magics_semicolon_underscore_and_a_raising_cell_behave_as_in_plain_ipyth
     reply = learner.execute("%timeit -n 1000 -r 3 sum(range(20))")
     lines = [line for line in reply.stdout.splitlines() if "per loop" in line]  # under load IPython adds a note
     assert reply.status == "ok" and reply.results == [] and len(lines) == 1, f"%timeit: one line, no values: {reply}"
-    assert re.match(r"\s*[\d.]+ (ns|µs|us) ", lines[0]), f"sum(range(20)) cannot take {lines[0]}: something wraps it"
+    assert re.match(r"\s*[\d.]+ (ns|µs|μs|us) ", lines[0]), f"sum(range(20)) cannot take {lines[0]}: something wraps it"
     failed = learner.execute("%timeit -n 5 -r 1 1 / 0")
     assert failed.status == "error" and "per loop" not in failed.stdout, "a raising %timeit must fail"
     timed = learner.execute("%%time\nsum(range(10))")
