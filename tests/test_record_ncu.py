@@ -106,7 +106,7 @@ def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monk
 
 
 def test_the_staleness_check_sees_the_settings_each_define_cell_binds_if_use_ncu_blocks_included():
-    assert {"BOUND_METRICS", "TRAFFIC", "COLLECTORS", "heated"} <= (
+    assert {"METRICS", "TRAFFIC", "summed", "COLLECTORS", "heated", "on_disk"} <= (
         recordings.benchmark_setting_names(recordings.load_cells())
     ), "the settings of sections 6 to 8 (their define cells bind them) must be compared"
 
@@ -159,7 +159,7 @@ def test_section_10s_own_ncu_runs_in_the_outer_with_clock_none_and_its_rules_are
     the cells after it read the rules and stall reasons of the report that ncu wrote (here: a recorded one)."""
     work, replay = launch_mode
     assert record_ncu.needed_reports([10], work / "no recordings", work) is None, "section 10 reads no other section"
-    own = ("s10-define", "s10-profile", "s10-rules")  # not s10-run: its call needs a GPU
+    own = ("s10-define", "s10-profile", "s10-rules", "s10-rules-verdict")  # not s10-run: its call needs a GPU
     steps = [step for step in recordings.plan(recordings.load_cells(), [10]) if step[0] is None or step[1] in own]
     assert [step[1] for step in steps if step[0] == 10] == list(own), "the plan's section 10 lost a cell this reads"
     done, calls, guard = replay(steps)
@@ -175,6 +175,7 @@ def test_section_10s_own_ncu_runs_in_the_outer_with_clock_none_and_its_rules_are
     stalls = namespace["stalls"]
     assert "selected" not in stalls.index and stalls.max() > 1, f"stall reasons without 'selected': {stalls}"
     assert re.search(r"^compute \d+%, memory \d+% of peak$", printed, re.MULTILINE), f"the throughputs: {printed}"
+    assert namespace["SECTIONS"][10]["headline"].endswith("Latency Issue fired: True"), namespace["SECTIONS"][10]
 
 
 def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or_gpu_only_step(launch_mode):
