@@ -1,4 +1,4 @@
-"""Section 7, fusion in bytes, on the recorded rows and plot, with the bytes each region must move counted here."""
+"""Section 7, fusion in bytes, on the recorded rows, with the bytes each region must move counted here."""
 
 from pytest import approx
 from support import frame_rows, parse
