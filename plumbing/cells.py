@@ -37,7 +37,7 @@ SHARED_NAMES = ("QUIET", "EVERY_CALL", "add")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
 NOT_UNDER_NCU = ("s9-cupti", "s10-profile")
 # Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
-REPORT_FOLDERS = {"s7_fusion": 7, "s10_softmax": 10, "s10_sections": 10}
+REPORT_FOLDERS = {"s10_softmax": 10, "s10_sections": 10}
 # Section -> the sections whose values it reads (each section now profiles what it shows: none reads another's).
 SECTION_DEPENDENCY = {}
 
