@@ -95,9 +95,9 @@ def test_a_huge_range_is_refused_at_once_not_built(tmp_path):
     assert "--sections '2-999999999': 2-999999999 is not a range of section numbers" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("module", ["recorder_input.py", "safe_io.py"])
+@pytest.mark.parametrize("module", ["recording/recorder_input.py", "tools/safe_io.py"])
 def test_a_module_run_as_a_command_says_which_command_to_run(module):
-    done = subprocess.run([sys.executable, f"scripts/{module}", "--help"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, module, "--help"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1 and "not a command" in done.stderr, f"{module} --help: say what to run instead"
 
 

@@ -17,7 +17,10 @@ from pathlib import Path
 import safe_io
 from notebook_format import REPO, TITLE, NotANotebook, each_notebook, parse_args, write_notebook
 
-SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by tools/embed_modules\.py\)(?:  # noqa: E501)?$")
+# scripts/: the tools' folder before tools/, as notebooks executed then (committed evidence) still name it.
+SOURCE_LINE = re.compile(
+    r"^# Source: (?P<spec>.+?) \(embedded by (?:tools|scripts)/embed_modules\.py\)(?:  # noqa: E501)?$"
+)
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
 
 
