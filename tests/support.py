@@ -33,7 +33,7 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-RERECORD = "re-record that section on the GPU runner (--sections N), run scripts/render_recorded.py, commit the folder"
+RERECORD = "re-record that section on the GPU runner (--sections N), run tools/render_recorded.py, commit the folder"
 
 
 # The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
