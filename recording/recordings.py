@@ -359,14 +359,16 @@ def recorded_sections(recording: dict) -> list[int]:
     return sorted(int(number) for number in recording["sections"])
 
 
+def comparable(value) -> str:
+    """A setting's value as text to compare across processes: a function's repr names its address, which differs
+    in every process, and a program's text (section 9's child) may come back from inspect with other blank lines."""
+    text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
+    return re.sub(r"(\\n)+", r"\\n", text)
+
+
 def settings_older_than(recording: dict, namespace: dict, names) -> list[str]:
     """Of `names`, the settings (plain values, what record_ncu.py records) whose value in namespace is not the
     recording's `define_values` one, or that the recording lacks (a setting added since)."""
-
-    def comparable(value) -> str:  # a function's repr names its address, which differs in every process; a
-        # program's text (section 9's child) may come back from inspect with other blank lines in another process
-        text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
-        return re.sub(r"(\\n)+", r"\\n", text)
 
     recorded = recording.get("define_values", {})
     plain = [name for name in names if isinstance(namespace.get(name), (int, float, str, list, tuple))]

@@ -98,7 +98,7 @@ def test_recording_was_made_from_the_notebooks_current_benchmark_settings(record
     settings = recordings.benchmark_setting_names(recorded.cells, numbers)
     then = {k: recordings.decode(v) for k, v in recorded.recording["define_values"].items() if k in settings}
     now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
-    stale = sorted(name for name in then if json.loads(json.dumps(then[name], default=str)) != now[name])
+    stale = sorted(name for name in then if recordings.comparable(then[name]) != recordings.comparable(now[name]))
     assert not stale, f"the define cells changed {stale} since the recording {recorded.folder.name}: {RERECORD}"
 
 
