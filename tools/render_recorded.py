@@ -321,7 +321,7 @@ def executed_page(notebook: nbformat.NotebookNode, folder: Path) -> dict:
             NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
                            resources={"metadata": {"path": str(ROOT)}}, config=kernel).execute()  # fmt: skip
         except CellExecutionError as error:  # its last line: "ename: evalue", the cause a reader acts on
-            cause = str(error).strip().splitlines()[-1]
+            cause = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()[-1]  # IPython colours ename
             raise SystemExit(f"{folder.name}: no page was written: a cell of the page raised {cause}") from None
         written = Path(scratch) / "out" / "summary.json"
         if not written.exists():
