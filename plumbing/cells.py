@@ -5,7 +5,7 @@ import re
 
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
-# What section 1 leaves for the later sections (scripts/record_ncu.py and the recorded page make them too).
+# What section 1 leaves for the later sections (recording/record_ncu.py and the recorded page make them too).
 SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
                      "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
 
@@ -37,7 +37,7 @@ SHARED_NAMES = ("QUIET", "EVERY_CALL", "add")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
 NOT_UNDER_NCU = ("s9-cupti", "s10-profile")
 # Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
-REPORT_FOLDERS = {"s7_fusion": 7, "s10_softmax": 10, "s10_sections": 10}
+REPORT_FOLDERS = {"s10_softmax": 10, "s10_sections": 10}
 # Section -> the sections whose values it reads (each section now profiles what it shows: none reads another's).
 SECTION_DEPENDENCY = {}
 

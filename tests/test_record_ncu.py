@@ -1,4 +1,4 @@
-"""scripts/record_ncu.py and ncu_inner.py on CPU: the plan, the clock policy, and the plan replayed with a fake ncu."""
+"""recording/record_ncu.py, ncu_inner.py on CPU: the plan, the clock policy, and the plan replayed with a fake ncu."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monk
 
 
 def test_the_staleness_check_sees_the_settings_each_define_cell_binds_if_use_ncu_blocks_included():
-    assert {"BOUND_METRICS", "TRAFFIC", "COLLECTORS", "heated"} <= (
+    assert {"METRICS", "TRAFFIC", "summed", "COLLECTORS", "heated", "on_disk"} <= (
         recordings.benchmark_setting_names(recordings.load_cells())
     ), "the settings of sections 6 to 8 (their define cells bind them) must be compared"
     assert {"EVERY_CALL", "METRICS", "SIZES"} <= recordings.benchmark_setting_names(recordings.load_cells()), (
@@ -157,7 +157,8 @@ def test_section_10s_own_ncu_runs_in_the_outer_with_clock_none_and_its_rules_are
     namespace = done["namespace"]
     stalls = namespace["stalls"]
     assert "selected" not in stalls.index and stalls.max() > 1, f"stall reasons without 'selected': {stalls}"
-    assert namespace["SECTIONS"][10]["headline"].endswith("Latency Issue rule: True"), namespace["SECTIONS"][10]
+    assert re.search(r"^compute \d+%, memory \d+% of peak$", printed, re.MULTILINE), f"the throughputs: {printed}"
+    assert namespace["SECTIONS"][10]["headline"].endswith("Latency Issue fired: True"), namespace["SECTIONS"][10]
 
 
 def test_the_whole_plan_runs_on_a_cpu_up_to_each_sections_first_profiled_call_or_gpu_only_step(launch_mode):
@@ -213,7 +214,7 @@ def test_ncu_inner_runs_its_call_with_nsights_own_session_and_exits_0_or_3_if_it
     served = next(c for c in recordings.load_recording(COMMITTED[0])["calls"] if c["section"] == 6)
     (work / "calls" / "6-0.pkl").write_bytes(pickle.dumps(("frame", recordings.decode(served["raw_frame"]))))
     command = ncu_launch.inner_program(work, call)
-    assert command[:2] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py")], command
+    assert command[:2] == [sys.executable, str(ROOT / "recording" / "ncu_inner.py")], command
     assert ncu_inner.main(command[2:]) == exit_status, "the inner exits 0 only after its own call, else 3"
     assert len(sessions) == ran, f"the inner ran {sessions}: exactly its own call"
 

@@ -1,4 +1,4 @@
-"""scripts/recordings.py: a cell run, values <-> JSON, merging a partial recording, a section's cost."""
+"""recording/recordings.py: a cell run, values <-> JSON, merging a partial recording, a section's cost."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_a_sections_cost_counts_the_ncu_processes_it_started_not_the_calls_serve
 
 def test_a_python_without_what_the_cells_import_is_named_before_anything_runs(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "scripts/record_ncu.py"),
+        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "recording/record_ncu.py"),
          "--dest", str(tmp_path / "dest")],
         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NSPY_RECORD_WORK": str(tmp_path / "work")},
     )  # fmt: skip
@@ -113,11 +113,11 @@ def test_a_setting_holding_a_function_matches_its_recording_made_in_another_proc
     assert recordings.settings_older_than(recorded, namespace, ["COLLECTORS"]) == ["COLLECTORS"]
 
 
-def test_a_setting_the_recording_lacks_or_a_changed_dict_of_settings_makes_it_older_than_the_notebook():
-    namespace = {"rates": {"runs": 5}, "SIZES": [1, 2], "ADDED": 3, "helper": len, "np": recordings}
-    recorded = {"define_values": recordings.setting_values(namespace, ["rates", "SIZES"])}
+def test_a_setting_the_recording_lacks_or_a_changed_one_makes_it_older_than_the_notebook():
+    namespace = {"RUNS": 5, "SIZES": [1, 2], "ADDED": 3, "helper": len, "np": recordings}
+    recorded = {"define_values": recordings.setting_values(namespace, ["RUNS", "SIZES"])}
     names = list(namespace)
     assert recordings.settings_older_than(recorded, namespace, names) == ["ADDED"], "a new setting must be stale"
-    namespace["rates"] = {"runs": 6}
-    assert recordings.settings_older_than(recorded, namespace, names) == ["ADDED", "rates"], "a dict is a setting"
-    assert sorted(recordings.setting_values(namespace, names)) == ["ADDED", "SIZES", "rates"], "functions, modules: no"
+    namespace["SIZES"] = [1, 2, 3]
+    assert recordings.settings_older_than(recorded, namespace, names) == ["ADDED", "SIZES"], "a changed one too"
+    assert sorted(recordings.setting_values(namespace, names)) == ["ADDED", "RUNS", "SIZES"], "functions, modules: no"

@@ -10,7 +10,7 @@ from support import ROOT, parse
 
 from plumbing.cells import HARNESS
 
-CORRELATION = "{} runs: kernel time against temperature r = {} ({} ns per C), against SM clock r = {}"
+CORRELATION = "time vs temperature r = {} ({} ns/C), vs SM clock r = {}"
 
 
 def bound(recorded) -> dict:
@@ -34,8 +34,7 @@ def test_section_8s_collector_columns_summarise_the_per_run_values_each_collecto
 
 
 def check_correlation_finding(runs, findings) -> None:
-    count, with_temperature, slope, with_clock = parse(CORRELATION, findings)
-    assert count == len(runs), "the verdict counts the runs of the off call's CSV"
+    with_temperature, slope, with_clock = parse(CORRELATION, findings)
     assert with_temperature == approx(np.corrcoef(runs.Value, runs.temperature_c)[0, 1], abs=0.0051)
     assert slope == approx(np.polyfit(runs.temperature_c, runs.Value, 1)[0], abs=0.51), "ns per degree, least squares"
     assert with_clock == approx(np.corrcoef(runs.Value, runs.sm_mhz)[0, 1], abs=0.0051), "r against the SM clock"
@@ -45,25 +44,22 @@ def test_section_8s_verdict_gives_the_off_runs_correlations_and_slope_from_the_p
     check_correlation_finding(bound(recorded)["off_runs"], recorded.findings(8))
 
 
-def test_section_8s_pause_table_is_each_modes_spread_lowest_margin_and_duration_from_its_runs(recorded):
+def test_section_8s_pause_table_is_each_modes_spread_and_lowest_margin_from_its_runs(recorded):
     values = bound(recorded)
     recorded.section(8)
     table = recorded.value("pauses.to_dict(orient='index')")
     for mode in ("off", "auto"):
         runs = values[f"{mode}_runs"]
-        took = runs.started_s.max() - runs.started_s.min()
-        expected = {"RSD %": rsd(runs.Value), "lowest margin (C)": runs.margin_c.min(), "runs took (s)": took}
+        expected = {"RSD %": rsd(runs.Value), "lowest margin (C)": runs.margin_c.min()}
         assert table[mode] == approx(expected, rel=1e-6), f"{mode}: check s8-pause-table's rows against the CSV"
-        assert 0 < expected["runs took (s)"] < 120, f"{mode}: 30 runs of 50 ms load take seconds, not more"
+        assert 0 < expected["lowest margin (C)"] < 100, f"{mode}: a margin to T.Limit a GPU reports (C)"
 
 
 def expected_pause_finding(values) -> str:
     off, auto, count = rsd(values["off_runs"].Value), rsd(values["auto_runs"].Value), len(values["off_runs"])
     noise = ((off**2 + auto**2) / (2 * count)) ** 0.5  # an RSD's sampling error, RSD / sqrt(2n), for each
-    steady = "" if off - auto > 2 * noise else "not "
-    spread = f"RSD {auto:.1f}% against {off:.1f}%, noise {noise:.1f} points"
-    fell = "fell" if values["auto_runs"].margin_c.min() <= 10 else "never fell"  # auto's pause line: 10 C
-    return f"auto was {steady}steadier than off beyond noise ({spread}); its margin {fell} to 10 C"
+    steady = "steadier" if off - auto > 2 * noise else "not steadier"
+    return f"auto was {steady} than off beyond noise ({noise:.1f} points of RSD)"
 
 
 def test_section_8s_pause_verdict_weighs_the_two_spreads_against_an_rsds_own_noise(recorded):
@@ -74,7 +70,7 @@ def test_section_8s_pause_verdict_weighs_the_two_spreads_against_an_rsds_own_noi
 def test_section_8s_pause_verdict_says_steadier_when_auto_spreads_far_less_than_off(recorded):
     change = "auto_frame = auto_frame.assign(RelativeStdDevPct=0.1)"
     findings = recorded.altered(8, change)["findings"]
-    assert any(f.startswith("auto was steadier than off beyond noise (RSD 0.1%") for f in findings), findings
+    assert any(f.startswith("auto was steadier than off beyond noise (") for f in findings), findings
     assert parse(CORRELATION, findings), "the off call's correlations stand beside it"
 
 

@@ -4,7 +4,7 @@ from pytest import approx
 from support import parse
 
 SIZES = (512, 4096)
-VERDICT = "CUPTI's kernel time over Nsight Compute's: {}x at n=512, {}x at n=4096"
+VERDICT = "CUPTI / Nsight Compute: {}x at n=512, {}x at n=4096"  # kernel time, each size
 
 
 def times(frame) -> dict:
