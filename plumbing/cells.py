@@ -14,9 +14,9 @@ GPU_CHECK = "gpu-check"  # section 1's first code cell: stops Run all without a 
 HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py); the recorders run it first
 SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json
-# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "import" on a GPU is needed).
-SECTION_ONE_CELLS = {"apt": "s1-apt-code", "ncu": "s1-ncu-code", "pip": "s1-pip-code", "probe": "s1-probe-code",
-                     "import": "s1-import-code"}  # fmt: skip
+# Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "torch" on a GPU is needed).
+SECTION_ONE_CELLS = {"prepare": "s1-prepare", "pip": "s1-pip-code", "ncu": "s1-ncu-code", "backend": "s1-backend",
+                     "import": "s1-import-code", "activate": "s1-activate", "torch": "s1-torch-code"}  # fmt: skip
 
 # The recording plan, per section that profiles: "run" cells call the profiler (the recorders keep what each printed
 # and bound; the recorded page shows that output), "define" cells only define what they use ("gpu_define": those that

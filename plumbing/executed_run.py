@@ -1,12 +1,18 @@
 """Each section's status from a headless run's executed notebook (errors allowed, so every cell ran), merged into
-the summary.json it wrote: an error output marks its section FAILED with the section's first error."""
+the summary.json it wrote: an error output marks its section FAILED with the section's first error. It says where a
+run failed too: each code cell's time (nbmake records when each cell started and ended) and the outputs of each cell
+that raised or never finished. Imports neither torch nor nsight: the run is judged after the kernel is gone."""
 
 import json
+import re
+from datetime import datetime
 from pathlib import Path
 
 from plumbing.cells import SECTION_COUNT, section_of
 
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks; a log and summary.json want the text
+OUTPUT_LIMIT = 4000  # characters of a failing cell's outputs kept, from the end: where its traceback says what raised
 
 
 def section_or_none(cell_id):
@@ -30,6 +36,87 @@ def first_errors(notebook):
     return found
 
 
+def _moment(text):
+    """A timestamp as nbclient records it ("2026-12-02T03:56:38.142871Z"); None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def cell_status(cell):
+    """The cell's end: "not run" (never started: a cell after a timeout), "unfinished" (started, never answered: it
+    ran past the cell timeout or the kernel died), "error" (it raised) or "ok"."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    if "iopub.execute_input" not in timing:
+        return "not run"
+    if "shell.execute_reply" not in timing:  # a timed-out cell also holds the KeyboardInterrupt of the kernel's end
+        return "unfinished"
+    return "error" if any(output.get("output_type") == "error" for output in cell.get("outputs", [])) else "ok"
+
+
+def cell_seconds(cell):
+    """How long a code cell ran, from the times nbmake's client recorded; None if it did not finish."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = _moment(timing.get("iopub.execute_input")), _moment(timing.get("shell.execute_reply"))
+    return round((end - start).total_seconds(), 3) if start and end else None
+
+
+def cell_times(notebook):
+    """[{"cell", "section", "seconds", "status"}] for every code cell, in notebook order."""
+    code = [cell for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
+    return [
+        {
+            "cell": c.get("id"),
+            "section": section_or_none(c.get("id")),
+            "seconds": cell_seconds(c),
+            "status": cell_status(c),
+        }
+        for c in code
+    ]
+
+
+def output_text(output):
+    """An output as a reader of a log sees it: printed text, a result's text, an error's traceback without colours."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = output.get("text", "")
+    elif kind == "error":
+        text = "\n".join(output.get("traceback") or [f"{output.get('ename', '?')}: {output.get('evalue', '')}"])
+    else:  # execute_result, display_data: the plain text, or what kind of picture it was
+        data = output.get("data", {})
+        text = data.get("text/plain") or " ".join(f"[{kind_of}]" for kind_of in data)
+    text = "".join(text) if isinstance(text, list) else str(text)
+    return ANSI.sub("", text).rstrip("\n") + "\n"
+
+
+def failing_cells(notebook):
+    """[{"cell", "section", "status", "seconds", "outputs"}] for each code cell that raised or never finished; its
+    outputs as text, the last OUTPUT_LIMIT characters."""
+    failing = []
+    code = [cell for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
+    for cell, timed in zip(code, cell_times(notebook), strict=True):
+        if timed["status"] in ("error", "unfinished"):
+            outputs = "".join(output_text(output) for output in cell.get("outputs", []))
+            cut = len(outputs) - OUTPUT_LIMIT
+            outputs = f"[{cut} characters before this left out]\n{outputs[cut:]}" if cut > 0 else outputs
+            failing.append({**timed, "outputs": outputs})
+    return failing
+
+
+def run_report(summary):
+    """Where a run failed, for pytest's output: each code cell's time, then the outputs of each failing cell."""
+    lines = ["each code cell's time (summary.json: cells):"]
+    for cell in summary.get("cells", []):
+        seconds = "-" if cell["seconds"] is None else f"{cell['seconds']:.2f} s"
+        section = "-" if cell["section"] is None else cell["section"]
+        lines.append(f"  {cell['cell']!s:<28} section {section!s:>2} {seconds:>10}  {cell['status']}")
+    for cell in summary.get("failing_cells", []):
+        lines.append(f"---- outputs of cell {cell['cell']} (section {cell['section']}, {cell['status']}):")
+        lines.append(cell["outputs"].rstrip("\n") or "(no output)")
+    return "\n".join(lines)
+
+
 def _unwritten_summary():
     """What the run tells when the notebook wrote no summary.json (it never reached its summary cell)."""
     not_run = {"status": "NOT RUN", "reason": "no summary.json: the notebook stopped before its end",
@@ -49,6 +136,7 @@ def merge_failures(summary, notebook):
             reason = f"{error['error']} (cell {error['cell']})"
             by_number[number].update(status="FAILED", reason=reason, environment_limit=False)
     merged["errors_outside_sections"] = [errors[None]] if None in errors else []
+    merged["cells"], merged["failing_cells"] = cell_times(notebook), failing_cells(notebook)
     statuses = [section["status"] for section in merged["sections"]]
     merged["counts"] = {status: statuses.count(status) for status in STATUSES}
     merged["suspect_figures"] = sum(figure.get("check") == "SUSPECT" for figure in merged.get("figures", []))

@@ -80,8 +80,13 @@ CLOCK = {"section": None, "at": time.perf_counter()}  # the last verdict: a sect
 def verdict(number, finding):
     """Print "On this <GPU>: finding", mark the section ok; verdicts in a row join its headline, a return restarts."""
     if CLOCK["section"] != number or number not in SECTIONS:
-        SECTIONS[number] = {"status": "ok", "reason": "", "environment_limit": False, "findings": [],
-                            "started": CLOCK["at"]}  # fmt: skip
+        SECTIONS[number] = {
+            "status": "ok",
+            "reason": "",
+            "environment_limit": False,
+            "findings": [],
+            "started": CLOCK["at"],
+        }
     info = SECTIONS[number]
     info["findings"] = [*(f for f in info["findings"] if f != finding), finding]
     CLOCK.update(section=number, at=time.perf_counter())
@@ -96,8 +101,13 @@ def section_entry(number):
     if number in NCU_ONLY_SECTIONS and ENVIRONMENT.get("profiler") == "cupti":
         reason = "needs Nsight Compute (see the CUPTI banner at the end of section 1)"
         return {"status": "SKIPPED", "reason": reason, "environment_limit": True, "headline": "", "seconds": 0.0}
-    return {"status": "NOT RUN", "reason": "its verdict cell did not run", "environment_limit": False,
-            "headline": "", "seconds": None}  # fmt: skip
+    return {
+        "status": "NOT RUN",
+        "reason": "its verdict cell did not run",
+        "environment_limit": False,
+        "headline": "",
+        "seconds": None,
+    }
 
 
 def record_figure(number, name, value, unit, peak_key):
@@ -109,9 +119,17 @@ def record_figure(number, name, value, unit, peak_key):
     pct = 100.0 * value / peak if peak else None
     plausible = pct is not None and math.isfinite(pct) and SUSPECT_FLOOR_PCT <= pct <= 100.0
     check = "unchecked" if pct is None else "ok" if plausible else "SUSPECT"
-    figure = {"section": number, "name": name, "value": round(float(value), 3), "unit": unit, "peak": peak,
-              "peak_kind": peak_key, "peak_gpu": label, "pct_of_peak": None if pct is None else round(pct, 1),
-              "check": check}  # fmt: skip
+    figure = {
+        "section": number,
+        "name": name,
+        "value": round(float(value), 3),
+        "unit": unit,
+        "peak": peak,
+        "peak_kind": peak_key,
+        "peak_gpu": label,
+        "pct_of_peak": None if pct is None else round(pct, 1),
+        "check": check,
+    }
     FIGURES[:] = [f for f in FIGURES if (f["section"], f["name"]) != (number, name)] + [figure]
     return figure
 
@@ -131,24 +149,6 @@ def describe_figure(figure):
     return text + ("  <- SUSPECT" if figure["check"] == "SUSPECT" else "")
 
 
-# Each row's Unit (ns or usecond, byte or Mbyte) to seconds, bytes and Hz; a unit missing here is an error.
-TO_BASE_UNITS = {
-    **{"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0},
-    **{"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32.0},  # an L2 sector holds 32 bytes
-    **{"hz": 1.0, "Hz": 1.0, "MHz": 1e6, "GHz": 1e9, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9},
-    "%": 1.0,  # percentages stay percentages
-}
-
-
-def in_base_units(frame, index):
-    """An index x Metric table of AvgValue in seconds, bytes and Hz (percentages stay percentages)."""
-    unknown = set(frame.Unit) - set(TO_BASE_UNITS)
-    if unknown:
-        raise ValueError(f"no conversion for the units {sorted(unknown)}: add their factors to TO_BASE_UNITS")
-    in_base = frame.AvgValue * frame.Unit.map(TO_BASE_UNITS)
-    return frame.assign(base=in_base).pivot(index=index, columns="Metric", values="base")
-
-
 def build_summary():
     """summary.json's content: the environment, every section's status and headline, and the figures."""
     sections = [{"number": number, **section_entry(number)} for number in range(1, SECTION_COUNT + 1)]
@@ -164,16 +164,38 @@ def build_summary():
     }
 
 
+def summary_table(summary):
+    """One row a section: its status, seconds and headline figures against the datasheet (its verdict is above)."""
+    import pandas as pd  # here: scripts that import this module (make_wheelhouse.py) need no pandas
+
+    figures = {}
+    for figure in summary["figures"]:
+        figures.setdefault(figure["section"], []).append(f"{figure['name']}: {describe_figure(figure)}")
+    rows = {
+        s["number"]: {
+            "status": s["status"],
+            "seconds": s["seconds"],
+            "figures": "; ".join(figures.get(s["number"], [])),
+            "why not ok": "" if s["status"] == "ok" else s["reason"],
+        }
+        for s in summary["sections"]
+    }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("section")
+
+
 def report_summary():
-    """The notebook's last cell: write summary.json, print each section's status and headline, and the figures."""
+    """The notebook's last cell: write summary.json and show one row a section (the verdicts stay where they ran)."""
     summary = build_summary()
     path = OUT_DIR / "summary.json"
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    for section in summary["sections"]:  # one a line, whole: a table column would cut the headlines off
-        print(f"{section['number']:>2}. {section['status']:8s} {section['headline'] or section['reason'] or '-'}")
-    print(f"wall time of the sections: {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}; figures:")
-    for figure in summary["figures"]:
-        print(f"  [{figure['check']:>9s}] section {figure['section']}: {figure['name']}: {describe_figure(figure)}")
+    print(f"{summary['counts']['ok']} sections ok in {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")
+    table = summary_table(summary)
+    try:
+        from IPython.display import display
+    except ImportError:  # a plain Python running the cells
+        print(table.to_string())
+    else:
+        display(table)
     return summary
 
 
@@ -210,4 +232,4 @@ if __name__ == "__main__":  # the notebook's cell: make the output folder, work 
     pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
     if get_ipython() is not None:  # a recorder runs this cell outside IPython, and drops the magic's line itself
         get_ipython().register_magic_function(needs_ncu, "cell")
-    print(f"Output folder, now the working folder: {OUT_DIR}")
+    print(f"Output folder: {OUT_DIR} (now the working folder)")

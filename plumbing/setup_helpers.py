@@ -1,6 +1,6 @@
-"""Section 1's helpers: the settings, the fallbacks (offline wheelhouse, CUPTI, the Nsight Compute probe) and the
-facts section 1 records. Nothing here imports torch or nsight, or touches CUDA. Section 1's visible cells call these
-for what a learner would not type; every decision comes back with its reason, for the cell to print.
+"""Section 1's helpers: what a learner's copy of section 1 would not type. The settings of headless runs, the
+Nsight Compute versions to try and the probe that decides between them (nsight_compute_packages), the CUPTI fallback
+and the facts section 1 records. Nothing here imports torch or nsight, or touches CUDA.
 """
 
 import ctypes
@@ -8,6 +8,7 @@ import importlib
 import importlib.metadata
 import inspect
 import json
+import math
 import os
 import re
 import shutil
@@ -18,9 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from plumbing.harness import OUT_DIR
+from plumbing.harness import ENVIRONMENT, OUT_DIR
 
-TIME_LIMITS_S = {"apt": 1200, "pip": 1200, "probe": 600, "cupti_child": 900}  # then a step is given up, said
+# Seconds before a step is given up, said by name. An update reads indexes; a probe attaches to one tiny kernel.
+TIME_LIMITS_S = {"apt-get update": 300, "probe": 300, "pip": 1200, "cupti_child": 900}
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the version a wheelhouse must be made for
 
 
@@ -47,8 +49,12 @@ def run_logged(command, log_path, time_limit_s, env=None):
             return None
 
 
-def log_tail(log_path, lines=5):
+def log_tail(log_path, lines=6):
     return "\n".join(Path(log_path).read_text(errors="replace").strip().splitlines()[-lines:])
+
+
+def ended(status, step):
+    return f"exit {status}" if status is not None else f"{step} did not end within {TIME_LIMITS_S[step]} s"
 
 
 def read_profiler_choice(environ=os.environ):
@@ -92,7 +98,6 @@ def can_make_folder(path):
 
 
 INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
-PACKAGES_DIR = INSTALL_ROOT / "packages"
 
 
 def read_cupti_dir(environ=os.environ):
@@ -106,88 +111,7 @@ def read_cupti_dir(environ=os.environ):
     return path
 
 
-NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
-NCU_FLOOR = ".".join(map(str, NCU_MIN_VERSION))
-NCU_PATH_FIX = f"Set NCU_PATH to the ncu of Nsight Compute {NCU_FLOOR} or newer (or its folder), or unset it."
-APT_FAILURE = {"why": ""}  # why the last apt-get install did not give an ncu, for the reason section 1 prints
-
-
-def parse_ncu_version(text):
-    """(year, minor, patch) from `ncu --version` output, or None if there is no version line."""
-    match = re.search(r"Version\s+(\d+)\.(\d+)\.(\d+)", text or "")
-    return tuple(int(part) for part in match.groups()) if match else None
-
-
-def version_text(version):
-    return ".".join(map(str, version)) if version else "none"
-
-
-def ncu_version_of(path):
-    return parse_ncu_version(command_output([str(path), "--version"], timeout=60)) if path else None
-
-
-def ncu_is_recent(version):
-    return version is not None and tuple(version)[:3] >= NCU_MIN_VERSION
-
-
-def ncus_on_path(path_variable):
-    """Every `ncu` on PATH, in PATH order: shutil.which alone only shows the first."""
-    found = [shutil.which("ncu", path=folder) for folder in (path_variable or "").split(os.pathsep) if folder]
-    return [Path(path) for path in dict.fromkeys(found) if path]
-
-
-def package_ncu(package_files):
-    """The package's own `ncu` among the files `dpkg -L` lists (it also ships per-platform copies further down)."""
-    launchers = [Path(line) for line in package_files if line.endswith("/ncu")]
-    return min(launchers, key=lambda path: len(path.parts)) if launchers else None
-
-
-def ncu_install_needed(package, choice, wheelhouse, environ=os.environ):
-    """apt-get only for Nsight Compute, online, when neither NCU_PATH, nor the package, nor PATH has a current ncu."""
-    if choice == "cupti" or wheelhouse or read_ncu_path(environ):
-        return False
-    return choose_ncu(command_output(["dpkg", "-L", package]).split(), "auto", None, environ)[0] is None
-
-
-def apt_get_install(package, log_path):
-    """apt-get update and install `package` (output in log_path); a failure is said, and leaves CUPTI to measure."""
-    print(f"installing {package} with apt-get (a few minutes) ...")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}  # apt must never stop to ask a question
-    steps = [["update", "-qq"], ["install", "-y", "-qq", package]] if shutil.which("apt-get") else []
-    APT_FAILURE["why"] = "" if steps else "apt-get is missing here"
-    for step in steps:
-        status = run_logged(["apt-get", *step], log_path, TIME_LIMITS_S["apt"], env)
-        if status != 0:
-            ended = f"exit {status}" if status is not None else f"no end within {TIME_LIMITS_S['apt']} s"
-            APT_FAILURE["why"] = f"apt-get {step[0]} failed ({ended}; NVIDIA's apt repository unreachable?)"
-            break
-    if APT_FAILURE["why"]:
-        print(f"{APT_FAILURE['why']}; see {log_path}. Set NCU_PATH to an ncu {NCU_FLOOR}+, or go on with CUPTI")
-
-
-def choose_ncu(package_files, choice, wheelhouse, environ=os.environ):
-    """(ncu, what it is): NCU_PATH when set (it must be current), else the package's ncu, else a current one on
-    PATH; (None, why not) when there is none, an error if NSPY_TUTORIAL_PROFILER=ncu."""
-    given = read_ncu_path(environ)
-    if choice == "cupti":
-        return None, "NSPY_TUTORIAL_PROFILER=cupti"
-    if given and not ncu_is_recent(ncu_version_of(given)):
-        found = f"Nsight Compute {version_text(v)}" if (v := ncu_version_of(given)) else "not Nsight Compute"
-        raise ValueError(f"NCU_PATH={environ['NCU_PATH']}: {given} is {found}, not {NCU_FLOOR}+. {NCU_PATH_FIX}")
-    found = [given] if given else [path for path in [package_ncu(package_files)] if path]
-    versions = {path: ncu_version_of(path) for path in found + ncus_on_path(environ.get("PATH"))}
-    for path, version in versions.items():
-        if ncu_is_recent(version):
-            return path, f"Nsight Compute {version_text(version)}" + (" from NCU_PATH" if given else "")
-    seen = ", ".join(f"{version_text(version)} at {path}" for path, version in versions.items()) or "none"
-    why = f"there is no ncu {NCU_FLOOR}+ (found: {seen})" + (f"; {APT_FAILURE['why']}" if APT_FAILURE["why"] else "")
-    why += "; offline (NSPY_TUTORIAL_WHEELHOUSE), so apt-get was not tried" if wheelhouse else ""
-    if choice == "ncu":
-        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {why}. Set NCU_PATH, or NSPY_TUTORIAL_PROFILER=auto")
-    return None, why
-
-
-# requirements.txt's text: the pins, installed without dependencies (the setup-helpers cell embeds the file).
+# requirements.txt's text: the pins (the setup-helpers cell embeds the file).
 REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()
 CUPTI_MARKER = "# [cupti]"  # the line of requirements.txt after which the CUPTI backend's set is listed
 
@@ -207,34 +131,304 @@ def pins_from_requirements(text):
 PINS, CUPTI_PINS = pins_from_requirements(REQUIREMENTS)
 
 
+def parse_ncu_version(text):
+    """(year, minor, patch) from `ncu --version` output or a package name, or None if it holds no version."""
+    match = re.search(r"(?:Version\s+|nsight-compute-)(\d+)\.(\d+)\.(\d+)", text or "")
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def version_text(version):
+    return ".".join(map(str, version)) if version else "none"
+
+
+NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
+NCU_FLOOR = version_text(NCU_MIN_VERSION)
+# ncu-report reads reports of its own year.minor and older: the newest Nsight Compute worth installing.
+NCU_CEILING = tuple(int(part) for part in PINS["ncu-report"].split(".")[:2])
+NCU_RANGE = f"{NCU_FLOOR} to {version_text(NCU_CEILING)}.x"
+NCU_PATH_FIX = f"Set NCU_PATH to the ncu of Nsight Compute {NCU_RANGE} (or its folder), or unset it."
+
+
+def ncu_accepted(version):
+    """Whether nsight-python takes this Nsight Compute and the pinned ncu-report reads its reports."""
+    return version is not None and NCU_MIN_VERSION <= tuple(version)[:3] and tuple(version)[:2] <= NCU_CEILING
+
+
+def ncu_version_of(path):
+    return parse_ncu_version(command_output([str(path), "--version"], timeout=60)) if path else None
+
+
+def ncus_on_path(path_variable):
+    """Every `ncu` on PATH, in PATH order: shutil.which alone only shows the first."""
+    found = [shutil.which("ncu", path=folder) for folder in (path_variable or "").split(os.pathsep) if folder]
+    return [Path(path) for path in dict.fromkeys(found) if path]
+
+
+def package_ncu(package):
+    """The package's own `ncu` among the files `dpkg -L` lists (it also ships per-platform copies further down)."""
+    launchers = [Path(line) for line in command_output(["dpkg", "-L", package]).split() if line.endswith("/ncu")]
+    return min(launchers, key=lambda path: len(path.parts)) if launchers else None
+
+
+def newest_first(names):
+    """The versioned Nsight Compute packages among names that nsight-python and ncu-report accept, newest first;
+    never the unversioned `nsight-compute` (a virtual package in NVIDIA's repository, 2022.4.1 in Ubuntu's)."""
+    versions = {name: parse_ncu_version(name) for name in names if re.fullmatch(r"nsight-compute-[\d.]+", name)}
+    return sorted((name for name, version in versions.items() if ncu_accepted(version)), key=versions.get)[::-1]
+
+
+def put_first_on_path(folder, environ=os.environ):
+    others = [entry for entry in environ.get("PATH", "").split(os.pathsep) if entry and entry != str(folder)]
+    environ["PATH"] = os.pathsep.join([str(folder), *others])
+
+
+def accepted_ncu_path(environ=os.environ):
+    """NCU_PATH's ncu if it is a version nsight-python and ncu-report accept (else an error naming it), or None."""
+    if (given := read_ncu_path(environ)) and not ncu_accepted(version := ncu_version_of(given)):
+        found = f"Nsight Compute {version_text(version)}" if version else "not Nsight Compute"
+        raise ValueError(f"NCU_PATH={environ['NCU_PATH']}: {given} is {found}, not {NCU_RANGE}. {NCU_PATH_FIX}")
+    return given
+
+
+def cuda_started(modules=sys.modules, maps=Path("/proc/self/maps")):
+    """What shows that CUDA (or nsight) already started in this process: Nsight Compute can no longer attach."""
+    signs = [f"{name} is imported" for name in ("torch", "nsight") if name in modules]
+    mapped = maps.read_text(errors="replace") if maps.is_file() else ""
+    return signs + (["the CUDA driver (libcuda) is loaded"] if "libcuda.so" in mapped else [])
+
+
+def prepare_installs(environ=os.environ):
+    """Before anything is installed: stop if CUDA already started; read the settings (a bad one stops here); give
+    pip its own settings: the pins as constraints (PIP_CONSTRAINT) and, offline, the wheelhouse (PIP_NO_INDEX,
+    PIP_FIND_LINKS); apt-get never asks a question (DEBIAN_FRONTEND)."""
+    if signs := ", ".join(cuda_started()):
+        why = f"CUDA already started in this Python process ({signs}), so Nsight Compute cannot attach to it"
+        raise RuntimeError(f"{why}; section 1 changed nothing. Runtime > Restart session, then Run all.")
+    choice, wheelhouse = read_profiler_choice(environ), read_wheelhouse(environ)
+    accepted_ncu_path(environ), read_cupti_dir(environ)  # a setting the user made is checked even where it is not used
+    constraints = OUT_DIR / "pip-constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, version in PINS.items()))
+    environ.update(PIP_CONSTRAINT=str(constraints), DEBIAN_FRONTEND="noninteractive")
+    for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS"):
+        environ.pop(name, None)
+    if wheelhouse:
+        environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse))
+    print(f"profiler: {choice}; installs from: {wheelhouse or 'PyPI and apt'}")
+
+
+def check_kernel_times(times):
+    """Kernel times, refused unless each is a finite time above 0: 0 or NaN means a tool attached but measured
+    nothing, and committing to it would fail later."""
+    if not times or not all(math.isfinite(t) and t > 0 for t in times):
+        raise RuntimeError(f"the check kernel measured {times}")
+    return times
+
+
+def probe_child(prefix):
+    """The probe (probe_ncu runs this function's source in a fresh Python): can nsight profile one kernel with
+    Nsight Compute? probe.json in prefix says how far it got ("stage") and what stopped it ("error")."""
+    report = {"ncu": shutil.which("ncu"), "stage": "import nsight", "error": ""}
+    try:
+        import nsight
+
+        if nsight.collection.ncu.injection_load_error is not None:
+            raise nsight.collection.ncu.injection_load_error
+        report["stage"] = "import torch"
+        import torch
+
+        report["stage"] = "profile one kernel"
+        quiet = nsight.VerbosityLevel.SILENT
+
+        @nsight.analyze.kernel(runs=1, thermal_mode="off", output_prefix=prefix, verbosity=quiet)
+        def probe(n):
+            x = torch.ones(n, device="cuda")
+            with nsight.annotate("probe"):
+                x * 2.0
+
+        check_kernel_times(probe(1 << 16).to_dataframe().AvgValue.tolist())
+        report["stage"] = "done"
+    except BaseException as error:  # noqa: BLE001 - every failure is the answer, reported in the file
+        report["error"] = f"{type(error).__name__}: {error}"
+    Path(prefix).mkdir(parents=True, exist_ok=True)
+    Path(prefix, "probe.json").write_text(json.dumps(report))
+
+
+def probe_program():
+    functions = "\n\n".join(inspect.getsource(function) for function in (check_kernel_times, probe_child))
+    return f"import json, math, shutil, sys\nfrom pathlib import Path\n\n{functions}\n\nprobe_child(sys.argv[1])\n"
+
+
+# What a failed probe's error says -> (kind, what it means for the learner). "driver": the next version may work.
+COUNTERS_REFUSED = (
+    "this machine does not allow GPU performance counters to this process; on Colab that cannot be changed from the "
+    "notebook (on your own machine an administrator can allow it: NVreg_RestrictProfilingToAdminUsers=0)"
+)
+PROBE_CAUSES = {
+    "not compatible with Nsight Compute": ("driver", "this Nsight Compute does not support the GPU's driver"),
+    "ERR_NVGPUCTRPERM": ("counters", COUNTERS_REFUSED),
+    "NV_INJ_ERROR": ("injection", "Nsight Compute's injection library could not attach to the process"),
+}
+
+
+def probe_ncu(ncu_path, prefix, log_path):
+    """Profile one tiny kernel with Nsight Compute in a child process: (kind, what happened); kind is "ok",
+    "driver", "counters", "hang", "injection" or "failed". Once loaded, Nsight Compute stays in a process, so the
+    notebook's own process commits to it only after this worked. The child writes probe.json in `prefix`."""
+    env = {key: value for key, value in os.environ.items() if key != "NSPY_NCU_INIT_AT_IMPORT"} | {"MPLBACKEND": "Agg"}
+    answer = Path(prefix, "probe.json")
+    answer.unlink(missing_ok=True)  # an earlier Run all's answer must never stand in for this one
+    status = run_logged([sys.executable, "-c", probe_program(), prefix], log_path, TIME_LIMITS_S["probe"], env)
+    if status is None:
+        return "hang", f"the probe attached but {ended(None, 'probe')}; see {log_path}"
+    report = json.loads(answer.read_text()) if answer.is_file() else {"stage": "start", "error": f"exit {status}"}
+    if report["stage"] != "done":
+        error = report["error"] or "no error text"
+        cause = [line.strip() for line in error.splitlines() if "==ERROR==" in line] or error.splitlines()[:2]
+        kind, meaning = next((found for key, found in PROBE_CAUSES.items() if key in error), ("failed", ""))
+        said = f"the probe failed at '{report['stage']}': {' '.join(cause)[:300]}"
+        return kind, f"{meaning} ({said}; see {log_path})" if meaning else f"{said}; see {log_path}"
+    if not (report["ncu"] and os.path.samefile(report["ncu"], ncu_path)):
+        return "failed", f"the probe's nsight used the ncu at {report['ncu']}, not {ncu_path}"
+    return "ok", "profiled a kernel"
+
+
+NCU_DECISION = {}  # nsight_compute_packages' answer: use_ncu, reason, done
+
+
+def attempted(tried, label, version, kind, said):
+    """One attempt, said in one line and kept for summary.json."""
+    tried.append({"ncu": label, "version": version, "outcome": kind, "said": said})
+    print(f"Nsight Compute {version} ({label}): {kind}, {said}")
+
+
+def try_ncu(ncu, label, tried):
+    """Probe `ncu` (first on PATH by now) and say the outcome; True once the backend is decided."""
+    kind, said = probe_ncu(ncu, f"{OUT_DIR / 's1_probe'}/", OUT_DIR / "ncu_probe.log")
+    attempted(tried, label, version := version_text(ncu_version_of(ncu)), kind, said)
+    if kind == "ok":
+        NCU_DECISION["use_ncu"] = True
+    elif kind != "driver":  # counters refused, a hang, no injection: another version would fare no better
+        NCU_DECISION.update(reason=f"Nsight Compute {version}: {said}")
+    return kind != "driver"
+
+
+def ready_ncus(environ):
+    """(ncu, where from) to try before apt: NCU_PATH alone when set, else the accepted packages installed already
+    (a re-run after a restart), newest first."""
+    if given := accepted_ncu_path(environ):
+        return [(given, "NCU_PATH")]
+    listed = command_output(["dpkg-query", "--show", "--showformat=${Package} ${db:Status-Status}\\n", "nsight-com*"])
+    installed = newest_first(line.split()[0] for line in listed.splitlines() if line.endswith(" installed"))
+    return [(ncu, f"installed {package}") for package in installed if (ncu := package_ncu(package))]
+
+
+def apt_candidates(tried):
+    """After apt-get update (advisory: one broken third-party list fails it although NVIDIA's index is fine), the
+    packages apt's index lists that nsight-python and ncu-report accept, newest first, but those tried already."""
+    status = run_logged(["apt-get", "update"], OUT_DIR / "apt.log", TIME_LIMITS_S["apt-get update"])
+    if status != 0:
+        print(f"apt-get update failed ({ended(status, 'apt-get update')}; {OUT_DIR / 'apt.log'}): trying anyway")
+    done = {attempt["ncu"].split()[-1] for attempt in tried}
+    listed = newest_first(command_output(["apt-cache", "pkgnames", "nsight-compute-"]).split())
+    return [name for name in listed if name not in done]
+
+
+def last_shell_status():
+    """The exit status of the notebook's last `!` command (IPython keeps it as _exit_code); None outside IPython."""
+    from IPython import get_ipython
+
+    return get_ipython().user_ns.get("_exit_code") if get_ipython() else None
+
+
+def try_package(package, tried, environ):
+    """try_ncu on the package's ncu once the loop put it first on PATH; a package that gave none is said, and an
+    apt-get that `timeout` stopped (exit 124) as such."""
+    ncu = package_ncu(package)
+    if ncu is not None and shutil.which("ncu", path=environ["PATH"]) == str(ncu):
+        return try_ncu(ncu, package, tried)
+    status = last_shell_status()
+    said = "apt-get install ran out of time (timeout's exit 124)" if status == 124 else f"exit {status}"
+    said = f"apt-get gave no ncu ({said}; its output is above)" if ncu is None else f"{ncu} is not first on PATH"
+    attempted(tried, package, package.removeprefix("nsight-compute-"), "no ncu", said)
+    return False
+
+
+def no_ncu_reason(tried, environ):
+    """Why Nsight Compute is not used, from what was tried: the driver and the versions when none supported it."""
+    if tried and all(attempt["outcome"] == "driver" for attempt in tried):
+        driver = command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) or "?"
+        versions = ", ".join(attempt["version"] for attempt in tried)
+        return f"no Nsight Compute tried supports driver {driver.splitlines()[0]} (tried {versions})"
+    seen = ", ".join(f"{version_text(ncu_version_of(ncu))} at {ncu}" for ncu in ncus_on_path(environ["PATH"]))
+    said = "".join(f"; {attempt['ncu']}: {attempt['said']}" for attempt in tried)
+    offline = "; offline (NSPY_TUTORIAL_WHEELHOUSE), so apt-get was not tried" if read_wheelhouse(environ) else ""
+    return f"there is no Nsight Compute {NCU_RANGE} here (ncu found: {seen or 'none'}){said}{offline}"
+
+
+def check_pip_installed(environ=os.environ):
+    """The pip cell's result: nsight-python at its pin, or an error that says where to look (pip exits 0 in a cell
+    either way), before anything else tries to import it."""
+    importlib.invalidate_caches()
+    found = versions_in(sys.path).get("nsight-python", "no nsight-python")
+    if found != PINS["nsight-python"]:
+        fix = f"NSPY_TUTORIAL_WHEELHOUSE may lack a wheel: make_wheelhouse.py --python-version {PYTHON}"
+        fix = fix if read_wheelhouse(environ) else "check the network"
+        raise RuntimeError(
+            f"the pip cell left {found}, not nsight-python {PINS['nsight-python']}: see its output ({fix})"
+        )
+
+
+def nsight_compute_packages(environ=os.environ):
+    """The Nsight Compute packages for section 1's loop to install, newest accepted first; the loop puts each one's
+    ncu first on PATH, and then the probe says whether it profiles: the loop ends once one does, or once another
+    version would not help. An ncu already there (NCU_PATH, a re-run) is tried first, without apt; offline, or with
+    NSPY_TUTORIAL_PROFILER=cupti, nothing is installed. The answer goes to NCU_DECISION, the attempts to ENVIRONMENT."""
+    NCU_DECISION.clear()
+    NCU_DECISION.update(use_ncu=False, reason="", done=False)
+    check_pip_installed(environ)
+    tried, choice = ENVIRONMENT.setdefault("ncu_attempts", []), read_profiler_choice(environ)
+    tried.clear()
+    decided = choice == "cupti"
+    NCU_DECISION["reason"] = "NSPY_TUTORIAL_PROFILER=cupti" if decided else ""
+    for ncu, label in [] if decided else ready_ncus(environ):
+        put_first_on_path(ncu.parent, environ)
+        if decided := try_ncu(ncu, label, tried):
+            break
+    online = not (decided or read_ncu_path(environ) or read_wheelhouse(environ))
+    for package in apt_candidates(tried) if online else []:
+        yield package
+        if decided := try_package(package, tried, environ):
+            break
+    if not decided:
+        NCU_DECISION["reason"] = no_ncu_reason(tried, environ)
+    if choice == "ncu" and not NCU_DECISION["use_ncu"]:
+        fix = "Set NCU_PATH, or NSPY_TUTORIAL_PROFILER=auto"
+        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {NCU_DECISION['reason']}. {fix}")
+    NCU_DECISION["done"] = True
+
+
 def versions_in(folders):
     """{normalized name: version} of the distributions in these folders; the first one found wins, as for imports."""
     found = list(importlib.metadata.distributions(path=[str(folder) for folder in folders]))
     return {normalize(dist.metadata["Name"] or ""): dist.version for dist in reversed(found)}
 
 
-def versions_outside_tutorial():
-    """What this Python has without the tutorial's own folders: Colab's packages, as Colab installed them."""
-    own = {str(PACKAGES_DIR), str(CUPTI_PACKAGES_DIR)}
-    return versions_in([entry for entry in sys.path if entry not in own])
-
-
 def install_pins(pins, folder, wheelhouse, log_path):
     """pip install, without dependencies, into folder the pins this Python lacks (or has at another version) and
-    folder does not hold yet; with a wheelhouse, offline. Colab's site-packages are never written."""
-    have, in_folder = versions_outside_tutorial(), versions_in([folder])
+    folder does not hold yet; with a wheelhouse, offline. The Python's own site-packages are never written."""
+    have = versions_in([entry for entry in sys.path if entry != str(folder)])
+    in_folder = versions_in([folder])
     missing = [f"{n}=={v}" for n, v in pins.items() if v not in (have.get(normalize(n)), in_folder.get(normalize(n)))]
     offline = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
     command = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *offline, "--no-deps",
                "--upgrade", "--target", str(folder), *missing]  # fmt: skip
-    print(f"installing {' '.join(missing)} into {folder}" if missing else f"{folder} holds the pins already")
+    print(f"installing {' '.join(missing)} into {folder}" if missing else f"{folder} holds the CUPTI set already")
     status = run_logged(command, log_path, TIME_LIMITS_S["pip"]) if missing else 0
     if status != 0:
-        fix = "Check the network, or set NSPY_TUTORIAL_WHEELHOUSE to a wheelhouse (scripts/make_wheelhouse.py)."
-        if wheelhouse:
-            fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"
-        ended = f"exit {status}" if status is not None else f"no answer within {TIME_LIMITS_S['pip']} s"
-        raise RuntimeError(f"pip could not install {' '.join(missing)} ({ended}):\n{log_tail(log_path, 8)}\n{fix}")
+        fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"
+        fix = fix if wheelhouse else "Check the network, or set NSPY_TUTORIAL_WHEELHOUSE (scripts/make_wheelhouse.py)"
+        failed = f"pip could not install {' '.join(missing)} ({ended(status, 'pip')})"
+        raise RuntimeError(f"{failed}:\n{log_tail(log_path, 8)}\n{fix}")
     return missing
 
 
@@ -253,54 +447,11 @@ def put_first_on_sys_path(folder):
     importlib.invalidate_caches()
 
 
-PROBE_SCRIPT = (Path(__file__).resolve().parent / "ncu_probe.py").read_text()  # the setup-helpers cell embeds it
-PROBE_REMEDIES = {
-    "ERR_NVGPUCTRPERM": "this user may not read the GPU's counters: run as root, or allow them for all users "
-    "(NVreg_RestrictProfilingToAdminUsers=0)",
-    "or later is required": f"nsight found an ncu that is too old: put Nsight Compute {NCU_FLOOR}+ first on PATH",
-    "NV_INJ_ERROR": "Nsight Compute could not attach to the process: its version may not support this driver",
-}
-
-
-def probe_ncu(ncu_path, prefix, log_path, script=None):
-    """Profile one tiny kernel with Nsight Compute in a child process: (usable, why not). Once loaded, Nsight
-    Compute stays in a process, so the notebook's own process commits to it only after this worked. The child
-    writes what it found to probe.json in `prefix`."""
-    env = {key: value for key, value in os.environ.items() if key != "NSPY_NCU_INIT_AT_IMPORT"} | {"MPLBACKEND": "Agg"}
-    answer = Path(prefix, "probe.json")
-    answer.unlink(missing_ok=True)  # an earlier Run all's answer must never stand in for this one
-    status = run_logged([sys.executable, "-c", script or PROBE_SCRIPT, prefix], log_path, TIME_LIMITS_S["probe"], env)
-    report = json.loads(answer.read_text()) if answer.is_file() else {"stage": "start", "error": f"exit {status}"}
-    if status is None:
-        return False, f"the Nsight Compute probe did not finish within {TIME_LIMITS_S['probe']} s; see {log_path}"
-    if report["stage"] != "done":
-        error = report["error"] or "no error text"
-        cause = [line.strip() for line in error.splitlines() if "==ERROR==" in line] or error.splitlines()[:2]
-        remedy = next((text for key, text in PROBE_REMEDIES.items() if key in error), f"see {log_path}")
-        return False, f"the probe failed at '{report['stage']}': {' '.join(cause)[:400]}. What to do: {remedy}"
-    if not (report["ncu"] and os.path.samefile(report["ncu"], ncu_path)):
-        return False, f"the probe's nsight used ncu at {report['ncu']}, not the chosen {ncu_path}"
-    return True, ""
-
-
-def choose_backend(ncu, why_no_ncu, choice, environ=os.environ):
-    """(USE_NCU, why CUPTI): Nsight Compute when the probe profiled with it, else CUPTI (an error when
-    NSPY_TUTORIAL_PROFILER=ncu). It sets NSPY_NCU_INIT_AT_IMPORT for the `import nsight` that follows."""
-    usable, why = probe_ncu(ncu, f"{OUT_DIR / 's1_probe'}/", OUT_DIR / "ncu_probe.log") if ncu else (False, why_no_ncu)
-    if choice == "ncu" and not usable:
-        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but Nsight Compute is not usable: {why}")
-    environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
-    if not usable:
-        environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # on CUPTI, keep Nsight Compute out of this process
-    print("backend: Nsight Compute" if usable else f"backend: CUPTI, because {why}")
-    return usable, why
-
-
 def find_libcupti(cupti_dir):
     """The libcupti.so.13 that the CUPTI install put under cupti_dir."""
     for path in sorted(Path(cupti_dir).glob("nvidia/*/lib/libcupti.so.13*")):
         return path
-    raise FileNotFoundError(f"libcupti.so.13 is not under {cupti_dir}/nvidia/*/lib: run section 1's pip cell again.")
+    raise FileNotFoundError(f"libcupti.so.13 is not under {cupti_dir}/nvidia/*/lib: run section 1 again.")
 
 
 def preload_libcupti(cupti_dir):
@@ -311,17 +462,54 @@ def preload_libcupti(cupti_dir):
     return path
 
 
+def cupti_check_kernel(n):  # the kernel a child times under CUPTI before the notebook relies on CUPTI
+    x = torch.ones(n, device="cuda")  # noqa: F821 - the child's program imports torch
+    with nsight.annotate("cupti check"):  # noqa: F821 - and nsight
+        x * 2.0
+
+
+def settle_backend(environ=os.environ):
+    """(USE_NCU, CUPTI_REASON, libcupti) after the install loop. The CUPTI set goes into its folder either way
+    (section 9's child reads it from NSPY_TUTORIAL_CUPTI_DIR). Nsight Compute if the probe profiled with it; else
+    CUPTI, once a child process timed one kernel with it, and NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out of
+    the `import nsight` that follows."""
+    if not NCU_DECISION.get("done"):
+        raise RuntimeError("the Nsight Compute cell above did not run to its end: run it again, then this one")
+    environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
+    wheelhouse, reason = read_wheelhouse(environ), NCU_DECISION["reason"]
+    print(
+        f"backend: Nsight Compute, {shutil.which('ncu')}"
+        if NCU_DECISION["use_ncu"]
+        else f"backend: CUPTI, because {reason}"
+    )
+    have = versions_in([entry for entry in sys.path if entry != str(CUPTI_PACKAGES_DIR)])
+    install_pins(cupti_pins(have), CUPTI_PACKAGES_DIR, wheelhouse and wheelhouse / "cupti", OUT_DIR / "pip.log")
+    environ["NSPY_TUTORIAL_CUPTI_DIR"] = str(CUPTI_PACKAGES_DIR)
+    if NCU_DECISION["use_ncu"]:
+        return True, "", None
+    try:
+        timed = run_cupti_child(cupti_check_kernel, [1 << 16], OUT_DIR / "s1_cupti")
+        check_kernel_times([row["AvgValue"] for row in timed["rows"]])
+    except (RuntimeError, OSError, ValueError) as error:
+        why = f"Nsight Compute: {reason}. CUPTI: {error}"
+        raise RuntimeError(f"Neither backend can time a kernel here. {why}") from None
+    environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
+    return False, reason, preload_libcupti(CUPTI_PACKAGES_DIR)
+
+
 def check_backend(nsight, use_ncu, libcupti, environ=os.environ):
-    """After `import nsight`: Nsight Compute loaded, as the probe said; or CUPTI resolved the preloaded libcupti
-    (nsight.activate writes the file it resolved into NVTX_INJECTION64_PATH)."""
+    """After `import nsight`: the pinned nsight-python; Nsight Compute loaded, as the probe said; or CUPTI resolved
+    the preloaded libcupti (nsight.activate writes the file it resolved into NVTX_INJECTION64_PATH)."""
+    if (version := nsight.__version__) != PINS["nsight-python"]:
+        raise RuntimeError(f"nsight-python {version}, not {PINS['nsight-python']}, was imported: see the pip cell")
     resolved = environ.get("NVTX_INJECTION64_PATH", "")
     if use_ncu and nsight.get_active_tool() != nsight.Tool.NCU:
         error = nsight.collection.ncu.injection_load_error
-        raise RuntimeError(f"nsight did not load Nsight Compute ({error}), though the probe could: restart the "
-                           "runtime and Run all, or set NSPY_TUTORIAL_PROFILER=cupti")  # fmt: skip
+        raise RuntimeError(f"nsight did not load Nsight Compute ({error}), though the probe could: Runtime > "
+                           "Restart session, then Run all, or set NSPY_TUTORIAL_PROFILER=cupti")  # fmt: skip
     if not use_ncu and not (resolved and Path(resolved).exists() and os.path.samefile(resolved, libcupti)):
-        raise RuntimeError(f"CUPTI resolved {resolved or 'no library'}, not the preloaded {libcupti}: restart the "
-                           "runtime and Run all, running no other cell first")  # fmt: skip
+        raise RuntimeError(f"CUPTI resolved {resolved or 'no library'}, not the preloaded {libcupti}: Runtime > "
+                           "Restart session, then Run all, running no other cell first")  # fmt: skip
 
 
 def environment_facts(torch, nsight, use_ncu, cupti_reason, libcupti):
@@ -335,7 +523,7 @@ def environment_facts(torch, nsight, use_ncu, cupti_reason, libcupti):
         "ncu_version": version_text(ncu_version_of(ncu)),
         "nsight_python": nsight.__version__, "active_tool": str(nsight.get_active_tool()),
         "profiler": "ncu" if use_ncu else "cupti", "cupti_reason": cupti_reason, "libcupti": str(libcupti or ""),
-        "packages_dir": str(PACKAGES_DIR), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32, "python": sys.version.split()[0],
     }  # fmt: skip
 
@@ -344,7 +532,7 @@ CHILD_IMPORTS = "import ctypes\nimport json\nimport os\nimport sys\nimport time\
 
 
 def cupti_child(benchmark_file, function_name, sizes, prefix):
-    """Section 9's child program: run_cupti_child runs this function's own source in a fresh Python. It profiles
+    """The CUPTI child program: run_cupti_child runs this function's own source in a fresh Python. It profiles
     one benchmark (its source in benchmark_file) under nsight's CUPTI backend, one size per call, and writes the
     rows, the wall time, the tool and the libcupti CUPTI bound to into child_result.json under prefix."""
     ctypes.CDLL(os.environ["NSPY_TUTORIAL_LIBCUPTI"], mode=os.RTLD_GLOBAL)  # first: CUPTI binds to this copy
@@ -383,8 +571,7 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
     command = [python, folder / "cupti_child.py", folder / "benchmark.py", benchmark.__name__, json.dumps(sizes)]
     status = run_logged([*command, f"{folder}/"], folder / "child.log", TIME_LIMITS_S["cupti_child"], env)
     if status != 0:
-        ended = f"exit {status}" if status is not None else f"no end within {TIME_LIMITS_S['cupti_child']} s"
-        raise RuntimeError(f"the CUPTI child failed ({ended}): {log_tail(folder / 'child.log', 6)}")
+        raise RuntimeError(f"the CUPTI child failed ({ended(status, 'cupti_child')}): {log_tail(folder / 'child.log')}")
     result = json.loads((folder / "child_result.json").read_text())
     if os.path.realpath(result["libcupti"]) != os.path.realpath(libcupti):
         raise RuntimeError(f"CUPTI bound to {result['libcupti']!r}, not the preloaded {libcupti}")
@@ -392,8 +579,3 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
 
 
 CUPTI_PACKAGES_DIR = read_cupti_dir()
-
-if __name__ == "__main__":  # the notebook's cell: section 1's settings are read (a bad one stops here)
-    PROFILER_CHOICE, WHEELHOUSE = read_profiler_choice(), read_wheelhouse()
-    read_ncu_path()  # a setting the user made is checked even where it is not used
-    print(f"profiler: {PROFILER_CHOICE}; installs from: {WHEELHOUSE or 'PyPI and apt'}")

@@ -5,7 +5,8 @@
 
 A cell's second line `# Source: plumbing/a.py, requirements.txt as B (embedded by scripts/embed_modules.py)` names
 its modules: their text less docstrings and `__future__`/`plumbing` imports; `as B`: the file as the string B, and
-the modules' own assignment to B left out. No other cell is touched.
+the modules' own assignment to B left out. The modules are read from the clone that holds the notebook. No other
+cell is touched.
 """
 
 import ast
@@ -13,7 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from notebook_format import REPO, each_notebook, parse_args, render
+import safe_io
+from notebook_format import REPO, TITLE, NotANotebook, each_notebook, parse_args, write_notebook
 
 SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by scripts/embed_modules\.py\)(?:  # noqa: E501)?$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
@@ -26,7 +28,7 @@ class EmbeddingError(ValueError):
 def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     """[(path, constant name or None)] a folded cell's Source line names; [] for other cells."""
     lines = source.split("\n", 2)
-    match = SOURCE_LINE.match(lines[1]) if len(lines) > 1 and lines[0].startswith("# @title") else None
+    match = SOURCE_LINE.match(lines[1]) if len(lines) > 1 and TITLE.match(lines[0]) else None
     items = [(item, ITEM.match(item)) for item in match["spec"].split(", ")] if match else []
     for item, parsed in items:
         if parsed is None or (parsed["path"].endswith(".txt") and not parsed["name"]):
@@ -36,7 +38,7 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
 
 def module_code(text: str, constants=()) -> str:
     """The module's lines less docstrings, those imports and assignments to `constants` (and blank lines after)."""
-    tree = ast.parse(text)
+    tree = ast.parse(text)  # a SyntaxError: the caller names the module
     dropped = [node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
                in ("__future__", "plumbing") or isinstance(node, ast.Assign) and any(
                    isinstance(target, ast.Name) and target.id in constants for target in node.targets)]  # fmt: skip
@@ -52,20 +54,46 @@ def module_code(text: str, constants=()) -> str:
     return "\n".join(kept).strip("\n")
 
 
+def module_text(repo: Path, path: str, title: str) -> str:
+    """A module's text from the notebook's clone; EmbeddingError naming it when it is missing or unreadable."""
+    if not (repo / path).is_file():
+        raise EmbeddingError(f"{path} does not exist in {repo} (named in the cell {title!r})")
+    try:
+        return safe_io.read_text(repo / path, what=path)
+    except safe_io.FileRefused as error:
+        raise EmbeddingError(str(error)) from None
+
+
+def python_code(text: str, path: str, constants) -> str:
+    try:
+        return module_code(text, constants)
+    except SyntaxError as error:
+        raise EmbeddingError(f"{path} line {error.lineno}: {error.msg}; fix the module, then embed again") from None
+
+
 def generated_source(source: str, repo: Path = REPO) -> str | None:
     """Title, Source line and modules that an embedding cell must hold; None for other cells."""
     modules = embedded_modules(source)
     constants = {name for _, name in modules if name}
     parts = []
     for path, name in modules:
-        if not (repo / path).is_file():
-            raise EmbeddingError(f"{path} does not exist (named in the cell {source.splitlines()[0]!r})")
-        text = (repo / path).read_text()
-        code = module_code(text, () if name else constants) if path.endswith(".py") else text.strip("\n")
+        text = module_text(repo, path, source.splitlines()[0])
+        code = python_code(text, path, () if name else constants) if path.endswith(".py") else text.strip("\n")
         if name and ('"""' in code or code.endswith("\\")):
             raise EmbeddingError(f"{path} cannot be embedded as {name}: it holds a triple quote or ends with \\")
         parts.append(f'{name} = r"""\n{code}\n"""' if name else code)
     return "\n".join(source.split("\n", 2)[:2]) + "\n" + "\n\n\n".join(parts) if parts else None
+
+
+def clone_of(notebook_path: Path) -> Path:
+    """The clone a notebook is in (its folder, holding plumbing/): never this script's clone for another's notebook."""
+    folder = notebook_path.resolve().parent
+    if not (folder / "plumbing").is_dir():
+        raise EmbeddingError(
+            f"{folder} holds no plumbing/, so the modules the cells name are not beside the notebook: "
+            "put the notebook at the top of its clone, then embed"
+        )
+    return folder
 
 
 def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
@@ -76,22 +104,23 @@ def stale_cells(notebook: dict, repo: Path = REPO) -> dict[int, str]:
 
 
 def embed(path: Path, notebook: dict, fix: bool) -> int:
-    stale = stale_cells(notebook)
+    stale = stale_cells(notebook, clone_of(path))
     for index, cell in enumerate(notebook["cells"]):
         if index in stale:
             modules = ", ".join(module for module, _ in embedded_modules(stale[index]))
-            print(f"{path}: cell {index} ({cell['id']}) differs from {modules}")
+            said = "embedded anew from" if fix else "differs from"
+            print(f"{path}: cell {index} ({cell.get('id')}) {said} {modules}")
         cell["source"] = stale.get(index, "".join(cell["source"]))
     if stale and fix:
-        path.write_text(render(notebook))
+        write_notebook(path, notebook)
     elif stale:
-        print(f"Embed them with: python {Path(__file__).resolve()} --fix {path}")
+        print(f"Embed them with: python {safe_io.quoted(Path(__file__).resolve())} --fix {safe_io.quoted(path)}")
     return 1 if stale and not fix else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, __doc__, "name the cells that differ from their modules (exit 1)", "rewrite them")
-    return each_notebook(args, embed, errors=(EmbeddingError,))
+    return each_notebook(args, embed, errors=(EmbeddingError, NotANotebook))
 
 
 if __name__ == "__main__":

@@ -6,24 +6,56 @@
 On a machine with internet. DEST/: nsight-python, its dependencies, the harness; DEST/cupti/: requirements.txt's CUPTI
 set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.
 --skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins;
-wheels that were in DEST before stay.
+wheels that were in DEST before stay. DEST: a new or empty folder, or a wheelhouse (only wheels, or marked MARKER);
+never HOME, /, the clone or a folder of its tracked files.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import safe_io
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the notebook's plumbing
 from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a plain python3 has what it needs)
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
+MARKER = ".nspy_wheelhouse"  # written into DEST: a folder this script fills
 PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
                                                         "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
+
+
+def tracked_files(folder: Path) -> bool:
+    """Whether git tracks a file in folder of this clone (False where git cannot tell)."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "--", str(folder)], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return listed.returncode == 0 and bool(listed.stdout.strip())
+
+
+def wheelhouse_problem(dest: Path, environ=os.environ) -> str | None:
+    """Why DEST is no place for wheels (None: a new or empty folder, a wheelhouse, or one this script marked)."""
+    real, home = Path(os.path.realpath(dest)), environ.get("HOME")
+    if real == Path("/") or (home and real == Path(os.path.realpath(home))) or real in (ROOT, *ROOT.parents):
+        return "is /, HOME, the clone or a folder above it"
+    inside = [real, *real.parents][: len(real.relative_to(ROOT).parts)] if real.is_relative_to(ROOT) else []
+    if any(folder.is_dir() and tracked_files(folder) for folder in inside):
+        return "is in a folder of the clone's tracked files: the wheels would sit among them"
+    if real.is_dir() and not (real / MARKER).exists():
+        others = [p.name for p in real.iterdir() if not (p.is_file() and p.suffix == ".whl") and p.name != "cupti"]
+        others += [f"cupti/{p.name}" for p in (real / "cupti").glob("*") if p.suffix != ".whl"]
+        if others:
+            return f"holds files that are no wheels ({', '.join(sorted(others)[:3])}): it is no wheelhouse"
+    return None
 
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
@@ -51,7 +83,7 @@ def download(requirements: list[str], dest: Path, python_version: str, deps: boo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", type=Path, default=ROOT / ".whl", help="wheelhouse folder (default: .whl)")
+    parser.add_argument("--dest", default=str(ROOT / ".whl"), help="wheelhouse folder (default: .whl)")
     parser.add_argument("--python-version", default="3.12", help="target Python, e.g. 3.12 (default) or 3.13")
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
     args = parser.parse_args(argv)
@@ -62,8 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     if not version or int(version.group(1)) < 11:
         parser.error(f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 "
                      "or newer (the project's runner has 3.12, the default)")  # fmt: skip
+    try:  # ~ as a shell expands it: a quoted '~/wh' is not a folder named ~ here
+        args.dest = safe_io.expand_home(args.dest, "--dest")
+    except safe_io.FileRefused as error:
+        parser.error(str(error))
+    if problem := wheelhouse_problem(args.dest):
+        parser.error(
+            f"--dest {safe_io.quoted(args.dest)} {problem}; give a new or empty folder, e.g. --dest wheelhouse "
+            "in the clone (git ignores it)"
+        )
     try:  # before pip runs: a --dest that cannot be made (or is a file) is named, not a traceback
         args.dest.mkdir(parents=True, exist_ok=True)
+        (args.dest / MARKER).write_text("made by scripts/make_wheelhouse.py: a wheelhouse\n", encoding="utf-8")
     except OSError as error:
         parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are

@@ -3,15 +3,20 @@
 
     python scripts/notebook_format.py --check|--fix [NOTEBOOK ...]   # exit 1 and list what is off | rewrite it
 
-Folded cells (first line `# @title`) carry only FOLDED_CELL_METADATA, other cells none. No source is ever changed.
+Folded cells (first line `# @title`, or Colab's older `#@title`) carry FOLDED_CELL_METADATA, other cells not. What a
+run or a view left (outputs, RUN_STATE metadata) is dropped; everything else a user made (attachments, tags, other
+metadata) is kept. No source is ever changed. The file is replaced whole or not at all (scripts/safe_io.py).
 """
 
 import argparse
 import json
 import os
+import re
 import sys
 import uuid
 from pathlib import Path
+
+import safe_io
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
@@ -19,20 +24,47 @@ CANONICAL_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenan
                       "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
                       "language_info": {"name": "python"}}  # fmt: skip
 FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
+FOLD_TAG = "remove-input"  # the rendered page hides a folded cell's code
+# What a run or a view leaves in a cell's metadata (Colab, Jupyter), not what a user made: dropped with the outputs.
+RUN_STATE = ("colab", "collapsed", "execution", "executionInfo", "ExecuteTime", "outputId", "scrolled")
+NOTEBOOK_RUN_STATE = ("widgets",)  # the widget state of the last run
+CELL_KEYS = {"cell_type", "id", "metadata", "source", "attachments", "execution_count", "outputs"}  # nbformat 4.5
+VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # nbformat 4.5's cell id
+TITLE = re.compile(r"#\s*@title\b")  # `# @title` and Colab's older `#@title` both fold a cell
 
 
 def is_folded(cell: dict) -> bool:
-    return cell.get("cell_type") == "code" and "".join(cell.get("source", "")).lstrip().startswith("# @title")
+    return cell.get("cell_type") == "code" and bool(TITLE.match("".join(cell.get("source", "")).lstrip()))
+
+
+def canonical_cell_metadata(cell: dict) -> dict:
+    """The cell's metadata less the run state; cellView and the fold tag set as the cell's first line says."""
+    kept = {key: value for key, value in cell.get("metadata", {}).items() if key not in RUN_STATE + ("cellView",)}
+    tags = [tag for tag in kept.pop("tags", []) if tag != FOLD_TAG]
+    if is_folded(cell):
+        old_tags = cell.get("metadata", {}).get("tags", [])  # the fold tag where the user had it, else last
+        tags = list(old_tags) if FOLD_TAG in old_tags else [*tags, FOLD_TAG]
+        return {"cellView": "form", **kept, "tags": tags}
+    return {**kept, "tags": tags} if tags else kept
 
 
 def canonical(notebook: dict) -> dict:
-    fixed = {"cells": [], "metadata": CANONICAL_METADATA, "nbformat": 4, "nbformat_minor": 5}
+    kept = {key: value for key, value in notebook.get("metadata", {}).items() if key not in NOTEBOOK_RUN_STATE}
+    fixed = {"cells": [], "metadata": {**kept, **CANONICAL_METADATA}, "nbformat": 4, "nbformat_minor": 5}
     seen_ids: set[str] = set()
     for cell in notebook.get("cells", []):
-        cell_id = cell.get("id") if cell.get("id") and cell["id"] not in seen_ids else uuid.uuid4().hex[:8]
+        given = cell.get("id")
+        valid = isinstance(given, str) and VALID_ID.fullmatch(given) and given not in seen_ids
+        cell_id = given if valid else uuid.uuid4().hex[:8]
         seen_ids.add(cell_id)
-        new = {"cell_type": cell["cell_type"], "id": cell_id, "metadata": dict(FOLDED_CELL_METADATA) if is_folded(cell)
-               else {}, "source": "".join(cell["source"])}  # fmt: skip
+        new = {
+            "cell_type": cell["cell_type"],
+            "id": cell_id,
+            "metadata": canonical_cell_metadata(cell),
+            "source": "".join(cell["source"]),
+        }
+        if "attachments" in cell:  # a pasted image: the user's content
+            new["attachments"] = cell["attachments"]
         fixed["cells"].append({**new, "execution_count": None, "outputs": []} if cell["cell_type"] == "code" else new)
     return fixed
 
@@ -47,28 +79,61 @@ class NotANotebook(Exception):
     pass
 
 
-def load_notebook(path: Path) -> dict:
-    """The notebook; NotANotebook naming what --fix would have to empty or guess (a cell by index and id)."""
-    restore = f"restore it (git checkout -- {path}) or save it again from Jupyter"
+def read_notebook_text(path: Path) -> str:
+    """The file's text (a regular file, UTF-8 whatever the locale); NotANotebook naming why not."""
     try:
-        notebook = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise NotANotebook(f"cannot read it as JSON ({error}); --fix cannot repair that: {restore}") from None
+        return safe_io.read_text(path, what="the notebook")
+    except safe_io.FileRefused as error:
+        raise NotANotebook(f"{error}; nothing was changed") from None
+
+
+def load_notebook(path: Path) -> dict:
+    """The notebook; NotANotebook naming what --fix would have to empty, drop or guess (a cell by index and id)."""
+    restore = f"restore it (git checkout -- {safe_io.quoted(path)}) or save it again from Jupyter"
+    text = read_notebook_text(path)
+    try:
+        notebook = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
+        reason = "it is nested too deep" if isinstance(error, RecursionError) else error
+        raise NotANotebook(f"cannot read it as JSON ({reason}); --fix cannot repair that: {restore}") from None
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise NotANotebook(f"it is JSON but not a notebook (no list of cells at its top); {restore}")
+    if not isinstance(notebook.get("metadata", {}), dict):
+        raise NotANotebook(f"its metadata is {json.dumps(notebook['metadata'])[:40]}, not an object; {restore}")
     broken = []
     for index, cell in enumerate(notebook["cells"]):
         cell = cell if isinstance(cell, dict) else {"cell_type": type(cell).__name__}
         name, source = f"cell {index} (id {cell.get('id')!r})", cell.get("source")
         if cell.get("cell_type") not in ("code", "markdown", "raw"):
             broken.append(f"{name} has cell_type {cell.get('cell_type')!r}")
+        if unknown := sorted(set(cell) - CELL_KEYS):  # --fix would drop them: the user removes them, knowingly
+            broken.append(f"{name} has {', '.join(map(repr, unknown))}, which nbformat 4.5 does not know")
+        metadata = cell.get("metadata", {})
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("tags", []), list):
+            broken.append(f"{name} has metadata that is not an object with a list of tags")
         if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
             broken.append(f"{name} has source {json.dumps(source)[:40]}, not text" if "source" in cell else
                           f"{name} has no source")  # fmt: skip
     if broken:
-        raise NotANotebook(f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw and a source "
-                           f"(a string or a list of strings; [] for an empty cell), or {restore}")  # fmt: skip
+        raise NotANotebook(
+            f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw, a source "
+            f"(a string or a list of strings; [] for an empty cell) and only nbformat's fields, or "
+            f"{restore}"
+        )
     return notebook
+
+
+def unencodable_cells(notebook: dict) -> list[str]:
+    """Each cell whose source holds a character UTF-8 cannot write (a lone surrogate), named with where it is."""
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        if (where := safe_io.encodable("".join(cell["source"]))) is not None:
+            line, column, character = where
+            found.append(
+                f"cell {index} (id {cell.get('id')!r}) holds U+{ord(character):04X} on line {line}, column "
+                f"{column}, which UTF-8 cannot write (a lone surrogate): remove it in the notebook"
+            )
+    return found
 
 
 def problems(path: Path, notebook: dict | None = None) -> list[str]:
@@ -80,7 +145,7 @@ def problems(path: Path, notebook: dict | None = None) -> list[str]:
     for index, (cell, want) in enumerate(zip(notebook["cells"], fixed["cells"], strict=True)):  # id: missing, repeated
         found += [f"cell {index} ({cell.get('id')}) has {key} {cell.get(key)!r}, expected {want[key]!r}"
                   for key in want if key != "source" and cell.get(key) != want[key]]  # fmt: skip
-    if not found and path.read_text() != render(fixed):
+    if not found and read_notebook_text(path) != render(fixed):
         found.append("JSON layout differs from the canonical one")
     return found
 
@@ -106,13 +171,23 @@ def each_notebook(args: argparse.Namespace, handle, errors: tuple = ()) -> int:
     return status
 
 
+def write_notebook(path: Path, notebook: dict) -> None:
+    """The rendered notebook over path, whole or not at all; NotANotebook naming a cell it cannot write."""
+    if unwritable := unencodable_cells(notebook):
+        raise NotANotebook("; ".join(unwritable) + ". Nothing was written")
+    try:
+        safe_io.write_text(path, render(notebook), what="the notebook")
+    except safe_io.FileRefused as error:
+        raise NotANotebook(str(error)) from None
+
+
 def check_or_fix(path: Path, notebook: dict, fix: bool) -> int:
     if fix:
-        path.write_text(render(canonical(notebook)))
+        write_notebook(path, canonical(notebook))
     found = [] if fix else problems(path, notebook)
     print("\n".join(f"{path}: {problem}" for problem in found) or f"{path}: canonical")
     if found:
-        print(f"Fix with: python {os.path.relpath(__file__)} --fix {path}")
+        print(f"Fix with: python {safe_io.quoted(os.path.relpath(__file__))} --fix {safe_io.quoted(path)}")
     return 1 if found else 0
 
 

@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+import safe_io
 from notebook_format import DEFAULT_NOTEBOOK as NOTEBOOK  # the tutorial
 from notebook_format import is_folded
 
@@ -85,9 +86,14 @@ def cell_minutes(cell: dict, outputs: list[dict]) -> float:
     return lines * SECONDS_A_LINE / 60 + words / WORDS_A_MINUTE + pictures * MINUTES_A_PICTURE
 
 
+def read_notebook(path: Path, what: str) -> dict:
+    """A notebook's JSON from a regular file of bounded size (a device or FIFO would fill memory or hang)."""
+    return json.loads(safe_io.read_text(path, what=what))
+
+
 def page_size(path: Path, executed: Path | None = RECORDED_PAGE) -> dict[str, float]:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    printed = outputs_by_source(json.loads(executed.read_text(encoding="utf-8"))) if executed else {}
+    cells = read_notebook(path, "NOTEBOOK")["cells"]
+    printed = outputs_by_source(read_notebook(executed, "--outputs")) if executed else {}
     minutes = [cell_minutes(cell, printed.get(source_of(cell).strip(), [])) for cell in cells]
     extras = extra_flags(cells)
     visible = [code_lines(cell) for cell in cells if cell.get("cell_type") == "code" and not is_folded(cell)]
@@ -117,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         measures = page_size(args.notebook, args.outputs)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+    except safe_io.FileRefused as error:
+        print(f"page_size.py: {error} (an .ipynb; none: the tutorial)", file=sys.stderr)
+        return 2
+    except (json.JSONDecodeError, RecursionError, KeyError, TypeError, AttributeError) as error:
         print(
             f"page_size.py: NOTEBOOK {args.notebook} or --outputs {args.outputs} cannot be read as a notebook "
             f"({type(error).__name__}: {error}); give the paths of .ipynb files",

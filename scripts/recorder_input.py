@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
+import safe_io
 from recordings import ROOT, RecorderError
 
 SETTING = "NSPY_RECORD_WORK"
@@ -17,8 +19,13 @@ MARKER = ".nspy-recorder-scratch"  # written by emptied(): this folder is a reco
 
 def check_scratch_folder(default_name: str, environ=os.environ) -> Path:
     """The scratch folder, or a RecorderError that names the setting and what to do. Deletes and writes nothing."""
-    given = environ.get(SETTING)  # ~ expanded, relative to the current folder
-    work = Path(given).expanduser().resolve() if given else (Path.cwd() / default_name).resolve()
+    given = environ.get(SETTING)  # ~ expanded as a shell would (refused without HOME), relative to the current folder
+    try:
+        work = (
+            safe_io.expand_home(given, SETTING, environ).resolve() if given else (Path.cwd() / default_name).resolve()
+        )
+    except safe_io.FileRefused as error:
+        raise RecorderError(str(error)) from None
     what = f"{SETTING}={given}" if given else f"the default scratch folder {work} ({SETTING} is not set)"
     fix = f"set {SETTING} to a new or empty folder (the recorder makes it and empties only what it made)"
     home = Path(environ.get("HOME") or Path.home()).expanduser().resolve()
@@ -55,10 +62,13 @@ def parse_sections(text: str | None, allowed) -> list[int]:
     valid = f"this recorder records sections {sorted(allowed)}"
     numbers: set[int] = set()
     for part in text.split(","):
-        low, _, high = map(str.strip, part.partition("-"))
-        if not (low.isdigit() and (high or low).isdigit()) or int(low) > int(high or low):
+        # ASCII digits only (str.isdigit takes '²'); a range needs both ends ('2-' is no range)
+        if not (bounds := re.fullmatch(r"\s*([0-9]{1,9})\s*(?:-\s*([0-9]{1,9})\s*)?", part)):
             raise RecorderError(f"--sections {text!r}: give section numbers like 2,3,9 or a range like 2-5; {valid}")
-        numbers |= set(range(int(low), int(high or low) + 1))
+        low, high = int(bounds[1]), int(bounds[2] or bounds[1])
+        if low > high or high > max(allowed):  # bounded before it is expanded: 2-100000000000 is refused, not built
+            raise RecorderError(f"--sections {text!r}: {part.strip()} is not a range of section numbers; {valid}")
+        numbers |= set(range(low, high + 1))
     if wrong := sorted(numbers - set(allowed)):
         raise RecorderError(f"--sections {text!r}: {valid}, not {wrong}")
     return sorted(numbers)
@@ -77,3 +87,10 @@ def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -
                             "import. Install the harness first: NSPY_TUTORIAL_WHEELHOUSE=$PWD/wheelhouse "
                             "scripts/setup_gpu_runner (offline), or "
                             "python3 -m pip install -r requirements-harness.txt")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(
+        "recorder_input.py is a module of scripts/record_ncu.py, not a command: run python3 scripts/record_ncu.py "
+        "--help"
+    )

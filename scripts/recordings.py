@@ -12,6 +12,7 @@ import linecache
 import lzma
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -357,9 +358,35 @@ def recorded_sections(recording: dict) -> list[int]:
     return sorted(int(number) for number in recording["sections"])
 
 
+def settings_older_than(recording: dict, namespace: dict, names) -> list[str]:
+    """Of `names`, the settings (plain values, what record_ncu.py records) whose value in namespace is not the
+    recording's `define_values` one, or that the recording lacks (a setting added since)."""
+
+    def comparable(value) -> str:  # a function's repr names its address, which differs in every process; a
+        # program's text (section 9's child) may come back from inspect with other blank lines in another process
+        text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
+        return re.sub(r"(\\n)+", r"\\n", text)
+
+    recorded = recording.get("define_values", {})
+    plain = [name for name in names if isinstance(namespace.get(name), (int, float, str, list, tuple))]
+    now = {name: comparable(encode(namespace[name])) for name in plain}
+    return sorted(name for name in plain if name not in recorded or comparable(recorded[name]) != now[name])
+
+
+def require_recorded_settings(recording: dict, namespace: dict, names, cell_id: str) -> None:
+    """RecorderError unless cell_id's settings are the recording's: figures of other sizes must not be shown."""
+    if stale := settings_older_than(recording, namespace, names):
+        raise RecorderError(
+            f"the recording ({recording['created_utc']}) is older than the notebook: cell {cell_id} sets {stale} "
+            "otherwise; re-record its section on the GPU machine (scripts/record_ncu.py --sections N), then run "
+            "scripts/render_recorded.py"
+        )
+
+
 def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
     """A folded cell for a kernel that ran the harness: section 1's names from a recording, without GPU or torch."""
-    return f"""# @title Section 1's names, from the recording in {Path(folder).name} (no GPU in this process)
+    name = json.dumps(Path(folder).name)  # quoted: whatever the folder's name holds, it stays in the title's comment
+    return f"""# @title Section 1's names, from the recording in {name} (no GPU in this process)
 import os
 import sys
 

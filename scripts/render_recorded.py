@@ -3,12 +3,16 @@
 
 python scripts/render_recorded.py [FOLDER ...]     # default: every docs/verified/*/recording.json
 python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
+
+Each writes a reading page (.ipynb, which GitHub renders: a folded cell shows its title and where its code lives, as
+in Colab), the same page as HTML (plots with alt text) and, for a recording, summary.json: all of them or none.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import html as html_text
 import json
 import os
@@ -20,6 +24,7 @@ from pathlib import Path
 try:
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
     from traitlets.config import Config
@@ -29,14 +34,17 @@ except ImportError as missing:
 
 import notebook_format
 import recordings
-from recordings import ROOT
-from verified_table import numbers_text
+import safe_io
+from embed_modules import EmbeddingError, embedded_modules
+from recordings import NOTEBOOK, ROOT
+from verified_table import READING_PAGES, numbers_text
 
 from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
-PAGE = "recorded_sections"
+RECORDED_PAGE, RUN_PAGE = READING_PAGES  # a recording's reading page; a headless run's, beside its executed notebook
+HOME = "folded_source"  # a page cell's metadata: where a folded cell's code lives (the reading page shows that)
 # Before the notebook's summary cell: each section's time is the GPU machine's (the recording's cost), not this
 # CPU's, and section 1 is the recorder's own (its names were made on the GPU machine, then recorded).
 GPU_TIMES = """# @title The GPU machine's times stand in for this CPU's (recorded)
@@ -47,8 +55,51 @@ SECTIONS[1] = {"status": "ok", "reason": "", "environment_limit": False, "second
 """
 
 
-def folded(source: str, hide: str = "remove-input") -> nbformat.NotebookNode:
-    return nbformat.v4.new_code_cell(source.rstrip("\n"), metadata={"tags": [hide]})
+def folded(source: str, home: str, hide: str = "remove-input") -> nbformat.NotebookNode:
+    """A folded cell of the page; `home`: where its code lives, which the reading page shows instead of the code."""
+    return nbformat.v4.new_code_cell(source.rstrip("\n"), metadata={"tags": [hide], HOME: home})
+
+
+def notebook_home(cell_id: str, source: str) -> str:
+    """Where a notebook's folded cell's code lives: the modules it embeds, else the notebook's cell itself."""
+    try:
+        modules = [path for path, _ in embedded_modules(source)]
+    except EmbeddingError:  # a Source line embed_modules.py would refuse: the cell itself holds the code
+        modules = []
+    return ", ".join(modules) or f"{NOTEBOOK.name}, cell {cell_id}"
+
+
+def tags(cell: nbformat.NotebookNode) -> list:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def reading_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A folded cell as Colab shows it (its title, its outputs) and where its code lives; other cells as they are."""
+    cell = copy.deepcopy(cell)
+    home = cell.metadata.pop(HOME, None)
+    if "remove-input" in tags(cell) or notebook_format.is_folded(cell):
+        title = cell.source.lstrip().split("\n", 1)[0]
+        home = home or notebook_home(cell.get("id", "?"), cell.source)
+        cell.source = f"{title}\n# Folded, as Colab shows it; its code: {home}"
+        cell.metadata["cellView"] = "form"
+    return cell
+
+
+def reading_page(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The page a reader opens on GitHub: cells the HTML drops (remove-cell) left out, folded cells as in Colab."""
+    page = copy.deepcopy(notebook)
+    page.cells = [reading_cell(cell) for cell in notebook.cells if "remove-cell" not in tags(cell)]
+    return page
+
+
+def settings_check(cell_id: str, source: str) -> nbformat.NotebookNode | None:
+    """A hidden cell after a define cell: the page stops unless its settings are the recording's (None: it binds
+    none). A recording older than the notebook's settings would put today's sizes beside the old figures."""
+    names = sorted(recordings.top_level_names(source))
+    if not names or source.lstrip().startswith("# @title"):  # a folded define cell holds helpers, not settings
+        return None
+    check = f"_recording.require_recorded_settings(RECORDING, globals(), {names!r}, {cell_id!r})"
+    return folded(f"# @title The recording's settings are {cell_id}'s\n{check}", "scripts/recordings.py", "remove-cell")
 
 
 def label(recording: dict) -> str:
@@ -104,15 +155,19 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell(label(recording)))
-    notebook.cells.append(folded(recordings.cell_source(cells, HARNESS), hide="remove-cell"))  # prints only OUT_DIR
+    harness = recordings.cell_source(cells, HARNESS)
+    notebook.cells.append(folded(harness, notebook_home(HARNESS, harness), "remove-cell"))  # prints only OUT_DIR
     here = Path(os.path.relpath(folder.resolve(), ROOT)).as_posix()  # the kernel runs in the repository
-    notebook.cells.append(folded(recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE))
+    one = recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE
+    notebook.cells.append(folded(one, "scripts/recordings.py (cpu_section_one_source)"))
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
-        notebook.cells.append(folded(recordings.cell_source(cells, cell_id), hide="remove-cell"))
+        source = recordings.cell_source(cells, cell_id)
+        notebook.cells.append(folded(source, notebook_home(cell_id, source), "remove-cell"))
     for number in recordings.recorded_sections(recording):
         if reads_report_folders(number):
             restore = f"_restored = _recording.restore_report_folders(STARTED_IN / {json.dumps(here)}, OUT_DIR)"
-            notebook.cells.append(folded(f"# @title The reports this section reads, from the recording\n{restore}"))
+            title = "# @title The reports this section reads, from the recording"
+            notebook.cells.append(folded(f"{title}\n{restore}", "scripts/recordings.py (restore_report_folders)"))
         steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
         clocks = clocks_note(recording, number)
         for cell in recordings.section_cells(cells, number):
@@ -124,15 +179,19 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                 if role == "run":
                     notebook.cells.append(nbformat.v4.new_markdown_cell(ran + clocks))
                     clocks = ""  # once, at the section's first run cell
-                notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [folded(source)]
+                stand_in = folded(source, "scripts/recordings.py (inject_source)")
+                notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [stand_in]
             elif notebook_format.is_folded({"cell_type": "code", **cell}):
-                notebook.cells.append(folded(source))
+                notebook.cells.append(folded(source, notebook_home(cell["id"], source)))
             else:
                 notebook.cells.append(nbformat.v4.new_code_cell(source))
+            if role == "define" and (check := settings_check(cell["id"], source)):
+                notebook.cells.append(check)
     summary = next(index for index, cell in enumerate(cells) if cell["id"] == SUMMARY)
-    notebook.cells.append(folded(GPU_TIMES, hide="remove-cell"))
+    notebook.cells.append(folded(GPU_TIMES, "scripts/render_recorded.py (GPU_TIMES)", "remove-cell"))
     notebook.cells.append(nbformat.v4.new_markdown_cell(cells[summary - 1]["source"]))
-    notebook.cells.append(folded(cells[summary]["source"]))  # the notebook's own: writes OUT_DIR/summary.json
+    summary_source = cells[summary]["source"]  # the notebook's own: writes OUT_DIR/summary.json
+    notebook.cells.append(folded(summary_source, notebook_home(SUMMARY, summary_source)))
     for number, cell in enumerate(notebook.cells):
         cell.id = f"page-{number:03d}"  # fixed ids: a re-rendering gives the same page, byte for byte
     return notebook, recording
@@ -156,12 +215,8 @@ def alt_text(source: str) -> str:
         tree = ast.parse(source)
     except SyntaxError:
         return "plot"
-    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    module = ast.parse((ROOT / "plumbing" / "figures.py").read_text())
-    helpers = [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in called
-               and node.name.startswith("plot_")]  # fmt: skip
     parts: list[tuple[int, str, str]] = []
-    for node in (node for root in (tree, *helpers) for node in ast.walk(root)):
+    for node in ast.walk(tree):  # the plot's own code: no plumbing module draws plots any more
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # ax.set_title(...), ax.set(title=...)
             call = node.func.attr
             named = [(TITLE_CALLS[call], node.args[0])] if call in TITLE_CALLS and node.args else []
@@ -196,17 +251,42 @@ def export_html(notebook: nbformat.NotebookNode) -> str:
     return page
 
 
-def cupti_page(executed: Path) -> Path:
-    """The HTML page of an executed notebook (scripts/run_headless), next to it."""
+def page_files(page: nbformat.NotebookNode, ipynb: Path, html: Path) -> dict[Path, str]:
+    """The reading page and the HTML page, as the text each file holds."""
+    return {ipynb: nbformat.writes(reading_page(page)).rstrip("\n") + "\n", html: export_html(page)}
+
+
+def never_executed(notebook: nbformat.NotebookNode) -> bool:
+    """True when no code cell ran: no execution count, no output (a copy of the notebook, not a run's)."""
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    return not any(cell.get("execution_count") or cell.get("outputs") for cell in code)
+
+
+def read_executed(executed: Path) -> nbformat.NotebookNode:
+    """The executed notebook of a headless run; SystemExit naming what is wrong with it and what to give instead."""
+    again = "give the executed notebook scripts/run_headless wrote (OUT_DIR/nsight_python_t4_tutorial.ipynb)"
     try:
-        notebook = nbformat.read(executed, as_version=4)
-    except (OSError, ValueError) as error:  # a run killed while nbmake wrote it
+        notebook = nbformat.reads(safe_io.read_text(executed, "--executed"), as_version=4)
+    except safe_io.FileRefused as refused:
+        raise SystemExit(f"{refused}; {again}") from None
+    except (ValueError, AttributeError, TypeError) as error:  # a run killed while nbmake wrote it
         raise SystemExit(
             f"--executed {executed}: not a readable notebook ({error}); run scripts/run_headless again"
         ) from None
-    target = executed.with_suffix(".html")
-    target.write_text(export_html(notebook))
-    return target
+    if never_executed(notebook):
+        raise SystemExit(f"--executed {executed}: no code cell of it ran (no outputs): {again}")
+    return notebook
+
+
+def cupti_page(executed: Path) -> Path:
+    """The reading page and HTML of an executed notebook (scripts/run_headless), beside it, all or none; the executed
+    notebook itself is never written (it stays whole, as evidence)."""
+    notebook = read_executed(executed)
+    files = page_files(notebook, executed.parent / RUN_PAGE, executed.with_suffix(".html"))
+    if any(os.path.realpath(target) == os.path.realpath(executed) for target in files):
+        raise SystemExit(f"--executed {executed}: that is the page it would write, not a run's executed notebook")
+    safe_io.write_files(files, "the page")
+    return executed.parent / RUN_PAGE
 
 
 def joined_streams(outputs: list) -> list:
@@ -225,21 +305,31 @@ def sections_not_ok(sections: dict) -> dict:
     return {number: info for number, info in sections.items() if info["status"] != "ok"}
 
 
-def render(folder: Path) -> tuple[Path, bool]:
-    """Render the page into folder, with the summary.json its summary cell wrote; write only what changed."""
-    notebook, recording = build(folder)
+def executed_page(notebook: nbformat.NotebookNode, folder: Path) -> dict:
+    """Execute the page in a kernel on this CPU; the summary.json its summary cell wrote. SystemExit if a cell fails."""
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["NSPY_TUTORIAL_OUT"] = str(Path(scratch) / "out")
         os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
         os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the plots into the page
         # record_timing: timestamps would change every file on every rendering; transport ipc: no TCP ports
         kernel = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(scratch) / "k")}})
-        NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
-                       resources={"metadata": {"path": str(ROOT)}}, config=kernel).execute()  # fmt: skip
+        try:
+            NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
+                           resources={"metadata": {"path": str(ROOT)}}, config=kernel).execute()  # fmt: skip
+        except CellExecutionError as error:  # its last line: "ename: evalue", the cause a reader acts on
+            cause = str(error).strip().splitlines()[-1]
+            raise SystemExit(f"{folder.name}: no page was written: a cell of the page raised {cause}") from None
         written = Path(scratch) / "out" / "summary.json"
         if not written.exists():
             raise SystemExit(f"{folder.name}: the notebook's summary cell wrote no summary.json: a cell above stopped")
-        summary = json.loads(written.read_text())
+        return json.loads(written.read_text(encoding="utf-8"))
+
+
+def render(folder: Path) -> tuple[Path, bool]:
+    """Render the pages into folder, with the summary.json its summary cell wrote; write only what changed, all of it
+    or nothing."""
+    notebook, recording = build(folder)
+    summary = executed_page(notebook, folder)
     notebook.cells[1].outputs = []  # the harness printed this run's temporary OUT_DIR: not part of the page
     for cell in notebook.cells:
         if cell.cell_type == "code":
@@ -250,41 +340,39 @@ def render(folder: Path) -> tuple[Path, bool]:
     if problems:
         raise SystemExit(f"sections not ok on the recorded data: {problems}")
     summary["created_utc"] = recording["created_utc"]  # when the data was made, not when it was rendered
-    files = {f"{PAGE}.ipynb": nbformat.writes(notebook).rstrip("\n") + "\n", f"{PAGE}.html": export_html(notebook),
-             "summary.json": json.dumps(summary, indent=2, default=str) + "\n"}  # fmt: skip
-    changed = [
-        name for name, text in files.items() if not (folder / name).is_file() or (folder / name).read_text() != text
-    ]
-    for name in changed:
-        (folder / name).write_text(files[name])
-    return folder / f"{PAGE}.html", bool(changed)
+    files = page_files(notebook, folder / RECORDED_PAGE, folder / RECORDED_PAGE.replace(".ipynb", ".html"))
+    files[folder / "summary.json"] = json.dumps(summary, indent=2, default=str) + "\n"
+    unchanged = {path for path, text in files.items() if path.is_file() and path.read_text(encoding="utf-8") == text}
+    changed = {path: text for path, text in files.items() if path not in unchanged}
+    safe_io.write_files(changed, "the page")
+    return folder / RECORDED_PAGE, bool(changed)
 
 
 def recording_problem(folder: Path) -> str | None:
     """Why a folder cannot be read as a recording, and how to make it again; None if it can."""
     path, again = folder / recordings.RECORDING_FILE, "record it again on the GPU machine (scripts/record_ncu.py)"
+    if not str(folder).isprintable():  # its name goes into the page's code and titles: a newline would start code
+        return f"{folder!r}: a folder name with a control character (a newline?): rename the folder"
     if not folder.is_dir():
         return f"{folder} is not a folder: give one that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<v>/)"
     try:
-        found = json.loads(path.read_text()).get("format")
-    except FileNotFoundError:
-        return f"{folder} holds no {path.name}: {again}"
-    except (OSError, ValueError, AttributeError) as error:
-        return f"{path} cannot be read as a recording ({error}): restore it (git checkout -- {path}) or {again}"
-    return (
-        None if found == recordings.FORMAT else f"{path} is recording format {found}, not {recordings.FORMAT}: {again}"
-    )
+        recording = json.loads(safe_io.read_text(path, "the recording"))
+        found = recording.get("format")
+    except safe_io.FileRefused as refused:
+        missing = not path.exists() and not path.is_symlink()
+        return f"{folder} holds no {path.name}: {again}" if missing else f"{refused}: {again}"
+    except (ValueError, AttributeError) as error:
+        restore = f"git checkout -- {safe_io.quoted(path)}"
+        return f"{path} cannot be read as a recording ({error}): restore it ({restore}) or {again}"
+    if found != recordings.FORMAT:
+        return f"{path} is recording format {found}, not {recordings.FORMAT}: {again}"
+    if not recording.get("sections"):
+        return f"{path} records no section, so its page would show every section NOT RUN: {again}"
+    return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="*", type=Path, help="recording folders (default: all under docs/verified)")
-    parser.add_argument("--executed", type=Path, help="an executed notebook from scripts/run_headless: write its HTML")
-    args = parser.parse_args(argv)
-    if args.executed:
-        print(f"rendered {cupti_page(args.executed)}")
-        return 0
-    folders = [folder.resolve() for folder in args.folders] or recordings.recording_folders()
+def render_recordings(given: list[Path]) -> int:
+    folders = [folder.resolve() for folder in given] or recordings.recording_folders()
     if not folders:
         raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
     unreadable = [problem for problem in map(recording_problem, folders) if problem]
@@ -295,6 +383,25 @@ def main(argv: list[str] | None = None) -> int:
         page, changed = render(folder)
         print(f"{'rendered' if changed else 'unchanged (same data, same page)'}: {os.path.relpath(page, ROOT)}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path, help="recording folders (default: all under docs/verified)")
+    parser.add_argument(
+        "--executed",
+        type=Path,
+        help=f"an executed notebook from scripts/run_headless: write its reading page ({RUN_PAGE}) and HTML beside it",
+    )
+    args = parser.parse_args(argv)
+    try:
+        if args.executed:
+            print(f"rendered {cupti_page(args.executed)}")
+            return 0
+        return render_recordings(args.folders)
+    except safe_io.FileRefused as refused:
+        print(f"render_recorded.py: {refused}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,10 +1,17 @@
 # The setting checks run_headless and run_tests share (sourced). Each sets REPLY or calls the caller's refuse.
 
+PYTHON_ANSWER_S=30   # seconds PYTHON may take to print its version: one that hangs is refused, not waited on for ever
+TORCH_ANSWER_S=180   # seconds PYTHON may take to import torch (a cold disk is slow)
+
 # usage: absolute_folder SETTING VALUE   ~ and ~user expanded (the setting quoted them), a relative folder made absolute
 absolute_folder() {
   local value="$2" user home
   case "$value" in
-    "~" | "~/"*) value="$HOME${value#"~"}" ;;
+    "~" | "~/"*)
+      # ${HOME-}: unset under set -u is refused, not a bash error; empty would make ~/o the root's /o
+      [ -n "${HOME-}" ] || refuse "$1: HOME is ${HOME+empty}${HOME-unset}, so ~ names no folder: give the folder's" \
+        "full path, or set HOME."
+      value="$HOME${value#"~"}" ;;
     "~"*)
       user="${value#"~"}" && user="${user%%/*}"
       home="$(getent passwd "$user" | cut -d: -f6)" || true  # getent, not eval: the user's text must never run
@@ -18,14 +25,19 @@ absolute_folder() {
 
 # usage: check_python GIVEN WHO   PYTHON checked and made absolute; the probe must print a version (/bin/true exits 0)
 check_python() {
-  local given="$1" path version
+  local given="$1" path version status=0
   local fix="Set PYTHON to a Python 3.11 or newer that runs here, e.g. PYTHON=/usr/bin/python3.12"
   case "$given" in */*) path="$given" ;; *) path="$(type -P -- "$given")" || true ;; esac  # a name: on PATH only
   if ! [ -f "$path" ] || ! [ -x "$path" ]; then
     refuse "PYTHON=$given: no executable file of that name (a name without a / is a command on PATH). $fix."
   fi
   case "$path" in /*) ;; *) path="$PWD/$path" ;; esac  # not resolving symlinks: a venv's python is one
-  if ! version="$("$path" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1)"; then
+  version="$(timeout -k 5 "$PYTHON_ANSWER_S" "$path" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' \
+    2>&1 </dev/null)" || status=$?
+  if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+    refuse "PYTHON=$given did not answer within $PYTHON_ANSWER_S s (asked for its version). $fix."
+  elif [ "$status" != 0 ]; then
+    [ -n "$version" ] || version="it exited with status $status and printed nothing"
     refuse "PYTHON=$given does not run: ${version%%$'\n'*}. $fix (for a pyenv shim, select that version first)."
   elif ! [[ "$version" =~ ^3\.([0-9]+)\.[0-9]+$ ]]; then
     refuse "PYTHON=$given is not a Python: it printed no Python version (${version:0:80}). $fix."
@@ -34,4 +46,19 @@ check_python() {
     refuse "$2 needs Python 3.11 or newer (ipykernel 7.4 does); PYTHON=$given is $version. $fix."
   fi
   REPLY="$path"
+}
+
+# usage: check_cuda_torch PYTHON GIVEN   PYTHON must import a CUDA build of torch (the notebook measures with it)
+check_cuda_torch() {
+  local said status=0
+  local fix="Set PYTHON to the GPU machine's Python that has a CUDA build of torch (run_headless never installs one)"
+  said="$(timeout -k 5 "$TORCH_ANSWER_S" "$1" -c 'import torch
+print(torch.__version__, torch.version.cuda)' 2>&1 </dev/null)" || status=$?
+  if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+    refuse "PYTHON=$2 did not import torch within $TORCH_ANSWER_S s. $fix."
+  elif [ "$status" != 0 ]; then
+    refuse "PYTHON=$2 cannot import torch (${said##*$'\n'}). $fix."
+  elif [[ "$said" == *" None" ]]; then
+    refuse "PYTHON=$2 has torch ${said%% *}, a build without CUDA. $fix."
+  fi
 }

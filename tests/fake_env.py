@@ -22,27 +22,43 @@ machine = json.loads((ROOT / "machine.json").read_text())
 tool, args = Path(sys.argv[0]).name, sys.argv[1:]
 with open(ROOT / "calls.jsonl", "a") as log:
     log.write(json.dumps({{"tool": tool, "argv": args, "DEBIAN_FRONTEND": os.environ.get("DEBIAN_FRONTEND")}}) + "\\n")
+listed = {{path.stem: path for path in (ROOT / "dpkg").glob("*.list")}}
 if tool == "nvidia-smi":
     if not machine["gpu"]:
         sys.exit("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
-    print("580.82.07" if "--query-gpu=driver_version" in args else machine["gpu"])
+    name, capability = machine["gpu"].split(", ")
+    fields = {{"name": name, "compute_cap": capability, "driver_version": machine["driver"]}}
+    query = next(arg for arg in args if arg.startswith("--query-gpu=")).split("=", 1)[1].split(",")
+    print(", ".join(fields[field] for field in query))
 elif tool == "dpkg":
-    listing = ROOT / "dpkg" / (args[-1] + ".list")
-    if not listing.exists():
+    if args[-1] not in listed:
         sys.exit(f"dpkg-query: package '{{args[-1]}}' is not installed")
-    print(listing.read_text(), end="")
+    print(listed[args[-1]].read_text(), end="")
+elif tool == "dpkg-query":
+    print("".join(f"{{name}} installed\\n" for name in sorted(listed)), end="")
+elif tool == "apt-cache":
+    print("\\n".join(name for name in machine["packages"] if name.startswith(args[-1])))
 elif tool == "apt-get":
     (ROOT / "apt.pid").write_text(str(os.getpid()))
     if machine["apt"] == "hangs":  # real apt-get hangs in a helper (its http method)
         (ROOT / "apt-helper.pid").write_text(str(subprocess.Popen(["sleep", "3600"]).pid))
         time.sleep(3600)
     if machine["apt"] == "unreachable":
-        print("E: Failed to fetch https://developer.download.nvidia.com/ Could not resolve host")
+        sys.exit("E: Failed to fetch https://developer.download.nvidia.com/ Could not resolve host")
+    if machine["apt"] == "update fails" and args[0] == "update":
+        print("E: The repository 'https://ppa.example.org jammy Release' does not have a Release file.")
         sys.exit(100)
     if args[0] == "install":
-        if "-y" not in args:
+        if "--yes" not in args and "-y" not in args:
             sys.exit("Do you want to continue? [Y/n] Abort.")  # without a terminal, apt-get aborts
-        version = args[-1].rsplit("-", 1)[-1]
+        package = args[-1]
+        if package not in machine["packages"]:
+            sys.exit(f"E: Unable to locate package {{package}}")
+        if package in machine["broken"]:
+            print(f"Get:1 https://developer.download.nvidia.com/ {{package}} [312 MB]")
+            sys.exit("E: Failed to fetch https://developer.download.nvidia.com/ Connection reset by peer")
+        version = package.rsplit("-", 1)[-1]
+        print(f"Get:1 https://developer.download.nvidia.com/ {{package}} {{version}}-1 [312 MB]")
         home = ROOT / "opt/nvidia/nsight-compute" / version
         files = [home / "ncu", home / "target/linux-desktop-glibc_2_11_3-x64/ncu"]  # dpkg -L lists both
         for ncu in files:
@@ -50,34 +66,63 @@ elif tool == "apt-get":
             ncu.write_text(machine["ncu_script"].replace("@VERSION@", version).replace("@DIR@", str(ncu.parent)))
             ncu.chmod(0o755)
         (ROOT / "dpkg").mkdir(exist_ok=True)
-        (ROOT / "dpkg" / (args[-1] + ".list")).write_text("\\n".join(map(str, [home, *files])) + "\\n")
+        (ROOT / "dpkg" / (package + ".list")).write_text("\\n".join(map(str, [home, *files])) + "\\n")
 """
-NCU = """#!/bin/sh
-case "$1" in
-  --version) printf 'NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion @VERSION@.0 (build 36000000)\\n' ;;
-  --list-injection-path-64) echo "@INJECTION@" ;;
-  *) echo "==ERROR== this fake ncu cannot profile: there is no GPU here" >&2; exit 1 ;;
-esac
+# The fake ncu: --version, the injection folder nsight asks for, else it "profiles" as the machine says for its version.
+NCU = """#!{python}
+import json, sys, time
+from pathlib import Path
+
+args, version = sys.argv[1:], "@VERSION@"
+if args[:1] == ["--version"]:
+    print(f"NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion {{version}}.0 (build 36000000)")
+    sys.exit()
+if args[:1] == ["--list-injection-path-64"]:
+    print("@INJECTION@")
+    sys.exit()
+behaviour = json.loads(Path({root!r}, "machine.json").read_text())["profiles"].get(version, "no gpu")
+if behaviour == "hangs":
+    time.sleep(3600)
+print({profiles!r}[behaviour])
+sys.exit(0 if behaviour == "works" else 1)
 """
-PIP = """import json, re, sys
+PROFILES = {  # what the fake ncu prints when it profiles, as the real one does in each case
+    "works": "==PROF== Profiling the probe kernel: 1 pass",
+    "driver": "==ERROR== Cuda driver is not compatible with Nsight Compute.",
+    "counters": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+    "Counters on the target device 0.",
+    "no gpu": "==ERROR== this fake ncu cannot profile: there is no GPU here",
+}
+# A probe that stands in for ncu_probe.py where no GPU and no torch are: it profiles by running the ncu first on PATH.
+STAND_IN_PROBE = """import json, shutil, subprocess, sys
+from pathlib import Path
+ncu = shutil.which("ncu")
+done = subprocess.run([ncu, "--profile-probe-kernel"], capture_output=True, text=True)
+stage, error = ("done", "") if done.returncode == 0 else ("profile one kernel", "ProfilerException: " + done.stdout)
+Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
+Path(sys.argv[1], "probe.json").write_text(json.dumps({"ncu": ncu, "stage": stage, "error": error}))
+"""
+PIP = """import json, os, re, sys
 from pathlib import Path
 
 ROOT, args = Path({root!r}), sys.argv[1:]
+env = {{name: os.environ.get(name) for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_CONSTRAINT")}}
 with open(ROOT / "calls.jsonl", "a") as log:
-    log.write(json.dumps({{"tool": "pip", "argv": args}}) + "\\n")
+    log.write(json.dumps({{"tool": "pip", "argv": args, **env}}) + "\\n")
 target, links = (Path(args[args.index(o) + 1]) if o in args else None for o in ("--target", "--find-links"))
+links = links or (env["PIP_FIND_LINKS"] and Path(env["PIP_FIND_LINKS"]))
+offline = "--no-index" in args or env["PIP_NO_INDEX"]
 pins = [arg.split("==") for arg in args if "==" in arg]
 for name, version in pins:
-    if links and not list(links.glob(re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl")):
-        sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} in {{links}}")
+    wheel = re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl"
+    if offline and not (links and list(links.glob(wheel))):
+        sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} (no {{wheel}} in {{links}})")
 for wheel in [arg for arg in args if arg.endswith(".whl")]:
     if not Path(wheel).is_file():
         sys.exit(f"ERROR: {{wheel}} does not exist")
     pins.append(Path(wheel).name.split("-")[:2])
-if target is None:
-    sys.exit("this fake pip installs only with --target: it never changes the Python's own packages")
-for name, version in pins:
-    info = target / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
+for name, version in pins:  # without --target: into the Python's own packages (Colab's site-packages)
+    info = (target or ROOT / "site") / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {{name}}\\nVersion: {{version}}\\n")
     if name.replace("_", "-") == "nvidia-cuda-cupti":
@@ -105,23 +150,38 @@ def build_fake_injection_library(folder: Path) -> Path | None:
     return library if done.returncode == 0 else None
 
 
+NCU_PACKAGES = [
+    "nsight-compute",
+    "nsight-compute-2025.3.1",
+    "nsight-compute-2026.1.0",
+    "nsight-compute-2026.2.1",
+    "nsight-compute-2026.3.0",
+    "nsight-compute-2026.3.1",
+    "nsight-compute-2026.4.0",
+]  # what apt-cache lists
+
+
 @dataclass
 class FakeMachine:
     root: Path
     gpu: str | None = "Tesla T4, 7.5"  # what nvidia-smi answers for name,compute_cap
+    driver: str = "580.82.07"  # Colab's T4 driver (environments.md)
     path_ncus: list[str] = field(default_factory=lambda: ["2025.1.1"])  # ncu versions on PATH, in PATH order
-    apt: str = "works"  # works | unreachable | hangs
+    apt: str = "works"  # works | update fails | unreachable | hangs
+    packages: list[str] = field(default_factory=lambda: list(NCU_PACKAGES))  # in NVIDIA's apt index
+    broken: list[str] = field(default_factory=list)  # packages whose download fails
+    profiles: dict[str, str] = field(default_factory=dict)  # ncu version -> a PROFILES key (default "no gpu")
     site: dict[str, str] = field(default_factory=lambda: dict(COLAB_SITE))
     injection: str = "missing"  # missing | loadable: whether the injection folder ncu names has the library
     env: dict[str, str] = field(default_factory=dict)
 
     def build(self) -> dict[str, str]:
         """Make the machine; the environment a kernel on it runs with."""
-        for folder in ("bin", "py/pip", "home", "cwd"):
+        for folder in ("bin", "py/pip", "home", "cwd", "dpkg"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         (self.root / "calls.jsonl").write_text("")
         self.save()
-        for name in ("nvidia-smi", "apt-get", "dpkg"):
+        for name in ("nvidia-smi", "apt-get", "apt-cache", "dpkg", "dpkg-query"):
             executable(self.root / "bin" / name, TOOL.format(python=sys.executable, root=str(self.root)))
         (self.root / "py/pip/__init__.py").write_text("")
         (self.root / "py/pip/__main__.py").write_text(PIP.format(root=str(self.root)))
@@ -130,19 +190,32 @@ class FakeMachine:
             info.mkdir(parents=True, exist_ok=True)
             (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         path = [self.root / "bin", *map(self.ncu_folder, self.path_ncus), "/usr/bin", "/bin"]
-        env = {"PATH": os.pathsep.join(map(str, path)), "HOME": str(self.root / "home"), "MPLBACKEND": "Agg",
-               "PYTHONPATH": f"{self.root / 'py'}{os.pathsep}{self.root / 'site'}",
-               "NSPY_TUTORIAL_OUT": str(self.root / "out")}  # fmt: skip
+        env = {
+            "PATH": os.pathsep.join(map(str, path)),
+            "HOME": str(self.root / "home"),
+            "MPLBACKEND": "Agg",
+            "PYTHONPATH": f"{self.root / 'py'}{os.pathsep}{self.root / 'site'}",
+            "NSPY_TUTORIAL_OUT": str(self.root / "out"),
+        }
         return {**env, **self.env}
 
     def save(self) -> None:
-        """Write what the tools answer (again after a test changes gpu or apt)."""
+        """Write what the tools answer (again after a test changes the machine)."""
         injection = {"missing": "@DIR@/injection", "loadable": str(self.root / "injection")}[self.injection]
         built = (self.root / "injection" / "libcuda-injection.so").exists()
         if self.injection == "loadable" and not built and build_fake_injection_library(self.root / "injection") is None:
             raise RuntimeError("no C compiler to build the fake injection library")
-        script = NCU.replace("@INJECTION@", injection)
-        (self.root / "machine.json").write_text(json.dumps({"gpu": self.gpu, "apt": self.apt, "ncu_script": script}))
+        script = NCU.format(python=sys.executable, root=str(self.root), profiles=PROFILES)
+        facts = {
+            "gpu": self.gpu,
+            "driver": self.driver,
+            "apt": self.apt,
+            "packages": self.packages,
+            "broken": self.broken,
+            "profiles": self.profiles,
+            "ncu_script": script.replace("@INJECTION@", injection),
+        }
+        (self.root / "machine.json").write_text(json.dumps(facts))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
         folder = self.root / f"{name}-ncu-{version}"
@@ -182,6 +255,10 @@ case "$1" in
 sys.version_info = tuple(map(int, '${FAKE_PYTHON_VERSION:-3.12.3}'.split('.'))) + ('final', 0)
 $2" ;;
         *nbmake*) exit "${FAKE_HARNESS_MISSING:-0}" ;;  # run_headless's check for the harness
+        *torch.version.cuda*) case "${FAKE_TORCH_CUDA:-13.0}" in  # its check for a CUDA build of torch
+            missing) echo "ModuleNotFoundError: No module named 'torch'" >&2; exit 1 ;;
+            *) echo "2.11.0 ${FAKE_TORCH_CUDA:-13.0}"; exit 0 ;;
+          esac ;;
         *) shift; exec "$FAKE_REAL_PYTHON" -c "$@" ;;  # with the arguments after the code, as python has them
       esac ;;
   *.py) exec "$FAKE_REAL_PYTHON" "$@" ;;
@@ -216,6 +293,9 @@ def requirement_pins(path: Path, constraints: dict[str, str | None] | None = Non
 def script_pip(python: str, args: list[str]) -> int:
     """The fake python's `-m pip` as the scripts call it: freeze lists its packages; install checks that every
     requirement can be had (offline: its wheel in --find-links) and logs what, from where and into which Python."""
+    if args[:1] == ["--version"]:  # run_tests asks whether its venv has pip
+        print(f"pip 25.0 from {python}")
+        return 0
     if args[:1] == ["freeze"]:
         print("torch==2.11.0")  # what the fake python has before anything is installed
         return 0

@@ -195,10 +195,18 @@ class RecordedNotebook:
 
 
 def module_level_names(source: str) -> set[str]:
-    """Names a cell binds in the notebook's namespace (not a function's locals, nor `except ... as` names)."""
-    caught = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ExceptHandler)}
+    """Names a cell binds in the notebook's namespace (not a function's locals, a comprehension's loop variables,
+    nor `except ... as` names). On Python 3.13 symtable lists an inlined comprehension's variable as bound at top
+    level (PEP 709), though running the cell binds nothing: such a name counts only if something else binds it."""
+    tree = ast.parse(source)
+    caught = {node.name for node in ast.walk(tree) if isinstance(node, ast.ExceptHandler)}
+    looping = {
+        id(name) for loop in ast.walk(tree) if isinstance(loop, ast.comprehension) for name in ast.walk(loop.target)
+    }
+    stores = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)]
+    only_looping = {n.id for n in stores if id(n) in looping} - {n.id for n in stores if id(n) not in looping}
     table = symtable.symtable(source, "<cell>", "exec")
-    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} - caught
+    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} - caught - only_looping
 
 
 def free_names(source: str) -> set[str]:

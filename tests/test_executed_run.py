@@ -1,13 +1,19 @@
 """The headless verdict (plumbing/executed_run.py, and the backend rule the GPU test applies)."""
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 
 import nbformat
 import pytest
-from support import ROOT, run_allowing_errors
+from fake_env import executable, fresh_clone
+from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
-from plumbing.executed_run import finish_run, merge_failures, run_problems
+from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, run_problems
 
 
 def load(path):
@@ -89,3 +95,63 @@ def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_ski
         "cell my-own-cell: KeyError: my-own-cell",  # a cell the table does not know: outside the sections, reported
     ]
     assert merged["suspect_figures"] == 1 and merged["counts"]["SKIPPED"] == len(NCU_ONLY_SECTIONS)
+
+
+S2_DEFINE = SECTION_PLAN[2]["define"][-1]
+FAILS_IN_ONE_CELL = {  # (a small run's cells, its cell timeout): what a cell printed before it failed must be shown
+    "raises": ({S2_DEFINE: "import time\ntime.sleep(0.5)\nprint('settings made')",
+                S2_RUN: "print('profiling the product')\nprint('.' * 9000)\nraise RuntimeError('the profiler stopped')",
+                S3_RUN: "print('section 3 ran')"}, 60),
+    "runs past its timeout": ({S2_DEFINE: "print('settings made')",
+                               S2_RUN: "print('profiling the product', flush=True)\nimport time\ntime.sleep(60)",
+                               S3_RUN: "print('section 3 ran')"}, 3),
+}  # fmt: skip
+STATUS_OF = {"raises": ("ok", "error", "ok"), "runs past its timeout": ("ok", "unfinished", "not run")}
+
+
+@pytest.mark.parametrize("failure", FAILS_IN_ONE_CELL)
+def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells_outputs(tmp_path, failure):
+    """The GPU test itself (tests/test_notebook_gpu.py), run by pytest as run_headless runs it, in a clone whose
+    notebook is a small run that fails in one cell, in a real kernel, on a machine whose nvidia-smi lists a GPU."""
+    cells, timeout_s = FAILS_IN_ONE_CELL[failure]
+    clone = fresh_clone(tmp_path / "clone")
+    shutil.copytree(ROOT / "tests", clone / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
+    notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in cells.items()]
+    (clone / NOTEBOOK.name).write_text(nbformat.writes(notebook))
+    executable(tmp_path / "bin" / "nvidia-smi", "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\n")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "NSPY_TUTORIAL_OUT": str(tmp_path / "out"), "NSPY_TUTORIAL_CELL_TIMEOUT": str(timeout_s)}  # fmt: skip
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_notebook_gpu.py", "-p", "no:cacheprovider"]
+    done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, f"the GPU test must fail a run that fails in a cell:\n{output[-3000:]}"
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    statuses = STATUS_OF[failure]
+    assert [(cell["cell"], cell["status"]) for cell in summary["cells"]] == list(zip(cells, statuses, strict=True)), (
+        summary
+    )
+    for cell, status in zip(summary["cells"], statuses, strict=True):
+        seconds = r"\d+\.\d\d s" if status in ("ok", "error") else "-"
+        shown = rf"{re.escape(cell['cell'])}\s+section\s+\d+\s+{seconds}\s+{status}"
+        assert re.search(shown, output), f"pytest's output must give {cell['cell']}'s time and status:\n{output}"
+    assert summary["cells"][0]["seconds"] >= (0.5 if failure == "raises" else 0), "the time must be the cell's own"
+    (failing,) = summary["failing_cells"]
+    assert failing["cell"] == S2_RUN and "profiling the product" in failing["outputs"], failing
+    said = "RuntimeError: the profiler stopped" if failure == "raises" else "profiling the product"
+    assert said in failing["outputs"] and f"outputs of cell {S2_RUN}" in output and said in output, output
+    assert "\x1b[" not in failing["outputs"], "a traceback's colour codes make summary.json hard to read"
+    assert len(failing["outputs"]) < OUTPUT_LIMIT + 100, "a cell's outputs must be cut to their end, not kept whole"
+
+
+def test_the_verdict_module_imports_in_a_python_without_torch_nsight_or_jupyter(tmp_path):
+    """run_headless's pytest judges the run after the kernel is gone, in a Python that may lack the notebook's own."""
+    absent = ("torch", "nsight", "numpy", "pandas", "IPython", "nbformat")
+    script = tmp_path / "judge.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport plumbing.executed_run\nprint('imported')\n"
+    )
+    blocker = WITHOUT_MODULES.format(absent=absent)
+    done = subprocess.run([sys.executable, "-c", blocker, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.strip() == "imported", f"plumbing/executed_run.py must import without {absent}:\n{done.stderr}"

@@ -6,9 +6,7 @@ import math
 import types
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from support import TO_BASE as TEST_FACTORS
 
 import plumbing.harness
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
@@ -32,19 +30,6 @@ def test_the_output_folder_is_the_setting_else_under_content_on_colab_else_here(
     assert harness.choose_output_dir({"NSPY_TUTORIAL_OUT": "/tmp/custom"}, on_colab=True) == Path("/tmp/custom")
     assert harness.choose_output_dir({}, on_colab=True) == Path("/content", harness.OUTPUT_FOLDER)
     assert harness.choose_output_dir({}, on_colab=False) == tmp_path / harness.OUTPUT_FOLDER
-
-
-@pytest.mark.parametrize(
-    ("kernel", "short"),
-    [("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE",
-      "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"),
-     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)",
-      "at::native::vectorized_elementwise_kernel"),
-     ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
-     ("sm90_xmma_gemm_" + "x" * 80, "sm90_xmma_gemm_" + "x" * 30 + "...")],  # cut to fit a table: 48 characters
-)  # fmt: skip
-def test_kernel_names_are_shortened_to_what_a_reader_can_use(harness, kernel, short):
-    assert harness.short_kernel_name(kernel) == short
 
 
 DATASHEETS = {  # the name torch reports: (label, fp32 TFLOP/s, fp16 tensor TFLOP/s, DRAM GB/s), dense figures
@@ -90,19 +75,6 @@ def test_a_checked_figure_prints_its_value_against_its_own_peak_and_is_kept_once
     assert harness.FIGURES[0]["check"] == check, "a GPU without a datasheet entry leaves its figures unchecked"
 
 
-# One of each unit nsight reports, in seconds, bytes and Hz (an L2 sector: 32 bytes; % stays %).
-FACTORS = {**TEST_FACTORS, "sector": 32.0, "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
-
-
-def test_ncu_units_convert_to_seconds_bytes_and_hz_and_an_unknown_one_is_named():
-    frame = pd.DataFrame({"n": 1, "Metric": list(FACTORS), "AvgValue": 2.5, "Unit": list(FACTORS)})
-    converted = plumbing.harness.in_base_units(frame, index="n").loc[1]
-    assert {unit: converted[unit] / 2.5 for unit in FACTORS} == pytest.approx(FACTORS), "see TO_BASE_UNITS"
-    assert set(plumbing.harness.TO_BASE_UNITS) <= set(FACTORS), "a unit TO_BASE_UNITS knows needs its factor here"
-    with pytest.raises(ValueError, match="percent"):
-        plumbing.harness.in_base_units(frame.assign(Unit="percent"), index="n")
-
-
 def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(harness, tmp_path, capsys):
     harness.prepare_output_dir(harness.OUT_DIR)  # what the notebook's harness cell does
     assert harness.section_entry(4)["status"] == "NOT RUN", "without a verdict (and no CUPTI choice) it is NOT RUN"
@@ -118,10 +90,12 @@ def test_the_summary_writes_and_prints_each_sections_own_status_and_headline(har
                 else ("NOT RUN", False) for n in range(1, SECTION_COUNT + 1)}  # fmt: skip
     assert statuses == expected, "under CUPTI: SKIPPED (an environment limit) if it needs ncu, else NOT RUN"
     assert written["counts"] == {key: [s for s, _ in statuses.values()].count(key) for key in STATUSES}, "counts"
-    printed = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
-    for s in written["sections"]:  # each line as summary.json has it: status, then headline (else reason)
-        assert f"{s['number']}. {s['status']} {s['headline'] or s['reason']}" in printed, f"section {s['number']}"
-    assert "[ ok] section 5: fp16 matmul 4096: 791.2 TFLOP/s" in "\n".join(printed)
+    table = harness.summary_table(written)
+    for s in written["sections"]:  # each row as summary.json has it: status, and why where it is not ok
+        row = table.loc[s["number"]]
+        assert (row.status, row["why not ok"]) == (s["status"], "" if s["status"] == "ok" else s["reason"]), row
+    assert table.loc[5, "figures"].startswith("fp16 matmul 4096: 791.2 TFLOP/s = 80.0% of the H200 SXM"), table
+    assert "2 sections ok" in capsys.readouterr().out, "the summary starts with how many sections are ok"
 
 
 def test_verdicts_in_a_row_join_the_headline_and_time_the_section_from_the_one_before(harness, capsys, monkeypatch):

@@ -8,7 +8,7 @@ import sys
 
 import make_wheelhouse
 import pytest
-from fake_env import executable, fresh_clone, pip_installs, requirement_pins, script_machine
+from fake_env import executable, files_of, fresh_clone, pip_installs, requirement_pins, script_machine
 from fake_env import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
 
@@ -105,3 +105,42 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     assert done.returncode == 0, f"`{run}` failed with the wheelhouse step 1 made:\n{done.stdout}{done.stderr}"
     (install,) = pip_installs(gpu)
     assert install["index"] is None and install["find_links"] == str(dest), install
+
+
+@pytest.mark.parametrize(
+    ("dest", "home", "said"),
+    [
+        ("~/wh", "", "--dest=~/wh: HOME is empty, so ~ names no folder"),
+        ("../mine", "{tmp}/home", "--dest ../mine holds files that are no wheels (README.md)"),
+        ("~", "{tmp}/home", "is /, HOME, the clone or a folder above it"),  # an empty HOME: still not a wheelhouse
+        (".", "{tmp}/home", "is /, HOME, the clone or a folder above it"),
+        ("docs/wh", "{tmp}/home", "is in a folder of the clone's tracked files"),
+    ],
+)
+def test_make_wheelhouse_writes_only_into_a_wheelhouse_or_a_new_folder(dest, home, said, tmp_path):
+    """Run from a git clone of its own (a wrong answer writes there, never into the developer's clone)."""
+    clone = fresh_clone(tmp_path / "clone")
+    (clone / "docs").mkdir()
+    (clone / "docs" / "notes.md").write_text("tracked")
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "add", "docs", "scripts"], check=True)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "README.md").write_text("mine")
+    env = {**connected_machine(tmp_path), "HOME": home.format(tmp=tmp_path)}
+    before = files_of(tmp_path)
+    command = [sys.executable, "scripts/make_wheelhouse.py", "--dest", dest]
+    done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and said in done.stderr, f"refuse --dest {dest}, naming why: {done.stderr}"
+    assert "HOME is empty" in said or "give a new or empty folder" in done.stderr, f"say what to give: {done.stderr}"
+    assert files_of(tmp_path) == before and not (tmp_path / "pip.log").exists(), "refused, yet it wrote or ran pip"
+
+
+def test_make_wheelhouse_expands_tilde_to_home_and_marks_the_folder_it_made(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(make_wheelhouse, "download", lambda *args, **kwargs: None)
+    assert make_wheelhouse.main(["--dest", "~/wh"]) == 0
+    assert (tmp_path / "home" / "wh" / make_wheelhouse.MARKER).is_file() and not (tmp_path / "~").exists()
+    (tmp_path / "home" / "wh" / "notes.txt").write_text("a file of its own folder is no reason to refuse it")
+    assert make_wheelhouse.main(["--dest", "~/wh"]) == 0, "the folder it made and marked is used again"

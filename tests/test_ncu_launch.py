@@ -37,11 +37,21 @@ def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
 @pytest.mark.parametrize(
     ("attach", "refused"),
     [(["ncu", "--metrics", "x", "-o", "r"], "--mode attach"),  # not nsight's attach command
-     (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "--clock-control none")],  # ncu's default: base
+     (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "no '--clock-control")],  # ncu's default: base
 )  # fmt: skip
 def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
     with pytest.raises(recordings.RecorderError, match=refused):
         ncu_launch.launch_command(attach, "ncu", ["python3"])
+
+
+def test_a_call_that_asks_for_base_clocks_is_launched_with_the_clocks_left_as_they_are(tmp_path):
+    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
+    asked = ("all", "base", "kernel", nsight.VerbosityLevel.SILENT)  # cache, clock, replay, verbosity
+    attach, _ = ncu_launch.nsight_attach_command(nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum"], *asked)
+    assert _option(attach, "--clock-control") == "base", "nsight's own command asks for base clocks"
+    command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3"])
+    assert _option(command, "--clock-control") == "none", f"the shared runner's clocks must stay: {command}"
+    assert command.count("--clock-control") == 1, command
 
 
 @pytest.mark.parametrize(

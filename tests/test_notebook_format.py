@@ -1,14 +1,19 @@
 """scripts/notebook_format.py (--check names what is off, --fix repairs only that) and scripts/embed_modules.py."""
 
 import ast
+import errno
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import embed_modules
 import notebook_format
 import pytest
 import recordings
-from fake_env import requirement_pins
+import safe_io
+from fake_env import fresh_clone, requirement_pins
 from support import NOTEBOOK, ROOT
 
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
@@ -19,11 +24,13 @@ def _cells(path=NOTEBOOK):
 
 
 def _edited(tmp_path, change):
+    """The tutorial with each cell's source changed, at the top of a fresh clone (embedding reads its modules)."""
     notebook = json.loads(NOTEBOOK.read_text())
     for cell in notebook["cells"]:
         cell["source"] = change(cell["id"], "".join(cell["source"]))
-    (tmp_path / "edited.ipynb").write_text(notebook_format.render(notebook))
-    return tmp_path / "edited.ipynb"
+    edited = fresh_clone(tmp_path / "clone") / "edited.ipynb"
+    edited.write_text(notebook_format.render(notebook))
+    return edited
 
 
 def test_the_committed_notebook_is_canonical_and_fix_leaves_it_byte_for_byte(tmp_path):
@@ -69,6 +76,7 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source(tmp_
     ({"cell_type": "bogus", "id": "notes", "source": "x"}, "cell 1 (id 'notes') has cell_type 'bogus'")])  # fmt: skip
 def test_a_cell_without_usable_source_or_type_is_named_and_left_as_it_was(tmp_path, capsys, cell, said, mode, script):
     good = {"cell_type": "markdown", "id": "heading", "metadata": {}, "source": ["# Title\n"]}
+    (tmp_path / "plumbing").mkdir()  # a clone's top folder, for embed_modules
     path = tmp_path / "edited.ipynb"
     path.write_text(json.dumps({"cells": [good, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     before = path.read_bytes()
@@ -135,3 +143,199 @@ def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds
     pins, cupti_pins = namespace["PINS"], namespace["CUPTI_PINS"]
     assert pins and cupti_pins and not set(pins) & set(cupti_pins), "the main and the [cupti] pins: both, apart"
     assert {**pins, **cupti_pins} == requirement_pins(ROOT / "requirements.txt"), "check pins_from_requirements"
+
+
+def _tiny_notebook(tmp_path, *cells, metadata=None):
+    """A canonical-looking notebook of these cells at the top of a folder with plumbing/ (a clone for embedding)."""
+    (tmp_path / "plumbing").mkdir(exist_ok=True)
+    path = tmp_path / "tiny.ipynb"
+    notebook = {
+        "cells": list(cells),
+        "metadata": {**notebook_format.CANONICAL_METADATA, **(metadata or {})},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(notebook))
+    return path
+
+
+PNG = {"image/png": "iVBORw0KGgo="}
+USERS_OWN = [  # (a cell as the user made it, what --fix must keep of it)
+    (
+        {
+            "cell_type": "markdown",
+            "id": "pasted",
+            "metadata": {},
+            "source": "![x](attachment:x.png)",
+            "attachments": {"x.png": PNG},
+        },
+        {"attachments": {"x.png": PNG}},
+    ),
+    (
+        {
+            "cell_type": "code",
+            "id": "params",
+            "metadata": {"tags": ["parameters", "skip-execution"]},
+            "source": "n = 1",
+            "execution_count": None,
+            "outputs": [],
+        },
+        {"metadata": {"tags": ["parameters", "skip-execution"]}},
+    ),
+    (
+        {"cell_type": "raw", "id": "rst", "metadata": {"raw_mimetype": "text/restructuredtext"}, "source": ".. note::"},
+        {"metadata": {"raw_mimetype": "text/restructuredtext"}},
+    ),
+    (
+        {
+            "cell_type": "code",
+            "id": "hidden",
+            "metadata": {"jupyter": {"source_hidden": True}},
+            "source": "x = 2",
+            "execution_count": None,
+            "outputs": [],
+        },
+        {"metadata": {"jupyter": {"source_hidden": True}}},
+    ),
+    (
+        {
+            "cell_type": "code",
+            "id": "old-title",
+            "metadata": {},
+            "source": "#@title Colab's older spelling\nx = 3",
+            "execution_count": None,
+            "outputs": [],
+        },
+        {"metadata": notebook_format.FOLDED_CELL_METADATA},
+    ),
+]
+
+
+@pytest.mark.parametrize(("cell", "kept"), USERS_OWN, ids=[cell["id"] for cell, _ in USERS_OWN])
+def test_fix_keeps_attachments_tags_and_metadata_it_does_not_own_and_folds_an_older_title(tmp_path, cell, kept):
+    path = _tiny_notebook(tmp_path, cell, metadata={"jupytext": {"formats": "ipynb,py"}})
+    assert notebook_format.main(["--fix", str(path)]) == 0
+    (fixed,) = json.loads(path.read_text())["cells"]
+    lost = {key: value for key, value in kept.items() if fixed.get(key) != value}
+    assert not lost, f"--fix dropped or changed what the user made: {lost} became {fixed}"
+    assert json.loads(path.read_text())["metadata"]["jupytext"] == {"formats": "ipynb,py"}, "notebook metadata lost"
+    assert notebook_format.problems(path) == [], "after --fix, --check must call it canonical"
+
+
+def test_an_invalid_cell_id_is_reported_and_replaced_by_a_valid_one(tmp_path):
+    path = _tiny_notebook(tmp_path, {"cell_type": "markdown", "id": "has space", "metadata": {}, "source": "x"})
+    assert any("has id 'has space'" in problem for problem in notebook_format.problems(path))
+    assert notebook_format.main(["--fix", str(path)]) == 0
+    (cell,) = json.loads(path.read_text())["cells"]
+    assert notebook_format.VALID_ID.fullmatch(cell["id"]), f"nbformat 4.5 forbids the id {cell['id']!r}"
+
+
+def test_a_field_nbformat_does_not_know_is_named_not_dropped(tmp_path, capsys):
+    path = _tiny_notebook(
+        tmp_path, {"cell_type": "markdown", "id": "a", "metadata": {}, "source": "x", "notes": "mine"}
+    )
+    before = path.read_bytes()
+    assert notebook_format.main(["--fix", str(path)]) == 2 and path.read_bytes() == before
+    assert "cell 0 (id 'a') has 'notes', which nbformat 4.5 does not know" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", [notebook_format, embed_modules])
+def test_a_full_disk_during_fix_leaves_the_notebook_whole_and_says_so(tmp_path, monkeypatch, capsys, script):
+    edited = _edited(tmp_path, lambda _, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
+    noisy = json.loads(edited.read_text())
+    noisy["metadata"]["widgets"] = {}  # something for notebook_format to fix too
+    edited.write_text(json.dumps(noisy))
+    before = edited.read_bytes()
+
+    def disk_full(_descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(safe_io.os, "fsync", disk_full)
+    assert script.main(["--fix", str(edited)]) == 2, "a write that failed must exit 2"
+    assert edited.read_bytes() == before, "a failed write must leave the notebook as it was, not cut short"
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "unchanged" in err and "Traceback" not in err, err
+    assert [p.name for p in edited.parent.iterdir() if p.name.endswith(".partial")] == [], "temporary file left"
+
+
+def test_a_lone_surrogate_in_a_cell_is_refused_naming_the_cell_and_the_file_is_unchanged(tmp_path, capsys):
+    path = _tiny_notebook(
+        tmp_path, {"cell_type": "markdown", "id": "bad", "metadata": {"x": 1}, "source": "ok\nab\udc80"}
+    )
+    before = path.read_bytes()
+    assert notebook_format.main(["--fix", str(path)]) == 2 and path.read_bytes() == before
+    err = capsys.readouterr().err
+    assert "cell 0 (id 'bad') holds U+DC80 on line 2, column 3" in err, err
+
+
+@pytest.mark.parametrize("mode", ["--check", "--fix"])
+def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path, mode):
+    clone = fresh_clone(tmp_path / "clone")
+    notebook = json.loads(NOTEBOOK.read_text())
+    notebook["metadata"]["widgets"] = {}  # --fix has something to write
+    notebook["cells"][0]["source"] = "# Café ✓ — non-ASCII\n"
+    (clone / NOTEBOOK.name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
+    ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    for script in ("notebook_format.py", "embed_modules.py"):
+        done = subprocess.run(
+            [sys.executable, str(clone / "scripts" / script), mode, str(clone / NOTEBOOK.name)],
+            env={**os.environ, **ascii_locale},
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, f"{script} {mode}: {done.stderr}"
+    first = json.loads((clone / NOTEBOOK.name).read_text(encoding="utf-8"))["cells"][0]["source"]
+    assert "".join(first) == "# Café ✓ — non-ASCII\n", f"the text was damaged: {first}"
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deep"),
+        (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
+        (lambda p: p.mkdir(), "is a folder, not a regular file"),
+        (lambda p: p.write_bytes(b'{"cells": [], "x": "caf\xe9"}'), "is not UTF-8 text (byte 0xe9 on line 1)"),
+    ],
+)
+@pytest.mark.parametrize("script", ["notebook_format.py", "embed_modules.py"])
+def test_an_input_that_is_no_readable_notebook_is_named_without_a_traceback(tmp_path, make, said, script):
+    (tmp_path / "plumbing").mkdir()
+    make(path := tmp_path / "odd.ipynb")
+    command = [sys.executable, str(ROOT / "scripts" / script), "--fix", str(path)]
+    try:  # a FIFO that is opened waits for a writer for ever
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{script} waited for ever on {said.split(',')[0]}: check safe_io.require_regular_file first")
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_embed_names_a_module_with_a_syntax_error_and_writes_nothing(tmp_path, capsys):
+    edited = _edited(tmp_path, lambda _, s: s)
+    (edited.parent / "plumbing" / "harness.py").write_text("def broken(:\n")
+    before = edited.read_bytes()
+    assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
+    assert "plumbing/harness.py line 1: invalid syntax" in capsys.readouterr().err
+
+
+def test_embed_reads_the_modules_of_the_clone_that_holds_the_notebook(tmp_path, capsys):
+    edited = _edited(tmp_path, lambda _, s: s)  # the tutorial, in another clone whose module changed
+    module = edited.parent / "plumbing" / "harness.py"
+    module.write_text(module.read_text().replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 2.5"))
+    assert embed_modules.main(["--check", str(edited)]) == 1, "that clone's module differs from its cell"
+    assert embed_modules.main(["--fix", str(edited)]) == 0
+    assert "embedded anew from" in capsys.readouterr().out, "--fix must say it embedded, not that the cell differs"
+    assert "SUSPECT_FLOOR_PCT = 2.5" in _cells(edited)[HARNESS], "the notebook's own clone's module must be embedded"
+    outside = tmp_path / "alone" / "tutorial.ipynb"
+    outside.parent.mkdir()
+    shutil.copy(NOTEBOOK, outside)
+    assert embed_modules.main(["--check", str(outside)]) == 2 and "holds no plumbing/" in capsys.readouterr().err
+
+
+def test_embed_runs_on_a_notebook_without_cell_ids(tmp_path, capsys):
+    edited = _edited(tmp_path, lambda _, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
+    notebook = json.loads(edited.read_text())
+    for cell in notebook["cells"]:
+        del cell["id"]
+    edited.write_text(json.dumps(notebook))
+    assert embed_modules.main(["--check", str(edited)]) == 1
+    assert "cell " in capsys.readouterr().out

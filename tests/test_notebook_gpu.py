@@ -7,7 +7,7 @@ import pytest
 from support import NOTEBOOK, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
-from plumbing.executed_run import finish_run, run_problems
+from plumbing.executed_run import finish_run, run_problems, run_report
 from plumbing.harness import choose_output_dir
 
 pytestmark = pytest.mark.gpu
@@ -25,18 +25,24 @@ def executed() -> dict:
     (run_dir / "nbmake.log").write_text(log)
     copy = run_dir / NOTEBOOK.name
     summary = finish_run(copy, run_dir / "summary.json") if copy.exists() else None
-    return {"returncode": returncode, "log": log, "summary": summary}
+    where = run_report(summary) if summary else f"no executed notebook was written in {run_dir}"
+    return {"returncode": returncode, "log": log, "summary": summary, "where": where}
 
 
 def test_nbmake_executed_the_whole_notebook(executed):
     tail = executed["log"][-4000:]  # a cell ran past NSPY_TUTORIAL_CELL_TIMEOUT, or the kernel died
-    assert executed["returncode"] == 0 and executed["summary"] is not None, f"see nbmake.log; its tail:\n{tail}"
+    assert executed["returncode"] == 0 and executed["summary"] is not None, (
+        f"{executed['where']}\nsee nbmake.log; its tail:\n{tail}"
+    )
 
 
 def test_the_run_is_clean_and_every_section_run_or_skipped_as_the_backend_requires(executed):
     summary = executed["summary"]
     problems = run_problems(summary)  # FAILED or NOT RUN sections, SUSPECT figures, errors outside
-    assert not problems, "the run is not clean (summary.json and the executed notebook):\n- " + ("\n- ".join(problems))
+    assert not problems, (
+        f"{executed['where']}\nthe run is not clean (summary.json and the executed notebook):\n- "
+        + "\n- ".join(problems)
+    )
     assert summary.get("summary_written", True), "the notebook wrote no summary.json: did it reach its Summary cell?"
     assert summary["environment"].get("gpu"), "summary.json's environment block names no GPU"
     assert [s["number"] for s in summary["sections"]] == list(range(1, SECTION_COUNT + 1))

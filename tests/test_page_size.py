@@ -1,10 +1,15 @@
 """scripts/page_size.py estimates how long the tutorial takes to read (prose, visible code, what cells print, tables
 and plots), outside and inside "Going further", and the tutorial keeps to the limits."""
 
+import os
+import resource
+import subprocess
+import sys
+
 import nbformat
 import page_size
 import pytest
-from support import NOTEBOOK
+from support import NOTEBOOK, ROOT
 
 code, markdown = nbformat.v4.new_code_cell, nbformat.v4.new_markdown_cell
 TABLE = nbformat.v4.new_output("display_data", {"text/html": "<table><tr><td>1</td></tr></table>", "text/plain": "1"})
@@ -84,3 +89,26 @@ def test_the_tutorial_keeps_to_the_limit_on(measure):
 def test_page_size_measures_the_tutorial_when_given_no_notebook(capsys):
     page_size.main([])
     assert NOTEBOOK.name in capsys.readouterr().out, "with no argument page_size.py must measure the tutorial"
+
+
+def two_gib_at_most():  # a read of /dev/zero that is not refused ends in MemoryError, not in the machine's memory
+    resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("/dev/zero", "NOTEBOOK /dev/zero is a character device, not a regular file"),
+        ("{tmp}/pipe.ipynb", "is a FIFO (named pipe), not a regular file"),
+        ("{tmp}", "is a folder, not a regular file"),
+    ],
+)
+def test_a_device_a_fifo_or_a_folder_is_refused_at_once_not_read(tmp_path, given, said):
+    """/dev/zero once filled 5.4 GB in 7 s and a FIFO hung the script: only a regular file is opened."""
+    os.mkfifo(tmp_path / "pipe.ipynb")
+    command = [sys.executable, str(ROOT / "scripts" / "page_size.py"), given.format(tmp=tmp_path)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, preexec_fn=two_gib_at_most)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"page_size.py {given} did not return: check safe_io.require_regular_file before reading")
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr

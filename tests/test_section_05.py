@@ -1,52 +1,84 @@
-"""Section 5, a size sweep and normalize_against: verdicts and figures against the recorded rows, both backends."""
+"""Section 5, rates across sizes: the derived TFLOP/s and normalize_against's ratio, against the raw recorded runs."""
 
+import re
+from statistics import mean, stdev
+
+import cupti_evidence
+import pandas as pd
+import pytest
 from pytest import approx
+from recordings import decode
 
-SWEEP = "at n={} float16 reached {} TFLOP/s, {}x float32's {}; at n={} float16 got {}% of that rate"
-RATIO = (
-    "normalize_against made float16's AvgValue {} (float16 took that share of float32's time), while its StdDev "
-    "stayed {} {}"
-)
-PEAK_KEYS = {"float32": "fp32_tflops", "float16": "fp16_tflops"}
+VERDICT = re.compile(r"float16's lead (grew|did not grow) with size: (.+)$")
+ONE_SIZE = re.compile(r"([\d.]+)x at n=(\d+)")
 
 
-def rates(recorded) -> dict:
-    """(precision, n) -> TFLOP/s as 2 n^3 FLOPs over the recorded kernel time (not nsight's derived metric)."""
-    frame = recorded.bound(5)["sweep_frame"]
-    times = frame[frame.Metric == "gpu__time_duration.sum"]
-    assert set(times.Unit) == {"ns"}, f"sweep_frame's times are in {set(times.Unit)}"
-    return {(r.Annotation, r.n): 2 * r.n**3 / (r.AvgValue * 1e-9) / 1e12 for r in times.itertuples()}
+def raw_rates(recorded) -> dict:
+    """(precision, n) -> each run's 2 n^3 FLOPs over its kernel time (ns), from the calls' raw per-run rows."""
+    calls = [call for call in recorded.recording["calls"] if call["section"] == 5]
+    rates = {}
+    for raw in (decode(call["raw_frame"]) for call in calls):
+        times = raw[raw.Metric == "gpu__time_duration.sum"]
+        assert set(times.Unit) == {"ns"}, f"the raw times are in {set(times.Unit)}"
+        for (precision, n), runs in times.groupby(["Annotation", "n"]):
+            rates[precision, n] = [2 * n**3 / (t * 1e-9) / 1e12 for t in runs.Value]
+    assert {n for _, n in rates} == {512, 2048, 8192} and len(calls) == 3, "one call per size, three sizes"
+    return rates
 
 
-def test_section_5s_table_is_2_n_cubed_flops_over_each_precisions_time_at_each_size(recorded):
-    mine = rates(recorded)
-    assert len({n for _, n in mine}) >= 3 and {p for p, _ in mine} == set(PEAK_KEYS), f"the sweep changed: {mine}"
+def test_section_5s_table_is_each_precisions_mean_rate_and_their_ratio(recorded):
+    rates = raw_rates(recorded)
     recorded.section(5)
-    table = recorded.value("tflops_table.to_dict()")  # {precision: {n: TFLOP/s}}
-    shown = {(precision, int(n)): value for precision, column in table.items() for n, value in column.items()}
-    assert shown == approx(mine, rel=0.01), "check matmul_tflops and the table's columns"
+    table = recorded.value("tflops_table.reset_index().to_dict('records')")
+    for row in table:
+        fp32, fp16 = mean(rates["float32", row["n"]]), mean(rates["float16", row["n"]])
+        shown = [row["float32 (TFLOP/s)"], row["float16 (TFLOP/s)"], row["float16 / float32"]]
+        assert shown == approx([fp32, fp16, fp16 / fp32], rel=1e-6), f"n={row['n']}: means of each run's rate"
 
 
-def test_section_5s_sweep_verdict_and_figures_are_the_largest_and_smallest_products_rates(recorded):
-    mine = rates(recorded)
-    smallest, largest = min(n for _, n in mine), max(n for _, n in mine)
-    fp16, fp32 = mine["float16", largest], mine["float32", largest]
-    n_top, top16, gap, top32, n_low, share = recorded.shown(5, SWEEP)
-    assert (n_top, n_low) == (largest, smallest), "the verdict names the largest, then the smallest size"
-    assert [top16, gap, top32] == approx([fp16, fp16 / fp32, fp32], rel=0.01, abs=0.06), "the largest size's rows"
-    assert share == approx(100 * mine["float16", smallest] / fp16, abs=0.6), "float16's share at the smallest size"
-    for precision, want in (("float32", fp32), ("float16", fp16)):
-        recorded.check_figure(5, f"{precision} product, n={largest}", want, "TFLOP/s", PEAK_KEYS[precision], rel=0.01)
-    assert 1 < mine["float16", smallest] / mine["float32", smallest] < fp16 / fp32, "the gap no longer widens (s5-read)"
+def test_section_5s_verdict_gives_float16s_speed_up_at_every_size_and_whether_it_grew(recorded):
+    rates = raw_rates(recorded)
+    speedup = {n: mean(rates["float16", n]) / mean(rates["float32", n]) for n in (512, 2048, 8192)}
+    (match,) = [m for m in map(VERDICT.match, recorded.findings(5)) if m]
+    shown = {int(n): float(ratio) for ratio, n in ONE_SIZE.findall(match.group(2))}
+    assert shown == approx(speedup, abs=0.06), "float16's mean rate over float32's, per size"
+    grew = list(speedup.values()) == sorted(speedup.values())
+    assert match.group(1) == ("grew" if grew else "did not grow"), f"{match.group(1)} for {speedup}"
+    assert grew, "the recording no longer shows float16's lead growing with size (s5-read explains why)"
 
 
-def test_section_5s_ratio_verdict_is_float16s_normalized_mean_and_its_undivided_stddev(recorded):
-    frame = recorded.bound(5)["ratio_frame"]
-    rows = {row["Annotation"]: row for row in frame.to_dict("records")}
-    fp16, fp32 = rows["float16"], rows["float32"]
-    assert recorded.shown(5, RATIO) == [approx(fp16["AvgValue"], abs=6e-4), approx(fp16["StdDev"], abs=0.6), "ns"]
-    mean_ns = {name: (row["CI95_Lower"] + row["CI95_Upper"]) / 2 for name, row in rows.items()}  # undivided
-    assert fp16["Normalized"] == "float32" and fp32["AvgValue"] == approx(1), rows
-    assert fp16["AvgValue"] == approx(mean_ns["float16"] / mean_ns["float32"], rel=1e-6), "only the mean is divided"
-    half_width = 1.96 * fp16["StdDev"] / fp16["NumRuns"] ** 0.5
-    assert (fp16["CI95_Upper"] - fp16["CI95_Lower"]) / 2 == approx(half_width, rel=1e-3), "StdDev stays in ns"
+@pytest.mark.parametrize("monotonic", [True, False])
+def test_section_5_says_the_lead_grew_only_when_it_grew_at_every_step(recorded, monotonic):
+    change = (
+        ""
+        if monotonic
+        else (
+            "sweep_frame = sweep_frame.copy()\n"
+            "_at = (sweep_frame.Metric == 'matmul_tflops') & (sweep_frame.Annotation == 'float16')\n"
+            "_at &= sweep_frame.n == 2048\n"
+            "sweep_frame.loc[_at, 'AvgValue'] = 1e3"
+        )
+    )
+    (match,) = [m for m in map(VERDICT.match, recorded.altered(5, change)["findings"]) if m]
+    assert match.group(1) == ("grew" if monotonic else "did not grow"), match.group(0)
+
+
+def test_section_5s_normalized_rows_divide_only_the_mean_and_keep_the_raw_spread_and_unit(recorded):
+    rates, frame = raw_rates(recorded), recorded.bound(5)["sweep_frame"]
+    for row in frame[frame.Metric == "matmul_tflops"].itertuples():
+        own, base = rates[row.Annotation, row.n], rates["float32", row.n]
+        assert row.NormalizationValue == approx(mean(base)) and row.AvgValue == approx(mean(own) / mean(base))
+        assert row.StdDev == approx(stdev(own)) and row.Unit == "TFLOP/s", "StdDev stays in raw TFLOP/s (s5-read)"
+
+
+def test_on_the_cupti_run_section_5s_table_and_verdict_follow_the_raw_runs_of_each_size():
+    frames, raws = (cupti_evidence.written("s5_sweep", kind) for kind in ("processed_data", "profiled_data"))
+    said, _ = cupti_evidence.findings(5, {"sweep_frame": pd.concat(frames)})
+    times = pd.concat(raws).query("Metric == 'gpu__time_duration.sum'")
+    rate = times.assign(rate=2 * times.n**3 / times.Value / 1e3).groupby(["Annotation", "n"]).rate.mean()
+    speedup = (rate["float16"] / rate["float32"]).to_dict()
+    (match,) = [m for m in map(VERDICT.match, said) if m]
+    shown = {int(n): float(ratio) for ratio, n in ONE_SIZE.findall(match.group(2))}
+    assert shown == approx(speedup, abs=0.06), f"float16's mean rate over float32's from the raw runs: {speedup}"
+    grew = list(speedup.values()) == sorted(speedup.values())
+    assert match.group(1) == ("grew" if grew else "did not grow"), said

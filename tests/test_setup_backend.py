@@ -1,4 +1,5 @@
-"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI."""
+"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI, once a
+child timed a kernel with it. Each failure of the probe is told apart by what ncu printed."""
 
 import json
 import math
@@ -9,12 +10,12 @@ import pytest
 from fake_env import FakeMachine
 
 from plumbing import setup_helpers as helpers
-from plumbing.ncu_probe import check_kernel_times
+from plumbing.setup_helpers import check_kernel_times
 
 
 @pytest.mark.parametrize("times", [[0.0], [math.nan], [], [math.inf], [-3.0], [812.0, 0.0]])
 def test_a_probe_kernel_time_of_zero_nan_or_none_is_refused(times):
-    with pytest.raises(RuntimeError, match="the probe kernel measured"):
+    with pytest.raises(RuntimeError, match="the check kernel measured"):
         check_kernel_times(times)
     assert check_kernel_times([812.0]) == [812.0]
 
@@ -23,8 +24,8 @@ def test_the_real_probe_without_nsight_computes_injection_stops_at_import_nsight
     machine = FakeMachine(tmp_path / "machine", path_ncus=["2026.3.1"])
     monkeypatch.setenv("PATH", machine.build()["PATH"])
     ncu = machine.root / "path-ncu-2026.3.1" / "ncu"
-    usable, why = helpers.probe_ncu(ncu, f"{tmp_path}/probe/", tmp_path / "probe.log")
-    assert not usable and why.startswith("the probe failed at 'import nsight'") and "What to do:" in why, why
+    kind, why = helpers.probe_ncu(ncu, f"{tmp_path}/probe/", tmp_path / "probe.log")
+    assert kind == "failed" and why.startswith("the probe failed at 'import nsight'") and "probe.log" in why, why
     assert json.loads((tmp_path / "probe/probe.json").read_text())["ncu"] == str(ncu), "probe.json names its ncu"
     assert [path.name for path in (tmp_path / "probe").iterdir()] == ["probe.json"], "nothing was profiled"
 
@@ -35,22 +36,23 @@ def answering(ncu, stage, error) -> str:
 
 
 PERMISSION = "ProfilerException: PROFILING FAILED \nErrors:\n- ==ERROR== ERR_NVGPUCTRPERM - The user does not have"
-PROBES = {  # probe program -> what probe_ncu must answer (usable, what its reason must say)
-    "done with the chosen ncu": (answering("CHOSEN", "done", ""), True, []),
-    "done with another ncu": (answering("OTHER", "done", ""), False, ["OTHER", "CHOSEN"]),
-    "measured zero": (answering("CHOSEN", "profile one kernel", "measured [0.0]"), False, ["'profile one kernel'"]),
-    "no counter permission": (answering(None, "profile one kernel", PERMISSION), False,
-                              ["ERR_NVGPUCTRPERM", "NVreg_RestrictProfilingToAdminUsers=0"]),
-    "old ncu": (answering(None, "import nsight", "2026.2.1.0 or later is required"), False,
-                [f"Nsight Compute {helpers.NCU_FLOOR}+ first on PATH"]),
-    "died, an earlier answer left": ("import os\nos._exit(7)", False, ["exit 7", "LOG"]),
-    "hung": ("import time\ntime.sleep(60)", False, ["did not finish within 1 s", "LOG"]),
+DRIVER = "ProfilerException: ==ERROR== Cuda driver is not compatible with Nsight Compute."
+PROBES = {  # probe program -> what probe_ncu must answer (kind, what its reason must say)
+    "done with the chosen ncu": (answering("CHOSEN", "done", ""), "ok", []),
+    "done with another ncu": (answering("OTHER", "done", ""), "failed", ["OTHER", "CHOSEN"]),
+    "measured zero": (answering("CHOSEN", "profile one kernel", "measured [0.0]"), "failed", ["'profile one kernel'"]),
+    "driver mismatch": (answering(None, "profile one kernel", DRIVER), "driver", ["does not support the GPU's driver"]),
+    "no counter permission": (answering(None, "profile one kernel", PERMISSION), "counters",
+                              ["ERR_NVGPUCTRPERM", "cannot be changed from the notebook", "an administrator can"]),
+    "no injection": (answering(None, "import nsight", "NV_INJ_ERROR"), "injection", ["injection library"]),
+    "died, an earlier answer left": ("import os\nos._exit(7)", "failed", ["exit 7", "LOG"]),
+    "hung": ("import time\ntime.sleep(60)", "hang", ["did not end within 1 s", "LOG"]),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("case", PROBES)
-def test_the_probes_answer_decides_the_backend_and_a_failure_names_its_cause(tmp_path, monkeypatch, case):
-    script, usable, said = PROBES[case]
+def test_the_probes_answer_is_told_apart_by_what_ncu_said_and_names_its_cause(tmp_path, monkeypatch, case):
+    script, kind, said = PROBES[case]
     chosen, other = tmp_path / "chosen", tmp_path / "other"
     names = {"CHOSEN": str(chosen), "OTHER": str(other), "LOG": str(tmp_path / "probe.log")}
     for name, path in names.items():
@@ -59,30 +61,64 @@ def test_the_probes_answer_decides_the_backend_and_a_failure_names_its_cause(tmp
     (tmp_path / "p").mkdir()
     (tmp_path / "p/probe.json").write_text(json.dumps({"ncu": str(chosen), "stage": "done", "error": ""}))  # stale
     monkeypatch.setitem(helpers.TIME_LIMITS_S, "probe", 1)
-    answer, why = helpers.probe_ncu(chosen, f"{tmp_path}/p/", tmp_path / "probe.log", script)
-    assert answer is usable and all(text in why for text in said), f"{case}: {why}"
+    monkeypatch.setattr(helpers, "probe_program", lambda: script)
+    answer, why = helpers.probe_ncu(chosen, f"{tmp_path}/p/", tmp_path / "probe.log")
+    assert answer == kind and all(text in why for text in said), f"{case}: {answer}, {why}"
 
 
-def test_the_backend_follows_the_probe_and_sets_nsights_init_at_import_for_it(monkeypatch):
-    environ = {}
-    assert helpers.choose_backend(None, "no ncu here", "auto", environ) == (False, "no ncu here")
-    assert environ == {"NSPY_NCU_INIT_AT_IMPORT": "0"}, "on CUPTI, Nsight Compute must stay out of the process"
-    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu"):
-        helpers.choose_backend(None, "no ncu here", "ncu", environ)
-    monkeypatch.setattr(helpers, "probe_ncu", lambda *args: (True, ""))  # as a probe on a GPU answers
-    assert helpers.choose_backend("ncu", "", "auto", environ) == (True, "")
-    assert environ == {}, "a leftover NSPY_NCU_INIT_AT_IMPORT=0 would keep Nsight Compute out"
+@pytest.fixture
+def decision(monkeypatch):
+    monkeypatch.setattr(helpers, "NCU_DECISION", {"use_ncu": False, "reason": "no ncu here", "done": True})
+    return helpers.NCU_DECISION
+
+
+def test_the_backend_waits_for_the_loop_and_with_nsight_compute_clears_a_leftover_init_at_import(
+    tmp_path, monkeypatch, decision
+):
+    installed = []
+    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
+    monkeypatch.setattr(helpers, "install_pins", lambda pins, folder, *args: installed.append(folder))
+    environ = {"NSPY_NCU_INIT_AT_IMPORT": "0"}
+    decision.update(use_ncu=True, reason="")
+    assert helpers.settle_backend(environ) == (True, "", None)
+    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ, (
+        "a leftover NSPY_NCU_INIT_AT_IMPORT=0 would keep Nsight Compute out"
+    )
+    assert environ["NSPY_TUTORIAL_CUPTI_DIR"] == str(tmp_path / "cupti"), "section 9's child finds the CUPTI set there"
+    assert installed == [tmp_path / "cupti"], "under Nsight Compute too, the CUPTI set is installed for section 9"
+    decision["done"] = False
+    with pytest.raises(RuntimeError, match="did not run to its end"):
+        helpers.settle_backend(environ)
+
+
+@pytest.mark.parametrize("times", [[0.0], [math.nan], []])
+def test_cupti_is_not_used_until_a_child_has_timed_a_kernel_with_it(tmp_path, monkeypatch, decision, times):
+    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
+    monkeypatch.setattr(helpers, "install_pins", lambda *args: [])  # the CUPTI set is there
+    monkeypatch.setattr(helpers, "preload_libcupti", lambda folder: folder / "libcupti.so.13")
+    timed = []
+    monkeypatch.setattr(helpers, "run_cupti_child", lambda *args: timed.append(args) or {"rows": rows})
+    rows, environ = [{"AvgValue": value} for value in times], {}
+    with pytest.raises(RuntimeError, match="Neither backend can time a kernel here. Nsight Compute: no ncu here"):
+        helpers.settle_backend(environ)
+    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ and timed[0][0] is helpers.cupti_check_kernel
+    rows[:] = [{"AvgValue": 812.0}]
+    assert helpers.settle_backend(environ) == (False, "no ncu here", tmp_path / "cupti/libcupti.so.13")
+    assert environ["NSPY_NCU_INIT_AT_IMPORT"] == "0", "on CUPTI, Nsight Compute must stay out of the process"
 
 
 def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path):
-    with pytest.raises(FileNotFoundError, match="run section 1's pip cell again"):
+    with pytest.raises(FileNotFoundError, match="run section 1 again"):
         helpers.preload_libcupti(tmp_path)
     preloaded, other, alias = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12", tmp_path / "alias.so"
     preloaded.write_text("13"), other.write_text("12"), alias.symlink_to(preloaded)
-    helpers.check_backend(None, False, preloaded, {"NVTX_INJECTION64_PATH": str(alias)})
+    pinned = SimpleNamespace(__version__=helpers.PINS["nsight-python"])  # as the pip cell installed it
+    helpers.check_backend(pinned, False, preloaded, {"NVTX_INJECTION64_PATH": str(alias)})
     for resolved in (str(other), ""):
         with pytest.raises(RuntimeError, match="not the preloaded"):
-            helpers.check_backend(None, False, preloaded, {"NVTX_INJECTION64_PATH": resolved})
+            helpers.check_backend(pinned, False, preloaded, {"NVTX_INJECTION64_PATH": resolved})
+    with pytest.raises(RuntimeError, match="nsight-python 1.0.0, not 1.1.0, was imported: see the pip cell"):
+        helpers.check_backend(SimpleNamespace(__version__="1.0.0"), False, preloaded, {})
     with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=cupti"):  # the real nsight, Nsight Compute unloaded
         helpers.check_backend(nsight, True, None, {})
 

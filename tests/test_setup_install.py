@@ -1,5 +1,8 @@
-"""Section 1's settings and installs: each setting read or refused naming itself, the ncu chosen, apt, pip."""
+"""Section 1's settings and installs: each setting read or refused naming itself; which Nsight Compute versions
+are tried, in which order; apt-get update's time limit; the pins the visible pip cell and the CUPTI set install."""
 
+import re
+import sys
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -12,10 +15,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from plumbing import setup_helpers as helpers
-from plumbing.cells import SECTION_ONE_CELLS
-from plumbing.setup_helpers import choose_ncu, ncu_install_needed, read_ncu_path, read_wheelhouse
-
-PACKAGE = "nsight-compute-2026.3.1"
+from plumbing.cells import SECTION_ONE_CELLS, section_of
+from plumbing.setup_helpers import accepted_ncu_path, newest_first, read_ncu_path, read_wheelhouse
 
 
 def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
@@ -24,20 +25,16 @@ def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
     return folder / "ncu"
 
 
-def auto(environ, profiler="auto"):
-    return choose_ncu([], profiler, None, environ)
-
-
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
     "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
     "wheelhouse missing": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/no", FileNotFoundError, "make_wheel"),
     "wheelhouse empty": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/empty", FileNotFoundError, "make_wheel"),
-    "NCU_PATH no file": (read_ncu_path, "NCU_PATH", "{tmp}/no", FileNotFoundError, "2026.2.1 or newer"),
+    "NCU_PATH no file": (read_ncu_path, "NCU_PATH", "{tmp}/no", FileNotFoundError, "2026.2.1 to 2026.3.x"),
     "NCU_PATH folder without ncu": (read_ncu_path, "NCU_PATH", "{tmp}/empty", FileNotFoundError, "or unset it"),
     "NCU_PATH not executable": (read_ncu_path, "NCU_PATH", "{tmp}/x/ncu", FileNotFoundError, "not executable"),
-    "NCU_PATH too old": (auto, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
-    "NCU_PATH not ncu": (auto, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
-    "NCU_PATH bad under cupti": (lambda env: auto(env, "cupti"), "NCU_PATH", "{tmp}/no", FileNotFoundError, "unset"),
+    "NCU_PATH too old": (accepted_ncu_path, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
+    "NCU_PATH too new": (accepted_ncu_path, "NCU_PATH", "{tmp}/new", ValueError, "2026.2.1 to 2026.3.x"),
+    "NCU_PATH not ncu": (accepted_ncu_path, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
     "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
     "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
 }  # fmt: skip
@@ -48,7 +45,11 @@ def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case)
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
     (tmp_path / "a_file").write_text("")
-    fake_ncu(tmp_path / "old", "2025.1.1"), fake_ncu(tmp_path / "x", "2026.3.1", 0o644)
+    (
+        fake_ncu(tmp_path / "old", "2025.1.1"),
+        fake_ncu(tmp_path / "x", "2026.3.1", 0o644),
+        fake_ncu(tmp_path / "new", "2026.4.0"),
+    )
     with pytest.raises(error) as raised:
         read({name: value.format(tmp=tmp_path), "PATH": str(fake_ncu(tmp_path / "current", "2026.3.1").parent)})
     assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
@@ -70,32 +71,35 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     assert not (tmp_path / "new").exists(), "checking the CUPTI folder setting must not make it"
 
 
-@pytest.mark.parametrize("version", [(2026, 2, 1), (2026, 3, 1), (2027, 1, 0), (2026, 2, 0), (2025, 3, 1)])
-def test_the_ncu_floor_is_the_one_nsight_enforces(tmp_path, version):
+@pytest.mark.parametrize(
+    "version", [(2026, 2, 1), (2026, 3, 1), (2026, 3, 9), (2026, 4, 0), (2026, 2, 0), (2025, 3, 1)]
+)
+def test_the_versions_accepted_run_from_nsights_floor_to_the_pinned_ncu_reports_year_and_minor(tmp_path, version):
     ncu = fake_ncu(tmp_path, ".".join(map(str, version)))
     assert helpers.ncu_version_of(ncu) == version and helpers.ncu_version_of(None) is None
-    assert helpers.ncu_is_recent(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION)
+    readable = version[:2] <= Version(helpers.PINS["ncu-report"]).release[:2]  # ncu-report reads its own and older
+    assert helpers.ncu_accepted(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION and readable)
 
 
-def test_the_ncu_chosen_is_ncu_path_then_the_packages_then_the_first_current_one_on_path_else_none_explained(tmp_path):
-    ncus = {name: fake_ncu(tmp_path / name, version) for name, version in
-            [("chosen", "2026.2.1"), ("newer", "2026.3.1"), ("opt", "2026.3.1"), ("old", "2025.3.1")]}  # fmt: skip
-    on_path = {"PATH": f"{ncus['old'].parent}:{ncus['newer'].parent}"}
-    assert choose_ncu([], "auto", None, {"NCU_PATH": str(ncus["chosen"]), **on_path}) == (
-        ncus["chosen"], "Nsight Compute 2026.2.1 from NCU_PATH")  # fmt: skip
-    listed = [str(tmp_path / "opt"), str(fake_ncu(tmp_path / "opt/target/x64", "2026.3.1")), str(ncus["opt"])]
-    assert choose_ncu(listed, "auto", None, on_path)[0] == ncus["opt"], "the package's own, top launcher"
-    assert choose_ncu([], "auto", None, on_path)[0] == ncus["newer"], "a current ncu behind an old one on PATH"
-    chosen, why = choose_ncu([], "auto", tmp_path / "wheels", {"PATH": str(ncus["old"].parent)})
-    assert chosen is None and f"2025.3.1 at {ncus['old']}" in why and "NSPY_TUTORIAL_WHEELHOUSE" in why, why
-    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=ncu"):
-        choose_ncu([], "ncu", None, {"PATH": str(ncus["old"].parent)})
-    assert choose_ncu([], "cupti", None, on_path) == (None, "NSPY_TUTORIAL_PROFILER=cupti")
+def test_the_packages_tried_are_the_accepted_versioned_ones_newest_first():
+    listed = ["nsight-compute", "nsight-compute-2022.4.1", "nsight-compute-2026.2.0", "nsight-compute-2026.2.1",
+              "nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.4.0", "nsight-compute-12-8",
+              "cuda-nsight-compute-12-8", "nsight-compute-2026.3.1-doc"]  # fmt: skip
+    expected = ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.2.1"]
+    assert newest_first(listed) == expected, "never the unversioned name, nothing below 2026.2.1 or above ncu-report"
+
+
+def test_the_visible_pip_cell_installs_requirements_txts_pins():
+    source = recordings.cell_source(recordings.load_cells(), SECTION_ONE_CELLS["pip"])
+    pinned = dict(arg.split("==") for arg in source.split() if "==" in arg)
+    assert pinned and all(helpers.PINS.get(name) == version for name, version in pinned.items()), (
+        f"the pip cell installs {pinned}; requirements.txt pins {helpers.PINS}: make them agree"
+    )
 
 
 @pytest.fixture
 def machine(tmp_path, monkeypatch):
-    """A FakeMachine's executables (and its pip) for this process; apt's last failure forgotten afterwards."""
+    """A FakeMachine's executables (and its pip) for this process."""
 
     def build(**options) -> FakeMachine:
         made = FakeMachine(tmp_path / "machine", **options)
@@ -103,47 +107,22 @@ def machine(tmp_path, monkeypatch):
         monkeypatch.setenv("PATH", env["PATH"]), monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
         return made
 
-    monkeypatch.setitem(helpers.APT_FAILURE, "why", "")
-    monkeypatch.delenv("DEBIAN_FRONTEND", raising=False)  # apt-get's must come from apt_get_install
+    monkeypatch.setattr(helpers, "OUT_DIR", tmp_path)
     return build
 
 
-def test_apt_installs_noninteractively_only_when_no_current_ncu_is_there_and_dpkg_finds_it(tmp_path, machine):
-    fake = machine(path_ncus=["2025.3.1"])
-    assert not ncu_install_needed(PACKAGE, "auto", tmp_path / "wheels"), "offline, apt-get cannot reach NVIDIA"
-    assert not ncu_install_needed(PACKAGE, "cupti", None), "CUPTI needs no Nsight Compute"
-    assert ncu_install_needed(PACKAGE, "auto", None), "only an old ncu on PATH: apt-get must install one"
-    helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
-    assert fake.apt_installs() == [PACKAGE] and helpers.APT_FAILURE["why"] == "", (tmp_path / "apt.log").read_text()
-    assert {call["DEBIAN_FRONTEND"] for call in fake.calls("apt-get")} == {"noninteractive"}
-    assert not ncu_install_needed(PACKAGE, "auto", None), "dpkg lists the package's ncu: apt-get must not run again"
-
-
-def test_apt_unreachable_is_said_with_its_log_and_the_reason_names_it(tmp_path, machine, capsys):
-    fake = machine(apt="unreachable")
-    helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
-    assert str(tmp_path / "apt.log") in capsys.readouterr().out, "the failure must point at apt's log"
-    assert fake.apt_installs() == [], "after a failed update, install must not be tried"
-    assert "apt-get update failed (exit 100" in choose_ncu([], "auto", None, {"PATH": ""})[1]
-
-
-def test_apt_has_time_for_a_slow_link_and_a_hung_one_is_stopped_with_its_helper(tmp_path, machine, monkeypatch):
+def test_apt_get_update_has_a_time_limit_that_ends_its_helpers_and_the_install_is_still_tried(
+    machine, monkeypatch, capsys
+):
     fake = machine(apt="hangs")
-    assert helpers.TIME_LIMITS_S["apt"] >= 1.0e9 / 2.0e6, "a 1 GB package at 2 MB/s: a shorter one sends Colab to CUPTI"
-    monkeypatch.setitem(helpers.TIME_LIMITS_S, "apt", 1)
-    helpers.apt_get_install(PACKAGE, tmp_path / "apt.log")
-    assert "no end within 1 s" in helpers.APT_FAILURE["why"]
+    monkeypatch.setitem(helpers.TIME_LIMITS_S, "apt-get update", 1)
+    assert helpers.apt_candidates([])[0] == "nsight-compute-2026.3.1", "apt's index is asked all the same"
+    assert "apt-get update did not end within 1 s" in capsys.readouterr().out
     for pid_file in ("apt.pid", "apt-helper.pid"):
         assert ends_soon(int((fake.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
 
 
-def test_ncu_report_is_at_least_as_new_as_the_ncu_apt_installs():
-    source = recordings.cell_source(recordings.load_cells(), SECTION_ONE_CELLS["apt"])
-    apt = source.split("nsight-compute-", 1)[1].split('"')[0]
-    assert Version(helpers.PINS["ncu-report"]).release[:2] >= Version(apt).release[:2], f"raise ncu-report to {apt}"
-
-
-def test_installs_without_dependencies_still_bring_everything_nsight_needs():  # pip runs with --no-deps
+def test_the_pins_cover_everything_nsight_needs_that_colab_lacks():  # PIP_CONSTRAINT pins each; offline, the wheelhouse
     colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
     covered = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}
     for name in set(helpers.PINS) - {"nvidia-ml-py"}:  # not in the CPU suite's Python; it requires nothing
@@ -166,3 +145,46 @@ def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_says_ho
         helpers.install_pins({"no-such-xyz": "1.0"}, tmp_path / "into", wheels, tmp_path / "pip.log")
     wanted = ("no-such-xyz==1.0", f"NSPY_TUTORIAL_WHEELHOUSE={wheels}", f"--python-version {helpers.PYTHON}")
     assert all(text in str(raised.value) for text in wanted), "name the wheel, the setting, how to remake it"
+
+
+@pytest.mark.parametrize("wheelhouse", [False, True])
+def test_a_pip_cell_that_left_no_pinned_nsight_stops_the_loop_saying_where_to_look(tmp_path, monkeypatch, wheelhouse):
+    environ = (
+        {"NSPY_TUTORIAL_WHEELHOUSE": str(make_wheelhouse(tmp_path / "w", {"nvtx": "0.2.17"}, {}))} if wheelhouse else {}
+    )
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])  # a Python where pip installed nothing
+    with pytest.raises(RuntimeError, match="the pip cell left no nsight-python, not nsight-python 1.1.0") as raised:
+        next(helpers.nsight_compute_packages(environ))
+    fix = "NSPY_TUTORIAL_WHEELHOUSE may lack a wheel: make_wheelhouse.py" if wheelhouse else "check the network"
+    assert fix in str(raised.value), str(raised.value)
+
+
+def test_section_ones_visible_install_path_is_short_plain_code_reading_one_folded_only_name():
+    """The recipe a learner copies: at most 15 non-blank lines after the GPU check, and at most one name that only
+    a folded cell defines (a copy replaces it with a list of package names)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    from support import free_names, module_level_names
+
+    cells = [cell for cell in recordings.load_cells() if cell["type"] == "code" and section_of(cell["id"]) == 1]
+    folded = [cell for cell in cells if cell["source"].startswith("# @title")]
+    install = [cell for cell in cells[1:] if cell not in folded and cell["id"] != "s1-verdict"]
+    lines = [line for cell in install for line in cell["source"].splitlines() if line.strip()]
+    assert len(lines) <= 15, f"section 1's install path is {len(lines)} lines: {lines}"
+    folded_names = set().union(*(module_level_names(TransformerManager().transform_cell(c["source"])) for c in folded))
+    visible = [TransformerManager().transform_cell(c["source"]) for c in [cells[0], *install]]  # the GPU check too
+    shell = " ".join(re.findall(r"get_ipython\(\)\.system\((.*)\)", "\n".join(visible)))  # IPython expands {name}
+    read = set().union(*map(free_names, visible), re.findall(r"\{(\w+)", shell))
+    read -= set().union(*map(module_level_names, visible)) | {"get_ipython"}
+    assert len(read & folded_names) <= 1, f"the install path reads {sorted(read & folded_names)} from folded cells"
+    assert {"nsight", "torch"} <= set().union(*map(module_level_names, visible)), "import nsight, then torch"
+
+
+@pytest.mark.parametrize(
+    ("status", "said"), [(124, "apt-get install ran out of time (timeout's exit 124"), (100, "exit 100")]
+)
+def test_an_install_that_gave_no_ncu_is_said_with_how_apt_get_ended(machine, monkeypatch, capsys, status, said):
+    machine()
+    monkeypatch.setattr(helpers, "last_shell_status", lambda: status)  # what the loop's `!timeout ... apt-get` left
+    tried = []
+    assert helpers.try_package("nsight-compute-2026.3.1", tried, {"PATH": ""}) is False, "then the next version"
+    assert tried[0]["outcome"] == "no ncu" and said in tried[0]["said"] and said in capsys.readouterr().out

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Check that every pin of requirements.txt (section 1's and the CUPTI set) has a wheel for CPython 3.12 and 3.13
+on manylinux x86_64, as Colab (3.13) and the project's runner (3.12) need them. No GPU; it asks PyPI.
+
+    python scripts/check_wheels.py [--python-version 3.13 ...]
+
+Each version: one `pip download --no-deps --only-binary :all:` of the pins into a temporary folder, then deleted.
+Exit 0 when every pin has a wheel for every version; 1 naming the version and pip's error otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # run as a script: its neighbour make_wheelhouse.py
+from make_wheelhouse import PLATFORMS, read_requirements  # noqa: E402
+
+VERSIONS = ("3.12", "3.13")  # the runner's Python, Colab's since 2026-08-25 (environments.md)
+
+
+def missing_wheels(pins: list[str], python_version: str) -> str:
+    """pip's error when some pin has no wheel for this Python (empty when every one has)."""
+    with tempfile.TemporaryDirectory(prefix="nspy-wheels-") as folder:
+        quiet = ["--quiet", "--disable-pip-version-check"]
+        wheels_only = ["--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
+        platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+        command = [sys.executable, "-m", "pip", "download", *quiet, *wheels_only, *platforms, "--dest", folder, *pins]
+        done = subprocess.run(command, capture_output=True, text=True)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+    return "" if done.returncode == 0 else "\n".join(errors) or done.stderr.strip() or f"pip exit {done.returncode}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python-version", action="append", help="a CPython 3.X to check (default: 3.12 and 3.13)")
+    args = parser.parse_args(argv)
+    main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
+    failed = 0
+    for version in args.python_version or VERSIONS:
+        if problem := missing_wheels(main_pins + cupti_pins, version):
+            failed += 1
+            fix = "Change that pin to a version with a wheel for it, or check that PyPI is reachable."
+            print(f"CPython {version}: a pin of requirements.txt has no manylinux x86_64 wheel:\n{problem}\n{fix}")
+        else:
+            print(f"CPython {version}: all {len(main_pins) + len(cupti_pins)} pins of requirements.txt have a wheel")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Reading and writing the project's files so that no input and no failure harms them.
+
+- read_text/read_bytes: only a regular file (never a device, FIFO or folder), at most a size limit, UTF-8 whatever
+  the locale.
+- write_text/write_files: each file written to a temporary file beside it, then moved over it with os.replace; a set
+  of files is written all or none. On any error (a full disk, Ctrl-C) every target is as it was.
+- encodable: the first character UTF-8 cannot write (a lone surrogate), so a caller can name where it is.
+- expand_home: `~` and `~/x` as a shell expands them, refused when HOME is empty or unset.
+
+Every refusal is a FileRefused whose message names the file and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import tempfile
+from pathlib import Path
+
+READ_LIMIT = 256 * 2**20  # bytes; far above any notebook or page the project writes, far below a machine's memory
+
+
+class FileRefused(Exception):
+    """A file that cannot be read or written safely; the message names it and what to do."""
+
+
+def quoted(path: Path | str) -> str:
+    """The path as a shell word: a pasted `Fix with:` line does what it says, whatever the name holds."""
+    return shlex.quote(str(path))
+
+
+def file_kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+
+
+def require_regular_file(path: Path | str, what: str = "the file") -> Path:
+    """The path if it names a regular file (through symlinks), else FileRefused; never opened (a FIFO would block)."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileRefused(f"{what} {path} does not exist: give the path of an existing file") from None
+    except OSError as error:
+        raise FileRefused(f"{what} {path} cannot be read ({error.strerror or error})") from None
+    if not stat.S_ISREG(mode):
+        raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: give the path of a file")
+    return path
+
+
+def read_bytes(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; else FileRefused naming it."""
+    path = require_regular_file(path, what)
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)  # never more: a file that grows while read is still bounded
+    except OSError as error:
+        raise FileRefused(f"{what} {path} cannot be read ({error.strerror or error})") from None
+    if len(data) > limit:
+        raise FileRefused(
+            f"{what} {path} is larger than {limit // 2**20} MiB, far more than any file this project "
+            "reads: give the path of the right file"
+        )
+    return data
+
+
+def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> str:
+    """The text of a regular file, decoded as UTF-8 whatever the locale says; else FileRefused naming it."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise FileRefused(
+            f"{what} {path} is not UTF-8 text (byte {data[error.start]:#04x} on line {line}): save it as UTF-8"
+        ) from None
+
+
+def encodable(text: str) -> tuple[int, int, str] | None:
+    """(line, column, character) of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        before = text[: error.start]
+        return before.count("\n") + 1, error.start - (before.rfind("\n") + 1) + 1, text[error.start]
+    return None
+
+
+def encoded(path: Path, content: str | bytes, what: str) -> bytes:
+    if isinstance(content, bytes):
+        return content
+    if (where := encodable(content)) is not None:
+        line, column, character = where
+        raise FileRefused(
+            f"{what} {path}: the character U+{ord(character):04X} on line {line}, column {column} "
+            "cannot be written as UTF-8 (a lone surrogate); remove it. The file is unchanged"
+        )
+    return content.encode("utf-8")
+
+
+def new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def writable_target(path: Path, what: str) -> Path:
+    """Where to write `path`: the file a symlink points to (the link stays); a folder or device refused."""
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        mode = os.stat(target).st_mode
+        raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: nothing was written")
+    if target.exists() and not os.stat(target).st_mode & 0o222:  # made read-only on purpose: a replace would not ask
+        raise FileRefused(
+            f"{what} {path} is read-only: nothing was written; make it writable first "
+            f"(chmod u+w {quoted(path)}) if it is meant to change"
+        )
+    return target
+
+
+def staged(target: Path, data: bytes, what: str) -> Path:
+    """A temporary file beside the target holding data, with the target's permissions; removed on any error."""
+    mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else new_file_mode()
+    try:
+        descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as error:
+        raise FileRefused(
+            f"{what} {target} cannot be written: its folder {target.parent} does not take a new file "
+            f"({error.strerror or error}); nothing was written"
+        ) from None
+    temporary = Path(name)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())  # a full disk may only say so here
+        os.chmod(temporary, mode)
+    except BaseException as error:  # Ctrl-C included: no temporary file is left behind
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise FileRefused(
+                f"{what} {target} cannot be written ({error.strerror or error}); it is unchanged. "
+                "Free space or fix the permissions, then run the command again"
+            ) from None
+        raise
+    return temporary
+
+
+def write_files(contents: dict[Path | str, str | bytes], what: str = "the file") -> None:
+    """Write every file (text as UTF-8) or none: all are staged beside their targets before any is replaced, and a
+    replace that fails puts the ones already replaced back. FileRefused names what failed."""
+    items = [(Path(path), writable_target(Path(path), what), content) for path, content in contents.items()]
+    data = [(path, target, encoded(path, content, what)) for path, target, content in items]
+    temporaries: list[tuple[Path, Path]] = []
+    try:
+        for _, target, payload in data:
+            temporaries.append((staged(target, payload, what), target))
+        old = {target: target.read_bytes() if target.exists() else None for _, target in temporaries}
+        done: list[Path] = []
+        try:
+            for temporary, target in temporaries:
+                os.replace(temporary, target)
+                done.append(target)
+        except BaseException:
+            for target in done:  # put back what was there, so the set stays as it was
+                if old[target] is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    os.replace(staged(target, old[target], what), target)
+            raise
+    except OSError as error:
+        names = ", ".join(str(path) for path, *_ in data)
+        raise FileRefused(
+            f"{what} {names} cannot be written ({error.strerror or error}); they are unchanged. Free "
+            "space or fix the permissions, then run the command again"
+        ) from None
+    finally:
+        for temporary, _ in temporaries:
+            temporary.unlink(missing_ok=True)
+
+
+def write_text(path: Path | str, text: str, what: str = "the file") -> None:
+    """Write text as UTF-8 atomically: on any error the file is as it was. FileRefused names what failed."""
+    write_files({path: text}, what)
+
+
+def expand_home(text: str, setting: str, environ=os.environ) -> Path:
+    """`~` and `~/x` with HOME's value, as a shell expands them (`~user` too); an empty or unset HOME refused."""
+    if not text.startswith("~"):
+        return Path(text)
+    if text != "~" and not text.startswith("~/"):  # ~user: from the password database, never by running the text
+        if (expanded := os.path.expanduser(text)).startswith("~"):
+            user = text[1:].split("/", 1)[0]
+            raise FileRefused(
+                f"{setting}={text}: there is no user {user!r} here, so ~{user} names no home folder: "
+                "give the folder's full path"
+            )
+        return Path(expanded)
+    home = environ.get("HOME", "")
+    if not home:
+        raise FileRefused(
+            f"{setting}={text}: HOME is {'empty' if 'HOME' in environ else 'unset'}, so ~ names no "
+            "folder: give the folder's full path, or set HOME"
+        )
+    return Path(home + text[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit("safe_io.py is a module the scripts import, not a command (python3 scripts/<script>.py --help)")
