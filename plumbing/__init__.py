@@ -1,1 +1,1 @@
-"""The notebook's plumbing as modules: scripts/embed_modules.py --fix embeds them into its folded cells."""
+"""The notebook's plumbing as modules: tools/embed_modules.py --fix embeds them into its folded cells."""

@@ -5,7 +5,7 @@ import re
 
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
-# What section 1 leaves for the later sections (scripts/record_ncu.py and the recorded page make them too).
+# What section 1 leaves for the later sections (recording/record_ncu.py and the recorded page make them too).
 SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
                      "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
 

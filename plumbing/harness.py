@@ -171,16 +171,12 @@ def summary_table(summary):
     figures = {}
     for figure in summary["figures"]:
         figures.setdefault(figure["section"], []).append(f"{figure['name']}: {describe_figure(figure)}")
-    rows = {
-        s["number"]: {
-            "status": s["status"],
-            "seconds": s["seconds"],
-            "figures": "; ".join(figures.get(s["number"], [])),
-            "why not ok": "" if s["status"] == "ok" else s["reason"],
-        }
+    rows = [
+        (s["status"], s["seconds"], "; ".join(figures.get(s["number"], [])), "" if s["status"] == "ok" else s["reason"])
         for s in summary["sections"]
-    }
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("section")
+    ]
+    columns = ["status", "seconds", "figures", "why not ok"]
+    return pd.DataFrame(rows, columns=columns, index=[s["number"] for s in summary["sections"]]).rename_axis("section")
 
 
 def report_summary():
@@ -189,13 +185,9 @@ def report_summary():
     path = OUT_DIR / "summary.json"
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"{summary['counts']['ok']} sections ok in {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")
-    table = summary_table(summary)
-    try:
-        from IPython.display import display
-    except ImportError:  # a plain Python running the cells
-        print(table.to_string())
-    else:
-        display(table)
+    from IPython.display import display  # outside a kernel it prints the table
+
+    display(summary_table(summary))
     return summary
 
 

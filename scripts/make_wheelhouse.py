@@ -19,10 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import safe_io
-
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script: the notebook's plumbing
+# Run as scripts/make_wheelhouse.py, only scripts/ is on sys.path: the notebook's plumbing and tools/safe_io.py.
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+import safe_io  # noqa: E402
+
 from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a plain python3 has what it needs)
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 

@@ -346,7 +346,8 @@ def fresh_clone(folder: Path) -> Path:
     for name in [*names.split(), "nsight_python_t4_tutorial.ipynb"]:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, folder / name)
-    for code in ("scripts", "plumbing"):  # whole, as a clone has them: a script may import any of its neighbours
+    # whole, as a clone has them: a script may import any of its neighbours, and the folders beside its own
+    for code in ("scripts", "tools", "recording", "plumbing"):
         shutil.copytree(ROOT / code, folder / code, ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 

@@ -33,7 +33,7 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-RERECORD = "re-record that section on the GPU runner (--sections N), run scripts/render_recorded.py, commit the folder"
+RERECORD = "re-record that section on the GPU runner (--sections N), run tools/render_recorded.py, commit the folder"
 
 
 # The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
@@ -101,6 +101,8 @@ def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int
 ALTERED = """import copy as _copy
 _saved, _scratch = (_copy.deepcopy(SECTIONS), _copy.deepcopy(FIGURES)), dict(globals())
 try:
+    for _source in {defines!r}:  # the section's own settings again: a later section may reuse a name (METRICS)
+        exec(_source, _scratch)
     exec({change!r}, _scratch)
     SECTIONS.pop({number}, None)
     for _source in {sources!r}:
@@ -190,7 +192,8 @@ class RecordedNotebook:
         self.section(number)
         steps = recordings.cpu_section_sources(self.cells, number)
         sources = [recordings.without_cell_magic(source) for _, role, source in steps if role == "analysis"]
-        self.session.run(ALTERED.format(number=number, change=change, sources=sources, read=read))
+        defines = [recordings.without_cell_magic(source) for _, role, source in steps if role == "define"]
+        self.session.run(ALTERED.format(number=number, change=change, defines=defines, sources=sources, read=read))
         return self.value("_altered")
 
 

@@ -22,7 +22,7 @@ from support import NOTEBOOK, ROOT
 from plumbing.cells import SECTION_ONE_NAMES
 
 NCU = recordings.recording_folders()
-RERECORD = "re-record on the GPU runner (scripts/record_ncu.py), run render_recorded.py, commit"
+RERECORD = "re-record on the GPU runner (recording/record_ncu.py), run render_recorded.py, commit"
 UNITS = {"gpu__time_duration.sum": "ns", "dram__cycles_elapsed.avg.per_second": "hz", "lts__t_sector_hit_rate.pct": "%",
          "gpc__cycles_elapsed.avg.per_second": "hz", "dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
          "sm__throughput.avg.pct_of_peak_sustained_elapsed": "%",
@@ -40,18 +40,18 @@ def test_the_committed_recorded_page_is_what_render_recorded_makes_today_and_ren
 ):
     repo, where = fresh_clone(tmp_path / "repo"), folder.relative_to(ROOT)  # the page names its recording by its path
     shutil.copytree(folder, repo / where)
-    subprocess.run([sys.executable, "scripts/render_recorded.py", where], check=True, capture_output=True, cwd=repo)
+    subprocess.run([sys.executable, "tools/render_recorded.py", where], check=True, capture_output=True, cwd=repo)
     before, after = files_of(folder), files_of(repo / where)
     changed = sorted(str(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     assert not changed, (
         f"rendering {where} again rewrote {changed}: if the notebook changed, re-render and commit the page (python "
-        f"scripts/render_recorded.py {where}); otherwise cell ids, timestamps or timings leak into the page"
+        f"tools/render_recorded.py {where}); otherwise cell ids, timestamps or timings leak into the page"
     )
 
 
 def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evidence():
-    done = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], cwd=ROOT, capture_output=True)
-    assert done.returncode == 0, f"run: python scripts/verified_table.py\n{done.stdout.decode()}{done.stderr.decode()}"
+    done = subprocess.run([sys.executable, "tools/verified_table.py", "--check"], cwd=ROOT, capture_output=True)
+    assert done.returncode == 0, f"run: python tools/verified_table.py\n{done.stdout.decode()}{done.stderr.decode()}"
 
 
 def test_every_verified_run_is_complete_clean_and_names_its_gpu():
@@ -98,7 +98,7 @@ def test_recording_was_made_from_the_notebooks_current_benchmark_settings(record
     settings = recordings.benchmark_setting_names(recorded.cells, numbers)
     then = {k: recordings.decode(v) for k, v in recorded.recording["define_values"].items() if k in settings}
     now = recorded.value(f"{{name: globals().get(name) for name in {sorted(then)!r}}}")
-    stale = sorted(name for name in then if json.loads(json.dumps(then[name], default=str)) != now[name])
+    stale = sorted(name for name in then if recordings.comparable(then[name]) != recordings.comparable(now[name]))
     assert not stale, f"the define cells changed {stale} since the recording {recorded.folder.name}: {RERECORD}"
 
 
@@ -114,7 +114,7 @@ def test_recorded_units_are_nsight_computes_base_units_and_the_rated_clock_is_on
 
 def test_every_metric_the_notebook_requests_exists_for_a_t4():
     listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metric_suffixes.txt"))
-    assert listings, "no committed tu104 metric list (scripts/record_ncu.py writes tu104_metric_suffixes.txt)"
+    assert listings, "no committed tu104 metric list (recording/record_ncu.py writes tu104_metric_suffixes.txt)"
     known = {line.split()[0] for line in listings[-1].read_text().splitlines() if re.match(r"^[a-z0-9]+__", line)}
     unknown = [metric for metric in record_ncu.notebook_metrics(recordings.load_cells()) if metric not in known]
     assert not unknown, f"metrics the notebook requests that a T4's ncu does not know ({listings[-1].name}): {unknown}"
@@ -136,4 +136,4 @@ def test_every_cell_the_page_shows_as_it_ran_on_the_gpu_machine_is_the_recorded_
 
 
 def test_every_embedding_cell_holds_todays_modules():
-    assert embed_modules.stale_cells(json.loads(NOTEBOOK.read_text())) == {}, "run scripts/embed_modules.py --fix"
+    assert embed_modules.stale_cells(json.loads(NOTEBOOK.read_text())) == {}, "run tools/embed_modules.py --fix"

@@ -1,4 +1,4 @@
-"""scripts/ncu_launch.py on CPU: the ncu command from nsight's own, the internals check, collect to a fake ncu."""
+"""recording/ncu_launch.py on CPU: the ncu command from nsight's own, the internals check, collect to a fake ncu."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(
     assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
     argv = json.loads(log.read_text())
     assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
-    assert argv[-6:] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py"), "--work", str(work), "--call", "4-0"]
+    assert argv[-6:] == [sys.executable, str(ROOT / "recording" / "ncu_inner.py"), "--work", str(work), "--call", "4-0"]
     call = calls.calls[0]
     assert [call[k] for k in ("section", "benchmark", "runs")] == [4, "bench", 2]
     assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"

@@ -1,4 +1,4 @@
-"""scripts/notebook_format.py (--check names what is off, --fix repairs only that) and scripts/embed_modules.py."""
+"""tools/notebook_format.py (--check names what is off, --fix repairs only that) and tools/embed_modules.py."""
 
 import ast
 import errno
@@ -34,7 +34,7 @@ def _edited(tmp_path, change):
 
 
 def test_the_committed_notebook_is_canonical_and_fix_leaves_it_byte_for_byte(tmp_path):
-    assert notebook_format.problems(NOTEBOOK) == [], "run: python scripts/notebook_format.py --fix"
+    assert notebook_format.problems(NOTEBOOK) == [], "run: python tools/notebook_format.py --fix"
     copy = tmp_path / NOTEBOOK.name
     shutil.copy(NOTEBOOK, copy)
     assert notebook_format.main(["--fix", str(copy)]) == 0
@@ -278,7 +278,7 @@ def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path, mode
     ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
     for script in ("notebook_format.py", "embed_modules.py"):
         done = subprocess.run(
-            [sys.executable, str(clone / "scripts" / script), mode, str(clone / NOTEBOOK.name)],
+            [sys.executable, str(clone / "tools" / script), mode, str(clone / NOTEBOOK.name)],
             env={**os.environ, **ascii_locale},
             capture_output=True,
             text=True,
@@ -301,7 +301,7 @@ def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path, mode
 def test_an_input_that_is_no_readable_notebook_is_named_without_a_traceback(tmp_path, make, said, script):
     (tmp_path / "plumbing").mkdir()
     make(path := tmp_path / "odd.ipynb")
-    command = [sys.executable, str(ROOT / "scripts" / script), "--fix", str(path)]
+    command = [sys.executable, str(ROOT / "tools" / script), "--fix", str(path)]
     try:  # a FIFO that is opened waits for a writer for ever
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:

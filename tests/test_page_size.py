@@ -1,4 +1,4 @@
-"""scripts/page_size.py estimates how long the tutorial takes to read (prose, visible code, what cells print, tables
+"""tools/page_size.py estimates how long the tutorial takes to read (prose, visible code, what cells print, tables
 and plots), outside and inside "Going further", and the tutorial keeps to the limits."""
 
 import os
@@ -81,7 +81,7 @@ def test_page_size_names_a_file_that_is_no_notebook(tmp_path, capsys, content):
 def test_the_tutorial_keeps_to_the_limit_on(measure):
     measures = page_size.page_size(NOTEBOOK)
     assert measure not in page_size.over_limits(measures), (
-        f"the tutorial is over its limit on {measure} ({measures[measure]}): run python scripts/page_size.py, then "
+        f"the tutorial is over its limit on {measure} ({measures[measure]}): run python tools/page_size.py, then "
         "cut prose or visible code, move extras under a 'Going further' heading, or split the cell"
     )
 
@@ -106,7 +106,7 @@ def two_gib_at_most():  # a read of /dev/zero that is not refused ends in Memory
 def test_a_device_a_fifo_or_a_folder_is_refused_at_once_not_read(tmp_path, given, said):
     """/dev/zero once filled 5.4 GB in 7 s and a FIFO hung the script: only a regular file is opened."""
     os.mkfifo(tmp_path / "pipe.ipynb")
-    command = [sys.executable, str(ROOT / "scripts" / "page_size.py"), given.format(tmp=tmp_path)]
+    command = [sys.executable, str(ROOT / "tools" / "page_size.py"), given.format(tmp=tmp_path)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, preexec_fn=two_gib_at_most)
     except subprocess.TimeoutExpired:

@@ -16,11 +16,13 @@ import pytest
 from fake_env import FakeMachine, fresh_clone, make_wheelhouse
 from support import ROOT
 
-SCRIPTS = ("record_ncu", "make_wheelhouse", "notebook_format", "page_size", "verified_table", "render_recorded")
+# Each Python command and the folder it lives in: the recording wing, the commands, the notebook's tools.
+SCRIPTS = {"record_ncu": "recording", "make_wheelhouse": "scripts", "notebook_format": "tools", "page_size": "tools",
+           "verified_table": "tools", "render_recorded": "tools"}  # fmt: skip
 
 
 def command_line(monkeypatch, script: str, *args) -> int:
-    monkeypatch.setattr(sys, "argv", [str(ROOT / "scripts" / f"{script}.py"), *map(str, args)])
+    monkeypatch.setattr(sys, "argv", [str(ROOT / SCRIPTS[script] / f"{script}.py"), *map(str, args)])
     try:
         runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as stopped:
@@ -34,8 +36,20 @@ def command_line(monkeypatch, script: str, *args) -> int:
 def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(script, monkeypatch, capsys):
     assert command_line(monkeypatch, script, "--help") == 0 and capsys.readouterr().out.startswith("usage: ")
     unknown = ["--check", "--no-such-option"] if script == "notebook_format" else ["--no-such-option"]
-    assert command_line(monkeypatch, script, *unknown) == 2, f"scripts/{script}.py must refuse an unknown argument"
+    refuse = f"{SCRIPTS[script]}/{script}.py must refuse an unknown argument"
+    assert command_line(monkeypatch, script, *unknown) == 2, refuse
     assert "--no-such-option" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_command_runs_from_a_fresh_clone_as_its_folder_and_name_say(script, tmp_path):
+    """python3 FOLDER/NAME.py puts only FOLDER on sys.path: a command that imports from a sibling folder (tools/,
+    recording/, the plumbing package) must add it itself."""
+    command = [sys.executable, f"{SCRIPTS[script]}/{script}.py", "--help"]
+    done = subprocess.run(command, cwd=fresh_clone(tmp_path / "clone"), capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: "), (
+        f"{' '.join(command[1:])} from a fresh clone: add the folder it imports from to sys.path in it\n{done.stderr}"
+    )
 
 
 @pytest.mark.parametrize(  # the offline recipe runs make_wheelhouse in a plain python3; render_recorded needs .ci/venv
@@ -43,7 +57,8 @@ def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(sc
     [("make_wheelhouse", True, "usage: "), ("render_recorded", False, "lacks nbformat: run .ci/venv/bin/python")],
 )
 def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_to_use(script, ok, said):
-    command = [sys.executable, "-S", str(ROOT / "scripts" / f"{script}.py"), *["--help"] * ok]  # -S: no site-packages
+    path = ROOT / SCRIPTS[script] / f"{script}.py"
+    command = [sys.executable, "-S", str(path), *["--help"] * ok]  # -S: no site-packages
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert (done.returncode == 0) == ok and "Traceback" not in done.stderr and said in done.stdout + done.stderr, done
 
@@ -65,7 +80,7 @@ def test_render_recorded_names_an_input_it_cannot_read_and_how_to_make_it_again(
     before = sorted(tmp_path.rglob("*"))
     executed = name is not None and name.endswith(".ipynb")  # a headless run's notebook, cut short
     assert command_line(monkeypatch, "render_recorded", *(["--executed", folder / name] if executed else [folder]))
-    err, fix = capsys.readouterr().err, "scripts/run_headless" if executed else "scripts/record_ncu.py"
+    err, fix = capsys.readouterr().err, "scripts/run_headless" if executed else "recording/record_ncu.py"
     assert said.format(folder=folder) in err and fix in err, f"name it and how to make it again: {err}"
     assert sorted(tmp_path.rglob("*")) == before, "nothing may be written for an input that cannot be read"
 
@@ -82,7 +97,7 @@ RECORDING = {"sections": {  # the wall time its row sums: the ncu processes and 
     "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
     "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}}}}  # fmt: skip
 NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own summary cell on the recording
-    "environment": {"gpu": "NVIDIA L4", "driver": "590.2", "profiler": "ncu (launch mode, scripts/record_ncu.py)",
+    "environment": {"gpu": "NVIDIA L4", "driver": "590.2", "profiler": "ncu (launch mode, recording/record_ncu.py)",
                     "ncu_version": "2099.1", "nsight_python": "1.1.0", "torch": "2.10.0"},
     "created_utc": "2026-12-01T00:00:00+00:00", "counts": {"ok": 1, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 0},
     "figures": [{"name": "scaling", "value": 4289.4, "unit": "GB/s", "pct_of_peak": None, "check": "ok"}],
@@ -91,12 +106,12 @@ NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own sum
 
 
 def table_repo(tmp_path) -> Path:
-    """What scripts/verified_table.py reads and writes, with one CUPTI run and one recording of our own."""
+    """What tools/verified_table.py reads and writes, with one CUPTI run and one recording of our own."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "plumbing", repo / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / "scripts").mkdir()
+    (repo / "tools").mkdir()
     for script in ("verified_table.py", "safe_io.py"):
-        shutil.copy2(ROOT / "scripts" / script, repo / "scripts")
+        shutil.copy2(ROOT / "tools" / script, repo / "tools")
     for page in ("README.md", "docs/maintainers.md"):
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
@@ -120,7 +135,7 @@ def rows_after(page: Path, marker: str) -> list[dict[str, str]]:
 
 def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path):
     repo = table_repo(tmp_path)
-    done = subprocess.run([sys.executable, "scripts/verified_table.py"], capture_output=True, text=True, cwd=repo)
+    done = subprocess.run([sys.executable, "tools/verified_table.py"], capture_output=True, text=True, cwd=repo)
     assert done.returncode == 0, done.stderr
     rows = {row["GPU"]: row for row in rows_after(repo / "docs/maintainers.md", "verified-table:begin")}
     cupti, ncu = rows["Tesla T4"], rows["NVIDIA L4"]
@@ -134,7 +149,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     }  # fmt: skip
     page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
-        "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, scripts/record_ncu.py)",
+        "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, recording/record_ncu.py)",
         "nsight-python": "1.1.0", "torch": "2.10.0", "date (UTC)": "2026-12-01",
         "sections ok / skipped / failed": "1 / 1 / 0",
         "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456, fedcba9)",
@@ -145,12 +160,12 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
     assert narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2", narrow[0]
     assert "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"], narrow[0]
-    check = subprocess.run([sys.executable, "scripts/verified_table.py", "--check"], capture_output=True, cwd=repo)
+    check = subprocess.run([sys.executable, "tools/verified_table.py", "--check"], capture_output=True, cwd=repo)
     assert check.returncode == 0, "the tables it just wrote must pass its own --check"
     summary = repo / "docs" / "verified" / "t4-cupti" / "summary.json"
     summary.write_text(summary.read_text()[:25])  # a copy cut short: named, and the pages left as they were
     pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
-    done = subprocess.run([sys.executable, "scripts/verified_table.py"], capture_output=True, text=True, cwd=repo)
+    done = subprocess.run([sys.executable, "tools/verified_table.py"], capture_output=True, text=True, cwd=repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{summary} cannot be read" in done.stderr and "scripts/run_headless" in done.stderr, done.stderr
     assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
@@ -175,7 +190,7 @@ def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_us
     notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
     notebook["cells"][0]["metadata"] = {"collapsed": True}  # Colab noise: --fix removes it
     (edited := tmp_path / "edited.ipynb").write_text(json.dumps(notebook))
-    check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
+    check = [sys.executable, str(ROOT / "tools/notebook_format.py"), "--check", str(edited)]
     done = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1, done.stdout
     advice = done.stdout.strip().splitlines()[-1]
@@ -194,7 +209,7 @@ def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with
 
     main, cupti = (dict(pin.split("==") for pin in pins) for pins in read_requirements(ROOT / "requirements.txt"))
     make_wheelhouse(clone / "wheelhouse", main, cupti)
-    (clone / "scripts" / "record_ncu.py").write_text(
+    (clone / "recording" / "record_ncu.py").write_text(
         "import importlib.metadata as m, json, os, pathlib\n"
         "found = {}\n"
         "for d in m.distributions():  # the first on sys.path wins, as for imports\n"
@@ -215,9 +230,7 @@ def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with
 
 
 def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "scripts/verified_table.py", *args], capture_output=True, text=True, cwd=repo
-    )
+    return subprocess.run([sys.executable, "tools/verified_table.py", *args], capture_output=True, text=True, cwd=repo)
 
 
 END, BEGIN = "<!-- evidence-table:end -->", "<!-- evidence-table:begin"
@@ -265,8 +278,8 @@ def test_verified_table_writes_both_pages_or_neither_on_a_full_disk(tmp_path, mo
     import safe_io
 
     monkeypatch.setattr(safe_io.os, "replace", second_replace_fails)
-    monkeypatch.syspath_prepend(str(repo / "scripts"))
-    assert command_line_of(monkeypatch, repo / "scripts" / "verified_table.py") == 2
+    monkeypatch.syspath_prepend(str(repo / "tools"))
+    assert command_line_of(monkeypatch, repo / "tools" / "verified_table.py") == 2
     assert {name: (repo / name).read_bytes() for name in pages} == pages, "one page written, the other not"
     assert "No space left on device" in capsys.readouterr().err
 
@@ -284,7 +297,7 @@ def test_notebook_format_fix_line_runs_as_pasted_whatever_the_notebooks_name(tmp
     notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
     notebook["cells"][0]["metadata"] = {"collapsed": True}
     (edited := tmp_path / "my notes; touch pwned.ipynb").write_text(json.dumps(notebook))
-    check = [sys.executable, str(ROOT / "scripts/notebook_format.py"), "--check", str(edited)]
+    check = [sys.executable, str(ROOT / "tools/notebook_format.py"), "--check", str(edited)]
     advice = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path).stdout.strip().splitlines()[-1]
     pasted = advice.removeprefix("Fix with: ").replace("python ", f"{sys.executable} ", 1)
     done = subprocess.run(["bash", "-c", pasted], cwd=tmp_path, capture_output=True, text=True)

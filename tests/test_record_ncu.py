@@ -1,4 +1,4 @@
-"""scripts/record_ncu.py and ncu_inner.py on CPU: the plan, the clock policy, and the plan replayed with a fake ncu."""
+"""recording/record_ncu.py, ncu_inner.py on CPU: the plan, the clock policy, and the plan replayed with a fake ncu."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def test_ncu_inner_runs_its_call_with_nsights_own_session_and_exits_0_or_3_if_it
     served = next(c for c in recordings.load_recording(COMMITTED[0])["calls"] if c["section"] == 6)
     (work / "calls" / "6-0.pkl").write_bytes(pickle.dumps(("frame", recordings.decode(served["raw_frame"]))))
     command = ncu_launch.inner_program(work, call)
-    assert command[:2] == [sys.executable, str(ROOT / "scripts" / "ncu_inner.py")], command
+    assert command[:2] == [sys.executable, str(ROOT / "recording" / "ncu_inner.py")], command
     assert ncu_inner.main(command[2:]) == exit_status, "the inner exits 0 only after its own call, else 3"
     assert len(sessions) == ran, f"the inner ran {sessions}: exactly its own call"
 

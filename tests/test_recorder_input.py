@@ -42,7 +42,7 @@ def test_the_recorder_refuses_a_scratch_folder_it_did_not_make_or_a_machine_with
     clone, env = machine
     before = files_of(tmp_path)
     done = subprocess.run(
-        [sys.executable, "scripts/record_ncu.py", "--sections", "2", "--dest", str(tmp_path / "dest")],
+        [sys.executable, "recording/record_ncu.py", "--sections", "2", "--dest", str(tmp_path / "dest")],
         cwd=clone, env={**env, "NSPY_RECORD_WORK": REFUSED[kind]}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert files_of(tmp_path) == before, f"NSPY_RECORD_WORK={REFUSED[kind]}: files changed though it refused"
@@ -89,15 +89,15 @@ def test_a_huge_range_is_refused_at_once_not_built(tmp_path):
     def one_gib():
         resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
 
-    command = [sys.executable, "scripts/record_ncu.py", "--plan", "--sections", "2-999999999"]
+    command = [sys.executable, "recording/record_ncu.py", "--plan", "--sections", "2-999999999"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=one_gib)
     assert done.returncode == 2 and "MemoryError" not in done.stderr, done.stderr[-800:]
     assert "--sections '2-999999999': 2-999999999 is not a range of section numbers" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("module", ["recorder_input.py", "safe_io.py"])
+@pytest.mark.parametrize("module", ["recording/recorder_input.py", "tools/safe_io.py"])
 def test_a_module_run_as_a_command_says_which_command_to_run(module):
-    done = subprocess.run([sys.executable, f"scripts/{module}", "--help"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, module, "--help"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1 and "not a command" in done.stderr, f"{module} --help: say what to run instead"
 
 

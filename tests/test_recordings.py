@@ -1,4 +1,4 @@
-"""scripts/recordings.py: a cell run, values <-> JSON, merging a partial recording, a section's cost."""
+"""recording/recordings.py: a cell run, values <-> JSON, merging a partial recording, a section's cost."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_a_sections_cost_counts_the_ncu_processes_it_started_not_the_calls_serve
 
 def test_a_python_without_what_the_cells_import_is_named_before_anything_runs(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "scripts/record_ncu.py"),
+        [sys.executable, "-c", WITHOUT_MODULES.format(absent=("IPython",)), str(ROOT / "recording/record_ncu.py"),
          "--dest", str(tmp_path / "dest")],
         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NSPY_RECORD_WORK": str(tmp_path / "work")},
     )  # fmt: skip

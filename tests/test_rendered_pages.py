@@ -35,7 +35,12 @@ def test_every_plot_of_a_cupti_runs_page_has_alt_text_from_its_title(run, tmp_pa
     shutil.copy(run / copy.name, copy)
     render_recorded.cupti_page(copy)
     images = re.findall(r'<img([^>]*)src="data:image/png', copy.with_suffix(".html").read_text())
-    assert images, "the page has no plots"
+    pictures = sum(
+        "image/png" in output.get("data", {})
+        for cell in nbformat.read(copy, as_version=4).cells
+        for output in cell.get("outputs", [])
+    )
+    assert len(images) == pictures, f"the page shows {len(images)} of the run's {pictures} plots"
     alts = [html.unescape(found.group(1)) if (found := re.search(r'alt="([^"]*)"', a)) else "" for a in images]
     assert all(alt.startswith("Plot. title: ") for alt in alts), f"plots need alt text from their titles: {alts}"
 
@@ -66,7 +71,7 @@ def test_a_recorded_page_is_refused_for_a_section_not_run_failed_or_skipped():
 def test_the_recorded_pages_summary_json_says_what_the_gpu_run_said_section_by_section(folder):
     recording, text = recordings.load_recording(folder), (folder / "recorded_sections.html").read_text()
     facts = (recording["provenance"]["gpu"], recording["provenance"]["ncu_version"], "launch mode", "not attach")
-    assert all(fact in text for fact in facts), f"the page must say {facts}: python scripts/render_recorded.py"
+    assert all(fact in text for fact in facts), f"the page must say {facts}: python tools/render_recorded.py"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["created_utc"] == recording["created_utc"], "the page was rendered from another recording"
     assert summary["figures"] == recordings.decode(recording["figures"]), "figures differ from the GPU run's"
@@ -96,7 +101,7 @@ def test_readme_links_a_reading_page_of_each_run_that_shows_each_folded_cell_as_
     assert len(links) == len(list((ROOT / "docs/verified").glob("*/summary.json"))), f"one link per run: {links}"
     assert all(link.endswith(".ipynb") and (ROOT / link).is_file() for link in links), (
         f"README must link .ipynb pages that exist (GitHub renders them; .html shows as raw text): {links}; run "
-        "scripts/render_recorded.py, then scripts/verified_table.py"
+        "tools/render_recorded.py, then tools/verified_table.py"
     )
     for link in links:
         cells = nbformat.read(ROOT / link, as_version=4).cells
@@ -148,22 +153,21 @@ def test_a_recorded_reading_page_shows_the_lesson_code_the_recorded_cells_and_ev
     twice = sorted({source[:60] for source in kinds["lesson"] if kinds["lesson"].count(source) > 1})
     assert not twice, f"{folder.name}: lesson cells shown twice (a cell the page only runs was left on it): {twice}"
     homes = "\n".join(kinds["folded"])
-    assert "its code: plumbing/report_tools.py" in homes, "a folded cell must say which module it embeds"
-    assert "its code: scripts/recordings.py" in homes, "a cell the page adds must say which script made it"
+    assert "its code: recording/recordings.py" in homes, "a cell the page adds must say which script made it"
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
 def test_a_cupti_reading_page_names_the_modules_each_folded_cell_embeds(run):
     page = render_recorded.reading_page(nbformat.read(run / "nsight_python_t4_tutorial.ipynb", as_version=4))
     harness = next(cell for cell in page.cells if cell.get("id") == "harness")
-    assert harness.source.endswith("its code: plumbing/sections.py, plumbing/harness.py, plumbing/figures.py"), (
+    assert harness.source.endswith("its code: plumbing/sections.py, plumbing/harness.py"), (
         f"the harness cell must say where its code lives:\n{harness.source}"
     )
 
 
 # ---------------------------------------------------------------- inputs render_recorded.py refuses, writing nothing
 def render(*args) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(ROOT / "scripts/render_recorded.py"), *map(str, args)]
+    command = [sys.executable, str(ROOT / "tools/render_recorded.py"), *map(str, args)]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
 
 
@@ -193,14 +197,15 @@ def test_a_folder_name_holding_a_newline_is_refused_and_never_runs_as_code(tmp_p
 def test_a_recording_with_no_sections_is_refused_not_rendered_as_every_section_not_run(tmp_path):
     folder = a_recording(tmp_path, change=lambda recording: recording.update(sections={}))
     before = files_of(tmp_path)
-    refused(render(folder), "records no section", "scripts/record_ncu.py")
+    refused(render(folder), "records no section", "recording/record_ncu.py")
     assert files_of(tmp_path) == before, "nothing may be written for a recording without sections"
 
 
 @pytest.mark.parametrize("older", ["a setting changed since", "a setting added since"])
 def test_a_recording_older_than_the_notebooks_settings_is_refused_and_no_page_is_written(tmp_path, older):
     recording = json.loads((recordings.recording_folders()[0] / recordings.RECORDING_FILE).read_text())
-    name = next(name for name in ("SWEEP_SIZES", "N", "ROWS") if name in recording["define_values"])
+    today = recordings.benchmark_setting_names(recordings.load_cells())  # a setting of today's define cells
+    name = sorted(set(recording["define_values"]) & today)[0]
 
     def change(recording):
         if older == "a setting added since":

@@ -1,4 +1,4 @@
-"""scripts/safe_io.py: a failed or interrupted write leaves every target as it was, a set of files is written all or
+"""tools/safe_io.py: a failed or interrupted write leaves every target as it was, a set of files is written all or
 none, only regular files of a bounded size are read, text is UTF-8 whatever the locale, ~ needs a HOME."""
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def test_text_is_utf8_under_an_ascii_locale(tmp_path):
     target.write_text("ü ✓\n", encoding="utf-8")
     code = "import safe_io, sys; t = safe_io.read_text(sys.argv[1]); safe_io.write_text(sys.argv[1], t + '\\u00e9\\n')"
     ascii_locale = {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}  # no UTF-8 mode, no coercion
-    env = {**os.environ, **ascii_locale, "PYTHONPATH": str(ROOT / "scripts")}
+    env = {**os.environ, **ascii_locale, "PYTHONPATH": str(ROOT / "tools")}
     done = subprocess.run([sys.executable, "-c", code, str(target)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"under LC_ALL=C files must still be read and written as UTF-8: {done.stderr}"
     assert target.read_text(encoding="utf-8") == "ü ✓\né\n"

@@ -213,4 +213,4 @@ def expand_home(text: str, setting: str, environ=os.environ) -> Path:
 
 
 if __name__ == "__main__":
-    raise SystemExit("safe_io.py is a module the scripts import, not a command (python3 scripts/<script>.py --help)")
+    raise SystemExit("safe_io.py is a module the scripts import, not a command (python3 <folder>/<script>.py --help)")

@@ -1,4 +1,4 @@
-"""Nsight Compute launch mode for scripts/record_ncu.py (outer) and scripts/ncu_inner.py (inner): the nsight functions
+"""Nsight Compute launch mode for record_ncu.py (outer) and ncu_inner.py (inner), its neighbours: the nsight functions
 patched (ProfiledCalls), the ncu commands, the replay of the notebook's cells, and NcuGuard (`--clock-control none`)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in 
 # Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
 QUERY_OPTIONS = {"--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import"}
 LAUNCH_MODE = {"active_tool": "none (ncu launch mode: ncu runs the process, nothing attaches)",
-               "profiler": "ncu (launch mode, scripts/record_ncu.py)"}  # fmt: skip
+               "profiler": "ncu (launch mode, recording/record_ncu.py)"}  # fmt: skip
 
 
 def check_nsight_internals():

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The one page builder: a recording's page, or with --executed the page of a headless (CUPTI) run, on a CPU.
 
-python scripts/render_recorded.py [FOLDER ...]     # default: every docs/verified/*/recording.json
-python scripts/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
+python tools/render_recorded.py [FOLDER ...]     # default: every docs/verified/*/recording.json
+python tools/render_recorded.py --executed nspy_tutorial_out/nsight_python_t4_tutorial.ipynb
 
 Each writes a reading page (.ipynb, which GitHub renders: a folded cell shows its title and where its code lives, as
 in Colab), the same page as HTML (plots with alt text) and, for a recording, summary.json: all of them or none.
@@ -30,16 +30,19 @@ try:
     from traitlets.config import Config
 except ImportError as missing:
     raise SystemExit(f"this Python ({sys.executable}) lacks {missing.name}: run .ci/venv/bin/python "
-                     "scripts/render_recorded.py (scripts/run_tests makes .ci/venv)") from None  # fmt: skip
+                     "tools/render_recorded.py (scripts/run_tests makes .ci/venv)") from None  # fmt: skip
 
-import notebook_format
-import recordings
-import safe_io
-from embed_modules import EmbeddingError, embedded_modules
-from recordings import NOTEBOOK, ROOT
-from verified_table import READING_PAGES, numbers_text
+# Run as tools/render_recorded.py, only tools/ is on sys.path: a recorded page reads its recording through the
+# recording wing's recordings.py (which puts the clone, and so the plumbing package, on sys.path).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "recording"))
+import notebook_format  # noqa: E402
+import recordings  # noqa: E402
+import safe_io  # noqa: E402
+from embed_modules import EmbeddingError, embedded_modules  # noqa: E402
+from recordings import NOTEBOOK, ROOT  # noqa: E402
+from verified_table import READING_PAGES, numbers_text  # noqa: E402
 
-from plumbing.cells import HARNESS, SUMMARY, reads_report_folders
+from plumbing.cells import HARNESS, SUMMARY, reads_report_folders  # noqa: E402
 
 # The page is an executed copy of notebook cells (its lint is the notebook's); torch is never imported on a CPU.
 LINT_NOTE = "# ruff: noqa: F401, F811, F821\n"
@@ -99,7 +102,8 @@ def settings_check(cell_id: str, source: str) -> nbformat.NotebookNode | None:
     if not names or source.lstrip().startswith("# @title"):  # a folded define cell holds helpers, not settings
         return None
     check = f"_recording.require_recorded_settings(RECORDING, globals(), {names!r}, {cell_id!r})"
-    return folded(f"# @title The recording's settings are {cell_id}'s\n{check}", "scripts/recordings.py", "remove-cell")
+    title = f"# @title The recording's settings are {cell_id}'s"
+    return folded(f"{title}\n{check}", "recording/recordings.py", "remove-cell")
 
 
 def label(recording: dict) -> str:
@@ -107,7 +111,7 @@ def label(recording: dict) -> str:
     return f"""# Sections {numbers_text(recordings.recorded_sections(recording))}, from a recording
 
 The outputs and plots below are made by the tutorial notebook's own cells, executed on a CPU by
-`scripts/render_recorded.py` over Nsight Compute data recorded on a GPU machine: nothing here is typed by hand. Cells
+`tools/render_recorded.py` over Nsight Compute data recorded on a GPU machine: nothing here is typed by hand. Cells
 marked *recorded* called the profiler there: they are shown with the source that ran and the output it printed.
 
 | | |
@@ -117,7 +121,7 @@ marked *recorded* called the profiler there: they are shown with the source that
 | nsight-python | {provenance["nsight_python"]}, ncu-report {provenance["ncu_report"]} |
 | torch | {provenance["torch"]} (CUDA {provenance["torch_cuda"]}), Python {provenance["python"]} |
 | notebook | commit `{provenance["notebook_commit"]}`, sha256 `{provenance["notebook_sha256"][:16]}...` |
-| recorded | {recording["created_utc"]} by `scripts/record_ncu.py` (its cost: docs/maintainers.md) |
+| recorded | {recording["created_utc"]} by `recording/record_ncu.py` (its cost: docs/maintainers.md) |
 
 **Why launch mode.** nsight-python 1.1.0 attaches only to ncu 2026.2.1 or newer; this machine has ncu
 {provenance["ncu_version"]}. So each profiled call ran nsight's own profiling session in a fresh Python process under
@@ -158,8 +162,8 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
     harness = recordings.cell_source(cells, HARNESS)
     notebook.cells.append(folded(harness, notebook_home(HARNESS, harness), "remove-cell"))  # prints only OUT_DIR
     here = Path(os.path.relpath(folder.resolve(), ROOT)).as_posix()  # the kernel runs in the repository
-    one = recordings.cpu_section_one_source(here, "scripts") + LINT_NOTE
-    notebook.cells.append(folded(one, "scripts/recordings.py (cpu_section_one_source)"))
+    one = recordings.cpu_section_one_source(here, "recording") + LINT_NOTE
+    notebook.cells.append(folded(one, "recording/recordings.py (cpu_section_one_source)"))
     for cell_id in recordings.prelude_cell_ids(cells)[1:]:  # other sections' definitions: run, not shown
         source = recordings.cell_source(cells, cell_id)
         notebook.cells.append(folded(source, notebook_home(cell_id, source), "remove-cell"))
@@ -167,7 +171,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
         if reads_report_folders(number):
             restore = f"_restored = _recording.restore_report_folders(STARTED_IN / {json.dumps(here)}, OUT_DIR)"
             title = "# @title The reports this section reads, from the recording"
-            notebook.cells.append(folded(f"{title}\n{restore}", "scripts/recordings.py (restore_report_folders)"))
+            notebook.cells.append(folded(f"{title}\n{restore}", "recording/recordings.py (restore_report_folders)"))
         steps = {cell_id: (role, source) for cell_id, role, source in recordings.cpu_section_sources(cells, number)}
         clocks = clocks_note(recording, number)
         for cell in recordings.section_cells(cells, number):
@@ -179,7 +183,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
                 if role == "run":
                     notebook.cells.append(nbformat.v4.new_markdown_cell(ran + clocks))
                     clocks = ""  # once, at the section's first run cell
-                stand_in = folded(source, "scripts/recordings.py (inject_source)")
+                stand_in = folded(source, "recording/recordings.py (inject_source)")
                 notebook.cells += [recorded_cell(cell["id"], entry)] * bool(entry) + [stand_in]
             elif notebook_format.is_folded({"cell_type": "code", **cell}):
                 notebook.cells.append(folded(source, notebook_home(cell["id"], source)))
@@ -188,7 +192,7 @@ def build(folder: Path) -> tuple[nbformat.NotebookNode, dict]:
             if role == "define" and (check := settings_check(cell["id"], source)):
                 notebook.cells.append(check)
     summary = next(index for index, cell in enumerate(cells) if cell["id"] == SUMMARY)
-    notebook.cells.append(folded(GPU_TIMES, "scripts/render_recorded.py (GPU_TIMES)", "remove-cell"))
+    notebook.cells.append(folded(GPU_TIMES, "tools/render_recorded.py (GPU_TIMES)", "remove-cell"))
     notebook.cells.append(nbformat.v4.new_markdown_cell(cells[summary - 1]["source"]))
     summary_source = cells[summary]["source"]  # the notebook's own: writes OUT_DIR/summary.json
     notebook.cells.append(folded(summary_source, notebook_home(SUMMARY, summary_source)))
@@ -317,7 +321,7 @@ def executed_page(notebook: nbformat.NotebookNode, folder: Path) -> dict:
             NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
                            resources={"metadata": {"path": str(ROOT)}}, config=kernel).execute()  # fmt: skip
         except CellExecutionError as error:  # its last line: "ename: evalue", the cause a reader acts on
-            cause = str(error).strip().splitlines()[-1]
+            cause = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()[-1]  # IPython colours ename
             raise SystemExit(f"{folder.name}: no page was written: a cell of the page raised {cause}") from None
         written = Path(scratch) / "out" / "summary.json"
         if not written.exists():
@@ -350,11 +354,11 @@ def render(folder: Path) -> tuple[Path, bool]:
 
 def recording_problem(folder: Path) -> str | None:
     """Why a folder cannot be read as a recording, and how to make it again; None if it can."""
-    path, again = folder / recordings.RECORDING_FILE, "record it again on the GPU machine (scripts/record_ncu.py)"
+    path, again = folder / recordings.RECORDING_FILE, "record it again on the GPU machine (recording/record_ncu.py)"
     if not str(folder).isprintable():  # its name goes into the page's code and titles: a newline would start code
         return f"{folder!r}: a folder name with a control character (a newline?): rename the folder"
     if not folder.is_dir():
-        return f"{folder} is not a folder: give one that scripts/record_ncu.py wrote (docs/verified/<gpu>-ncu-<v>/)"
+        return f"{folder} is not a folder: give one that recording/record_ncu.py wrote (docs/verified/<gpu>-ncu-<v>/)"
     try:
         recording = json.loads(safe_io.read_text(path, "the recording"))
         found = recording.get("format")
@@ -374,7 +378,7 @@ def recording_problem(folder: Path) -> str | None:
 def render_recordings(given: list[Path]) -> int:
     folders = [folder.resolve() for folder in given] or recordings.recording_folders()
     if not folders:
-        raise SystemExit("no docs/verified/*/recording.json: run scripts/record_ncu.py on a GPU machine first")
+        raise SystemExit("no docs/verified/*/recording.json: run recording/record_ncu.py on a GPU machine first")
     unreadable = [problem for problem in map(recording_problem, folders) if problem]
     if unreadable:  # before any page is rendered or written
         print("\n".join(f"render_recorded.py: {problem}" for problem in unreadable), file=sys.stderr)

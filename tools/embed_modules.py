@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Embed the plumbing modules into the notebook's folded cells that name them (edit the module, not the cell).
 
-    python scripts/embed_modules.py --check|--fix [NOTEBOOK ...]   # exit 1 naming stale cells | rewrite them
+    python tools/embed_modules.py --check|--fix [NOTEBOOK ...]   # exit 1 naming stale cells | rewrite them
 
-A cell's second line `# Source: plumbing/a.py, requirements.txt as B (embedded by scripts/embed_modules.py)` names
+A cell's second line `# Source: plumbing/a.py, requirements.txt as B (embedded by tools/embed_modules.py)` names
 its modules: their text less docstrings and `__future__`/`plumbing` imports; `as B`: the file as the string B, and
 the modules' own assignment to B left out. The modules are read from the clone that holds the notebook. No other
 cell is touched.
@@ -17,7 +17,10 @@ from pathlib import Path
 import safe_io
 from notebook_format import REPO, TITLE, NotANotebook, each_notebook, parse_args, write_notebook
 
-SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by scripts/embed_modules\.py\)(?:  # noqa: E501)?$")
+# scripts/: the tools' folder before tools/, as notebooks executed then (committed evidence) still name it.
+SOURCE_LINE = re.compile(
+    r"^# Source: (?P<spec>.+?) \(embedded by (?:tools|scripts)/embed_modules\.py\)(?:  # noqa: E501)?$"
+)
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
 
 

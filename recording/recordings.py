@@ -21,7 +21,8 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+WING = Path(__file__).resolve().parent  # recording/: this module and the recorder
+ROOT = WING.parent
 if str(ROOT) not in sys.path:  # run as a script: the plumbing package, the same modules the notebook embeds
     sys.path.insert(0, str(ROOT))
 from plumbing.cells import (  # noqa: E402
@@ -358,14 +359,16 @@ def recorded_sections(recording: dict) -> list[int]:
     return sorted(int(number) for number in recording["sections"])
 
 
+def comparable(value) -> str:
+    """A setting's value as text to compare across processes: a function's repr names its address, which differs
+    in every process, and a program's text (section 9's child) may come back from inspect with other blank lines."""
+    text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
+    return re.sub(r"(\\n)+", r"\\n", text)
+
+
 def settings_older_than(recording: dict, namespace: dict, names) -> list[str]:
     """Of `names`, the settings (plain values, what record_ncu.py records) whose value in namespace is not the
     recording's `define_values` one, or that the recording lacks (a setting added since)."""
-
-    def comparable(value) -> str:  # a function's repr names its address, which differs in every process; a
-        # program's text (section 9's child) may come back from inspect with other blank lines in another process
-        text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
-        return re.sub(r"(\\n)+", r"\\n", text)
 
     recorded = recording.get("define_values", {})
     plain = [name for name in names if isinstance(namespace.get(name), (int, float, str, list, tuple))]
@@ -378,12 +381,12 @@ def require_recorded_settings(recording: dict, namespace: dict, names, cell_id: 
     if stale := settings_older_than(recording, namespace, names):
         raise RecorderError(
             f"the recording ({recording['created_utc']}) is older than the notebook: cell {cell_id} sets {stale} "
-            "otherwise; re-record its section on the GPU machine (scripts/record_ncu.py --sections N), then run "
-            "scripts/render_recorded.py"
+            "otherwise; re-record its section on the GPU machine (recording/record_ncu.py --sections N), then run "
+            "tools/render_recorded.py"
         )
 
 
-def cpu_section_one_source(folder: Path | str, scripts: Path | str = ROOT / "scripts") -> str:
+def cpu_section_one_source(folder: Path | str, wing: Path | str = WING) -> str:
     """A folded cell for a kernel that ran the harness: section 1's names from a recording, without GPU or torch."""
     name = json.dumps(Path(folder).name)  # quoted: whatever the folder's name holds, it stays in the title's comment
     return f"""# @title Section 1's names, from the recording in {name} (no GPU in this process)
@@ -391,7 +394,7 @@ import os
 import sys
 
 os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # nothing to load: the values were recorded on the GPU machine
-sys.path.insert(0, str(STARTED_IN / {json.dumps(str(scripts))}))  # the harness cell moved into the output folder
+sys.path.insert(0, str(STARTED_IN / {json.dumps(str(wing))}))  # recordings.py; the harness moved to the output folder
 import nsight
 import numpy as np
 import recordings as _recording
@@ -413,7 +416,7 @@ def inject_source(cell_id: str) -> str:
         f'if "{cell_id}" not in RECORDING["cells"]:\n'
         "    raise RuntimeError(\n"
         f'        "the recording has no cell {cell_id}: re-record its section on the GPU machine "\n'
-        '        "(record_ncu.py --sections N), then run scripts/render_recorded.py"\n'
+        '        "(record_ncu.py --sections N), then run tools/render_recorded.py"\n'
         "    )\n"
         f'globals().update(RECORDING["cells"]["{cell_id}"]["variables"])\n'
     )

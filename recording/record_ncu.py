@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Record the notebook's sections 2 to 10 under Nsight Compute on a GPU machine, in launch mode.
 
-    python3 scripts/record_ncu.py [--sections 2,3,5] [--plan]
+    python3 recording/record_ncu.py [--sections 2,3,5] [--plan]
 
 Launch mode because nsight-python 1.1.0 attaches only to ncu 2026.2.1+ and the runner has 2025.3.1: each profiled
-call runs `ncu <nsight's flags, --clock-control none> python3 scripts/ncu_inner.py --work W --call N-k` (ncu_launch.py).
+call runs `ncu <nsight's flags, --clock-control none> python3 recording/ncu_inner.py --work W --call N-k`
+(ncu_launch.py).
 Writes docs/verified/<gpu>-ncu-<version>/; exit 2 unless every recorded section is ok.
 """
 
@@ -106,7 +107,7 @@ def section_cost(number: int, calls: list[dict], guard_runs: int, wall_s: float)
             "ncu_wall_s": round(sum(call.get("ncu_wall_s") or 0 for call in run_here), 2)}  # fmt: skip
 
 
-WHAT = ("Nsight Compute frames of the notebook's sections, recorded in ncu launch mode by scripts/record_ncu.py: "
+WHAT = ("Nsight Compute frames of the notebook's sections, recorded in ncu launch mode by recording/record_ncu.py: "
         "nsight-python's own profiling session ran under the ncu command line with the flags nsight's attach command "
         "passes; nsight's own extraction and aggregation built the frames.")  # fmt: skip
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What ncu launches for one profiled call N-k of scripts/record_ncu.py (never run by hand): replays section N up to
+"""What ncu launches for one profiled call N-k of recording/record_ncu.py (never run by hand): replays section N up to
 call k (ncu_launch.inner_plan), runs call k with nsight's own session, exits 0; 3 when the cells ended before it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What scripts/record_ncu.py checks before anything runs: --sections, and its scratch folder (NSPY_RECORD_WORK),
+"""What recording/record_ncu.py checks before anything runs: --sections, and its scratch folder (NSPY_RECORD_WORK),
 which it empties only if it holds MARKER or nothing: never the clone, a folder above it, HOME or /."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import shutil
 import sys
 from pathlib import Path
 
-import safe_io
-from recordings import ROOT, RecorderError
+# Run as recording/record_ncu.py, only recording/ is on sys.path: safe_io is one of the tools, in tools/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import safe_io  # noqa: E402
+from recordings import ROOT, RecorderError  # noqa: E402
 
 SETTING = "NSPY_RECORD_WORK"
 MARKER = ".nspy-recorder-scratch"  # written by emptied(): this folder is a recorder's, its files may go
@@ -48,7 +50,7 @@ def emptied_scratch_folder(default_name: str, environ=os.environ) -> Path:
         for path in [p for p in work.iterdir() if p.name != MARKER] if work.is_dir() else []:
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         work.mkdir(parents=True, exist_ok=True)
-        (work / MARKER).write_text("made by scripts/record_ncu.py; the next run empties it\n")
+        (work / MARKER).write_text("made by recording/record_ncu.py; the next run empties it\n")
     except OSError as error:
         raise RecorderError(f"{SETTING}: cannot make or empty the scratch folder {work} ({error}); set {SETTING} "
                             "to a folder you can write") from None  # fmt: skip
@@ -91,6 +93,6 @@ def require_cell_modules(modules=("IPython", "matplotlib", "numpy", "pandas")) -
 
 if __name__ == "__main__":
     sys.exit(
-        "recorder_input.py is a module of scripts/record_ncu.py, not a command: run python3 scripts/record_ncu.py "
+        "recorder_input.py is a module of recording/record_ncu.py, not a command: run python3 recording/record_ncu.py "
         "--help"
     )

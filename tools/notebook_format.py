@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Keep the tutorial notebook canonical: nbformat 4.5 with cell ids, Colab GPU metadata, no outputs.
 
-    python scripts/notebook_format.py --check|--fix [NOTEBOOK ...]   # exit 1 and list what is off | rewrite it
+    python tools/notebook_format.py --check|--fix [NOTEBOOK ...]   # exit 1 and list what is off | rewrite it
 
 Folded cells (first line `# @title`, or Colab's older `#@title`) carry FOLDED_CELL_METADATA, other cells not. What a
 run or a view left (outputs, RUN_STATE metadata) is dropped; everything else a user made (attachments, tags, other
-metadata) is kept. No source is ever changed. The file is replaced whole or not at all (scripts/safe_io.py).
+metadata) is kept. No source is ever changed. The file is replaced whole or not at all (tools/safe_io.py).
 """
 
 import argparse
