@@ -101,8 +101,10 @@ def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int
 ALTERED = """import copy as _copy
 _saved, _scratch = (_copy.deepcopy(SECTIONS), _copy.deepcopy(FIGURES)), dict(globals())
 try:
-    for _source in {defines!r}:  # the section's own settings again: a later section may reuse a name (METRICS)
-        exec(_source, _scratch)
+    for _i, _source in enumerate({defines!r}):  # the section's own settings again: a later one may reuse a name
+        _file = f"<define cell {{_i}} of section {number}>"  # in linecache, so inspect.getsource finds its functions
+        __import__("linecache").cache[_file] = (len(_source), None, _source.splitlines(True), _file)
+        exec(compile(_source, _file, "exec"), _scratch)
     exec({change!r}, _scratch)
     SECTIONS.pop({number}, None)
     for _source in {sources!r}:
