@@ -99,3 +99,12 @@ def test_no_visible_cell_branches_on_the_backend(notebook):
         f"visible cells under `if USE_NCU`: {guarded}; start a cell that needs Nsight Compute with the line "
         "%%needs_ncu instead (it says why it skipped under CUPTI)"
     )
+
+
+def test_the_verdict_cells_together_stay_within_forty_visible_lines(notebook):
+    lines = {
+        cell.get("id"): sum(1 for line in cell.source.splitlines() if line.strip())
+        for cell in notebook.cells
+        if cell.cell_type == "code" and not notebook_format.is_folded(cell) and "verdict(" in cell.source
+    }
+    assert sum(lines.values()) <= 40, f"the verdict cells hold {sum(lines.values())} lines, at most 40: {lines}"
