@@ -198,6 +198,9 @@ class CellFailed(Exception):
         return [str(self)]
 
 
+SKIPS = []  # the reasons %%needs_ncu skipped cells for, one a cell
+
+
 def needs_ncu(line, cell):
     """The cell magic %%needs_ncu: run the cell as typed when Nsight Compute measures; under CUPTI print that it
     was skipped, and why. A learner copying the cell deletes the magic's line."""
@@ -205,8 +208,9 @@ def needs_ncu(line, cell):
 
     shell = get_ipython()
     if not shell.user_ns.get("USE_NCU"):
-        why = shell.user_ns.get("CUPTI_REASON") or "section 1 chose CUPTI"
-        print(f"SKIPPED: this cell needs Nsight Compute, and the notebook measures with CUPTI ({why}).")
+        why = shell.user_ns.get("CUPTI_REASON") or "section 1 chose CUPTI"  # said in full once, then referred to
+        print(f"SKIPPED: needs Nsight Compute ({'CUPTI mode; why: above' if SKIPS else why}).")
+        SKIPS.append(why)
         return None
     # In its own history entry, as if typed alone: IPython reads a trailing ";" and sets _ from that entry.
     if not shell.run_cell(cell, store_history=True).success:

@@ -46,7 +46,7 @@ def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cell
     learner.execute("USE_NCU, ENVIRONMENT['profiler'] = False, 'cupti'")  # as section 1 ends without Nsight Compute
     for cell_id in (SECTION_PLAN[4]["run"][0], recordings.section_steps(CELLS, 4)[-1][0]):  # the verdict
         reply = learner.execute(recordings.cell_source(CELLS, cell_id))
-        said = reply.stdout.startswith("SKIPPED: this cell needs Nsight Compute") and reply.stdout.count("\n") == 1
+        said = reply.stdout.startswith("SKIPPED: needs Nsight Compute") and reply.stdout.count("\n") == 1
         assert reply.status == "ok" and said, f"under CUPTI {cell_id} must only say it skipped: {reply.stdout}"
     assert learner.value("'condition_frames' in globals()") is False
     assert learner.value("section_entry(4)['status']") == "SKIPPED", "under CUPTI no verdict means SKIPPED here"
@@ -63,8 +63,10 @@ def test_a_needs_ncu_cell_runs_as_typed_under_nsight_compute_and_says_why_it_is_
     traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in failed.errors for line in error["traceback"]))
     assert re.search(r"----> 2 raise ValueError", traceback), f"point at the learner's line 2:\n{traceback}"
     assert traceback.count("Traceback") <= 1 and traceback.count("ValueError") <= 3, f"one traceback:\n{traceback}"
-    learner.execute("USE_NCU, CUPTI_REASON = False, 'ncu 2025.3.1 is older than 2026.2.1'")
+    learner.execute("USE_NCU, CUPTI_REASON = False, 'ncu 2025.3.1 is older than 2026.2.1'\nSKIPS.clear()")
     skipped = learner.execute("%%needs_ncu\nskipped_name = 1\nprint('ran')")
     assert skipped.status == "ok" and "ran" not in skipped.stdout, "under CUPTI the cell must not run"
     assert "SKIPPED" in skipped.stdout and "ncu 2025.3.1 is older than 2026.2.1" in skipped.stdout, skipped.stdout
+    again = learner.execute("%%needs_ncu\nprint('ran')").stdout
+    assert again == "SKIPPED: needs Nsight Compute (CUPTI mode; why: above).\n", f"the reason is said once: {again}"
     assert learner.value("'skipped_name' in globals()") is False
