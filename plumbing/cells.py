@@ -10,7 +10,7 @@ SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENV
                      "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
 
 # The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
-GPU_CHECK = "gpu-check"  # section 1's first code cell: stops Run all without a usable NVIDIA GPU
+GPU_CHECK = "gpu-check"  # section 1's first code cell: shows the GPU (s1-prepare stops without a usable one)
 HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py); the recorders run it first
 SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json

@@ -80,13 +80,8 @@ CLOCK = {"section": None, "at": time.perf_counter()}  # the last verdict: a sect
 def verdict(number, finding):
     """Print "On this <GPU>: finding", mark the section ok; verdicts in a row join its headline, a return restarts."""
     if CLOCK["section"] != number or number not in SECTIONS:
-        SECTIONS[number] = {
-            "status": "ok",
-            "reason": "",
-            "environment_limit": False,
-            "findings": [],
-            "started": CLOCK["at"],
-        }
+        SECTIONS[number] = {"status": "ok", "reason": "", "environment_limit": False, "findings": [],
+                            "started": CLOCK["at"]}  # fmt: skip
     info = SECTIONS[number]
     info["findings"] = [*(f for f in info["findings"] if f != finding), finding]
     CLOCK.update(section=number, at=time.perf_counter())
@@ -119,17 +114,9 @@ def record_figure(number, name, value, unit, peak_key):
     pct = 100.0 * value / peak if peak else None
     plausible = pct is not None and math.isfinite(pct) and SUSPECT_FLOOR_PCT <= pct <= 100.0
     check = "unchecked" if pct is None else "ok" if plausible else "SUSPECT"
-    figure = {
-        "section": number,
-        "name": name,
-        "value": round(float(value), 3),
-        "unit": unit,
-        "peak": peak,
-        "peak_kind": peak_key,
-        "peak_gpu": label,
-        "pct_of_peak": None if pct is None else round(pct, 1),
-        "check": check,
-    }
+    figure = {"section": number, "name": name, "value": round(float(value), 3), "unit": unit, "peak": peak,
+              "peak_kind": peak_key, "peak_gpu": label, "pct_of_peak": None if pct is None else round(pct, 1),
+              "check": check}  # fmt: skip
     FIGURES[:] = [f for f in FIGURES if (f["section"], f["name"]) != (number, name)] + [figure]
     return figure
 
@@ -171,10 +158,8 @@ def summary_table(summary):
     figures = {}
     for figure in summary["figures"]:
         figures.setdefault(figure["section"], []).append(f"{figure['name']}: {describe_figure(figure)}")
-    rows = [
-        (s["status"], s["seconds"], "; ".join(figures.get(s["number"], [])), "" if s["status"] == "ok" else s["reason"])
-        for s in summary["sections"]
-    ]
+    rows = [(s["status"], s["seconds"], "; ".join(figures.get(s["number"], [])),
+             "" if s["status"] == "ok" else s["reason"]) for s in summary["sections"]]  # fmt: skip
     columns = ["status", "seconds", "figures", "why not ok"]
     return pd.DataFrame(rows, columns=columns, index=[s["number"] for s in summary["sections"]]).rename_axis("section")
 

@@ -111,8 +111,7 @@ def read_cupti_dir(environ=os.environ):
     return path
 
 
-# requirements.txt's text: the pins (the setup-helpers cell embeds the file).
-REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()
+REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()  # the cell embeds it
 CUPTI_MARKER = "# [cupti]"  # the line of requirements.txt after which the CUPTI backend's set is listed
 
 
@@ -197,10 +196,23 @@ def cuda_started(modules=sys.modules, maps=Path("/proc/self/maps")):
     return signs + (["the CUDA driver (libcuda) is loaded"] if "libcuda.so" in mapped else [])
 
 
+def require_gpu():
+    """Stop unless nvidia-smi (which starts no CUDA here) names a GPU of compute capability 7.5+, as nsight asks."""
+    query = ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"]
+    try:
+        gpu_name, capability = command_output(query).splitlines()[0].split(", ")
+    except (IndexError, ValueError):
+        fix = "On Colab choose Runtime > Change runtime type > T4 GPU, then Runtime > Run all."
+        raise RuntimeError(f"No NVIDIA GPU is visible. {fix} Nothing has been installed.") from None
+    if tuple(map(int, capability.split("."))) < (7, 5):
+        raise RuntimeError(f"{gpu_name}: compute capability {capability}; nsight-python supports 7.5+")
+
+
 def prepare_installs(environ=os.environ):
-    """Before anything is installed: stop if CUDA already started; read the settings (a bad one stops here); give
-    pip its own settings: the pins as constraints (PIP_CONSTRAINT) and, offline, the wheelhouse (PIP_NO_INDEX,
+    """Before anything is installed: stop without a usable GPU or if CUDA already started; read the settings (a bad
+    one stops here); give pip the pins as constraints (PIP_CONSTRAINT) and, offline, the wheelhouse (PIP_NO_INDEX,
     PIP_FIND_LINKS); apt-get never asks a question (DEBIAN_FRONTEND)."""
+    require_gpu()
     if signs := ", ".join(cuda_started()):
         why = f"CUDA already started in this Python process ({signs}), so Nsight Compute cannot attach to it"
         raise RuntimeError(f"{why}; section 1 changed nothing. Runtime > Restart session, then Run all.")
@@ -379,10 +391,9 @@ def check_pip_installed(environ=os.environ):
 
 
 def nsight_compute_packages(environ=os.environ):
-    """The Nsight Compute packages for section 1's loop to install, newest accepted first; the loop puts each one's
-    ncu first on PATH, and then the probe says whether it profiles: the loop ends once one does, or once another
-    version would not help. An ncu already there (NCU_PATH, a re-run) is tried first, without apt; offline, or with
-    NSPY_TUTORIAL_PROFILER=cupti, nothing is installed. The answer goes to NCU_DECISION, the attempts to ENVIRONMENT."""
+    """Section 1's loop's packages, newest accepted first, until the probe profiles with one's ncu (first on PATH)
+    or another would not help. An ncu already there (NCU_PATH, a re-run) goes first, without apt; offline or with
+    NSPY_TUTORIAL_PROFILER=cupti nothing is installed. Answer: NCU_DECISION; attempts: ENVIRONMENT."""
     NCU_DECISION.clear()
     NCU_DECISION.update(use_ncu=False, reason="", done=False)
     check_pip_installed(environ)
@@ -579,3 +590,10 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
 
 
 CUPTI_PACKAGES_DIR = read_cupti_dir()
+# A CUPTI child's first lines (section 9): the CUPTI set importable, its libcupti loaded before torch's older one
+CUPTI_PRELOAD = f"""import ctypes, glob, os, sys
+sys.path.insert(0, {str(CUPTI_PACKAGES_DIR)!r})
+libcupti = glob.glob({str(CUPTI_PACKAGES_DIR)!r} + "/nvidia/*/lib/libcupti.so.13*")
+assert libcupti, "no libcupti.so.13 in section 1's CUPTI folder: run section 1 again"
+ctypes.CDLL(libcupti[0], mode=os.RTLD_GLOBAL)
+"""

@@ -86,9 +86,9 @@ def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monk
 
 
 def test_the_staleness_check_sees_the_settings_each_define_cell_binds_if_use_ncu_blocks_included():
-    assert {"METRICS", "TRAFFIC", "summed", "COLLECTORS", "heated", "on_disk"} <= (
+    assert {"rates", "METRICS", "TRAFFIC", "summed", "COLLECTORS", "heated"} <= (
         recordings.benchmark_setting_names(recordings.load_cells())
-    ), "the settings of sections 6 to 8 (their define cells bind them) must be compared"
+    ), "the settings of sections 5 to 8 (their define cells bind them) must be compared"
     assert {"EVERY_CALL", "METRICS", "SIZES"} <= recordings.benchmark_setting_names(recordings.load_cells()), (
         "the settings of sections 2 and 4 (a gpu_define cell's too) must be compared"
     )

@@ -26,14 +26,17 @@ def raw_rates(recorded) -> dict:
     return rates
 
 
-def test_section_5s_table_is_each_precisions_mean_rate_and_their_ratio(recorded):
+def test_section_5s_table_is_float16s_normalized_row_a_ratio_beside_raw_tflops_spread_and_unit(recorded):
     rates = raw_rates(recorded)
     recorded.section(5)
-    table = recorded.value("tflops_table.reset_index().to_dict('records')")
+    table = recorded.value("float16.reset_index().to_dict('records')")
+    assert [row["n"] for row in table] == [512, 2048, 8192], "one row a size"
     for row in table:
         fp32, fp16 = mean(rates["float32", row["n"]]), mean(rates["float16", row["n"]])
-        shown = [row["float32 (TFLOP/s)"], row["float16 (TFLOP/s)"], row["float16 / float32"]]
-        assert shown == approx([fp32, fp16, fp16 / fp32], rel=1e-6), f"n={row['n']}: means of each run's rate"
+        shown = [row["AvgValue"], row["NormalizationValue"], row["StdDev"]]
+        expected = [fp16 / fp32, fp32, stdev(rates["float16", row["n"]])]
+        assert shown == approx(expected, rel=1e-6), f"n={row['n']}: ratio of mean rates, float32's rate, raw spread"
+        assert row["Unit"] == "TFLOP/s" and row["Annotation"] == "float16", "the row keeps its raw unit"
 
 
 def test_section_5s_verdict_gives_float16s_speed_up_at_every_size_and_whether_it_grew(recorded):

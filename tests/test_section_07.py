@@ -10,14 +10,14 @@ TENSOR = 4 * 2**25  # bytes: 2^25 float32 values
 # reads a, b and c and writes one.
 MUST = {PAIR: (4, 2), FUSED: (3, 1)}
 VERDICT = "fusing {} traffic {}x, time {}x"  # DRAM bytes, then time: the pair over addcmul
-FIX = "check section 7's table cell (time, read, written, moved, must move) against the frame's rows and units"
+FIX = "check section 7's table cell (time, read, written, moved) against the frame's rows and units"
 
 
 def rows(recorded) -> dict:
     return frame_rows(recorded.bound(7)["fusion_frame"], 2, 3)  # seconds and bytes
 
 
-def test_section_7s_traffic_table_is_each_regions_recorded_time_and_bytes_and_what_it_must_move(recorded):
+def test_section_7s_traffic_table_is_each_regions_recorded_time_and_bytes_within_what_it_must_move(recorded):
     measured = rows(recorded)
     recorded.section(7)
     table = recorded.value("traffic.to_dict(orient='index')")
@@ -27,7 +27,6 @@ def test_section_7s_traffic_table_is_each_regions_recorded_time_and_bytes_and_wh
             "read (MB)": measured[region, READ] / 1e6,
             "written (MB)": measured[region, WRITTEN] / 1e6,
             "moved (MB)": (measured[region, READ] + measured[region, WRITTEN]) / 1e6,
-            "must move (MB)": (reads + writes) * TENSOR / 1e6,
         }
         assert table[region] == approx(expected, rel=1e-6), f"{region}: {FIX}"
         assert reads * 0.97 <= measured[region, READ] / TENSOR <= reads * 1.1, f"{region} read what it must not"

@@ -88,7 +88,7 @@ def colab(start):
 
 def test_of_several_listed_versions_the_newest_accepted_is_installed_first_on_path_and_nsight_loads_it(colab):
     run, root = colab, colab.machine.root
-    assert "Tesla T4, compute capability 7.5, driver 580.82.07" in run.outputs[GPU_CHECK], run.outputs
+    assert "Tesla T4, 7.5, 580.82.07" in run.outputs[GPU_CHECK], f"the GPU, as nvidia-smi names it: {run.outputs}"
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "the newest that ncu-report reads, once"
     assert run.first_ncu() == str(root / apt_ncu("2026.3.1")), "apt's ncu must come first on PATH"
     assert {call["DEBIAN_FRONTEND"] for call in run.machine.calls("apt-get")} == {"noninteractive"}
@@ -207,14 +207,14 @@ def test_profiler_cupti_installs_no_nsight_compute_and_activates_cupti_with_nsig
 def no_gpu(start):
     run = start("no_gpu", gpu=None)
     run.cells(run.all)
-    assert run.stopped_at == run.all[0] == GPU_CHECK, f"stopped at {run.stopped_at}, not the first cell"
+    assert run.stopped_at == ROLE["prepare"], f"stopped at {run.stopped_at}, not at the first cell that installs"
     assert "Runtime > Change runtime type > T4 GPU" in run.error.evalue, "say what a Colab user must do"
     tools = {call["tool"] for call in run.machine.calls()}
-    assert tools == {"nvidia-smi"} and not (run.machine.root / "out").exists(), f"ran {tools} or made out/"
+    assert tools == {"nvidia-smi"} and not (run.machine.root / "out/pip-constraints.txt").exists(), f"ran {tools}"
     run.machine.gpu = "Tesla K80, 3.7"
     run.machine.save()
     with pytest.raises(CellError, match="compute capability 3.7; nsight-python supports 7.5"):
-        run.kernel.run(recordings.cell_source(run.notebook, GPU_CHECK))
+        run.kernel.run(recordings.cell_source(run.notebook, ROLE["prepare"]))
     run.machine.gpu, run.machine.apt = "Tesla T4, 7.5", "unreachable"
     run.machine.save()
     return run
