@@ -6,17 +6,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import fakes
 import pytest
-from fakes import (
-    call_logger,
-    executable,
-    files_of,
-    fresh_clone,
-    pip_installs,
-    real_python,
-    requirement_pins,
-    run_script,
-)
+from fakes import executable, files_of, fresh_clone, pip_installs, requirement_pins, run_script
 from support import ROOT
 
 RUN_TESTS = "scripts/run_tests"
@@ -90,7 +82,7 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     shutil.copy2(ROOT / ".ci/run", ci / "run")
     stubs = [ci.parent / "scripts" / "run_tests", *(tmp_path / "bin" / name for name in ("npm", "python3"))]
     for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
-        call_logger(stub)
+        fakes.call_logger(stub)
     calls = tmp_path / "calls.log"
     env = {key: value for key, value in os.environ.items() if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON")}
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
@@ -148,7 +140,7 @@ def test_a_first_run_stopped_at_any_moment_is_finished_by_the_next_run_without_c
     else:
         (venv / ".nspy_tutorial_test_venv").write_text(mark)
     if left == "a venv without pip":  # a python that lacks pip: `python -m pip` fails
-        real_python(venv / "bin" / "python", without_pip=True)
+        fakes.real_python(venv / "bin" / "python", without_pip=True)
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
     assert status == 0, f"the next run must finish what was cut short ({left}), not refuse:\n{output}"
     assert any(line.startswith("-m venv") for line in asked), "the venv must be made (again) there"
