@@ -33,7 +33,7 @@ from plumbing.cells import NOT_UNDER_NCU, REPORT_FOLDERS, SECTION_DEPENDENCY, SE
 from plumbing.setup_helpers import parse_ncu_version, version_text
 
 # The recorder's own ncu and launch mode's floor. NCU_PATH is the notebook's setting, with the notebook's floor
-# (2026.2.1, for nsight to attach): the recorder never reads it, so one machine can set both.
+# (setup_helpers.NCU_MIN_VERSION, for nsight to attach): the recorder never reads it, so one machine can set both.
 NCU_SETTING = "NSPY_RECORD_NCU"
 MIN_NCU = (2025, 1)
 NCU_FIX = f"set {NCU_SETTING} to an ncu {version_text(MIN_NCU)} or newer (the file or its folder)"
