@@ -214,15 +214,8 @@ def build_fake_injection_library(folder: Path) -> Path | None:
     return library if done.returncode == 0 else None
 
 
-NCU_PACKAGES = [
-    "nsight-compute",
-    "nsight-compute-2025.3.1",
-    "nsight-compute-2026.1.0",
-    "nsight-compute-2026.2.1",
-    "nsight-compute-2026.3.0",
-    "nsight-compute-2026.3.1",
-    "nsight-compute-2026.4.0",
-]  # what apt-cache lists
+VERSIONS_IN_APT = "2025.3.1 2026.1.0 2026.2.1 2026.3.0 2026.3.1 2026.4.0".split()
+NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in VERSIONS_IN_APT)]  # apt-cache lists
 
 
 @dataclass
@@ -268,15 +261,8 @@ class FakeMachine:
         built = (self.root / "injection" / "libcuda-injection.so").exists()
         if self.injection == "loadable" and not built and build_fake_injection_library(self.root / "injection") is None:
             raise RuntimeError("no C compiler to build the fake injection library")
-        facts = {
-            "gpu": self.gpu,
-            "driver": self.driver,
-            "apt": self.apt,
-            "packages": self.packages,
-            "broken": self.broken,
-            "profiles": self.profiles,
-            "injection": str(self.root / "injection") if self.injection == "loadable" else None,  # None: ncu's own
-        }
+        facts = {name: getattr(self, name) for name in ("gpu", "driver", "apt", "packages", "broken", "profiles")}
+        facts["injection"] = str(self.root / "injection") if self.injection == "loadable" else None  # None: ncu's own
         (self.root / "machine.json").write_text(json.dumps(facts))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
@@ -427,11 +413,6 @@ Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.enviro
 libcupti = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
 Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "libcupti": libcupti}}))
 """
-# A command that appends its name, arguments, PYTHON and NSPY_TUTORIAL_REQUIRE_ACTIONLINT to $CALLS.
-CALL_LOGGER = (
-    '#!/bin/sh\necho "$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-} python=${PYTHON:-}"'
-    ' >> "$CALLS"\n'
-)
 
 
 def cupti_child_python(path: Path, record: Path) -> Path:
@@ -454,7 +435,9 @@ def hanging_command(path: Path) -> Path:
 
 
 def call_logger(path: Path) -> Path:
-    return executable(path, CALL_LOGGER)
+    """A command that appends its name, arguments, NSPY_TUTORIAL_REQUIRE_ACTIONLINT and PYTHON to $CALLS."""
+    said = '$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-} python=${PYTHON:-}'
+    return executable(path, f'#!/bin/sh\necho "{said}" >> "$CALLS"\n')
 
 
 if __name__ == "__main__":  # the fake python's pip: python fakes.py PYTHON PIP-ARGUMENTS...
