@@ -82,7 +82,8 @@ def given_ncu(environ=os.environ) -> str | None:
 
 
 def ncu_executable(environ=os.environ) -> str:
-    if found := given_ncu(environ) or shutil.which("ncu") or shutil.which("ncu", path="/usr/local/cuda/bin"):
+    on_path = shutil.which("ncu", path=environ.get("PATH")) or shutil.which("ncu", path="/usr/local/cuda/bin")
+    if found := given_ncu(environ) or on_path:
         return found
     raise RecorderError(f"no ncu on PATH: install Nsight Compute, or {NCU_FIX}")
 

@@ -72,10 +72,9 @@ def test_nspy_record_ncu_names_the_ncu_the_recorder_runs_its_folder_its_version_
         assert record_ncu.launch_mode_ncu_version(str(fake))[0] == version
 
 
-def test_the_recorder_ignores_ncu_path_the_notebooks_setting_and_runs_the_ncu_on_path(tmp_path, monkeypatch):
+def test_the_recorder_ignores_ncu_path_the_notebooks_setting_and_runs_the_ncu_on_path(tmp_path):
     on_path = ncu(tmp_path / "bin", "2025.3.1")
-    monkeypatch.setenv("PATH", str(on_path.parent))
-    environ = {"NCU_PATH": str(tmp_path / "none")}  # a learner's setting, left set on the GPU machine
+    environ = {"NCU_PATH": str(tmp_path / "none"), "PATH": str(on_path.parent)}  # a learner's NCU_PATH, left set
     assert record_ncu.ncu_executable(environ) == str(on_path), "NCU_PATH is the notebook's: the recorder ignores it"
 
 
