@@ -6,6 +6,7 @@
 Launch mode because nsight-python 1.1.0 attaches only to ncu 2026.2.1+ and the runner has 2025.3.1: each profiled
 call runs `ncu <nsight's flags, --clock-control none> python3 recording/ncu_inner.py --work W --call N-k`
 (ncu_launch.py).
+The ncu: NSPY_RECORD_NCU (the file or its folder), else the first on PATH; 2025.1 or newer (MIN_NCU).
 Writes docs/verified/<gpu>-ncu-<version>/; exit 2 unless every recorded section is ok.
 """
 
@@ -31,7 +32,11 @@ from recordings import ROOT, RecorderError, load_cells, log_line
 from plumbing.cells import NOT_UNDER_NCU, REPORT_FOLDERS, SECTION_DEPENDENCY, SECTION_PLAN, report_folders_of
 from plumbing.setup_helpers import parse_ncu_version, version_text
 
+# The recorder's own ncu and launch mode's floor. NCU_PATH is the notebook's setting, with the notebook's floor
+# (setup_helpers.NCU_MIN_VERSION, for nsight to attach): the recorder never reads it, so one machine can set both.
+NCU_SETTING = "NSPY_RECORD_NCU"
 MIN_NCU = (2025, 1)
+NCU_FIX = f"set {NCU_SETTING} to an ncu {version_text(MIN_NCU)} or newer (the file or its folder)"
 SECTIONS = tuple(SECTION_PLAN)  # 2 to 10: every section that profiles or reads a report
 METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)+$")
 DEFAULT_METRIC = "gpu__time_duration.sum"  # nsight.analyze.kernel's default metrics
@@ -66,23 +71,30 @@ def require_gpu() -> None:
                             "Python that has a CUDA build of torch (the recorder never installs one)")  # fmt: skip
 
 
-def ncu_executable() -> str:
-    if given := os.environ.get("NCU_PATH"):
-        path = Path(given) / "ncu" if Path(given).is_dir() else Path(given)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise RecorderError(f"NCU_PATH={given} names no executable ncu: point it at an ncu 2025.1 or newer")
-        return str(path)
-    if found := shutil.which("ncu") or shutil.which("ncu", path="/usr/local/cuda/bin"):
+def given_ncu(environ=os.environ) -> str | None:
+    """NSPY_RECORD_NCU's ncu (the file, or the folder that holds it), None when unset, else a RecorderError."""
+    if not (given := environ.get(NCU_SETTING)):
+        return None
+    path = Path(given) / "ncu" if Path(given).is_dir() else Path(given)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise RecorderError(f"{NCU_SETTING}={given} names no executable ncu: {NCU_FIX}, or unset it")
+    return str(path)
+
+
+def ncu_executable(environ=os.environ) -> str:
+    on_path = shutil.which("ncu", path=environ.get("PATH")) or shutil.which("ncu", path="/usr/local/cuda/bin")
+    if found := given_ncu(environ) or on_path:
         return found
-    raise RecorderError("no ncu on PATH (or NCU_PATH): install Nsight Compute 2025.1 or newer")
+    raise RecorderError(f"no ncu on PATH: install Nsight Compute, or {NCU_FIX}")
 
 
 def launch_mode_ncu_version(ncu: str) -> tuple[str, str]:
-    """(version, `ncu --version` text) of an ncu launch mode can use (2025.1+), else a RecorderError."""
+    """(version, `ncu --version` text) of an ncu launch mode can use (MIN_NCU+), else a RecorderError."""
     text = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout
     version = parse_ncu_version(text)  # the notebook's parser
     if version is None or version[:2] < MIN_NCU:
-        raise RecorderError(f"launch mode needs ncu 2025.1 or newer; `{ncu} --version` says {text.strip()!r}")
+        raise RecorderError(f"launch mode needs ncu {version_text(MIN_NCU)} or newer; `{ncu} --version` says "
+                            f"{text.strip()!r}: {NCU_FIX}")  # fmt: skip
     return version_text(version), text.strip()
 
 
@@ -215,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.plan:
             print_plan(sections)
             return 0
-        recorder_input.check_scratch_folder("record_ncu_work")  # refused before the GPU checks
+        recorder_input.check_scratch_folder("record_ncu_work")  # refused before the GPU checks, as is
+        if given := given_ncu():  # an NSPY_RECORD_NCU that is no ncu, or too old
+            launch_mode_ncu_version(given)
         dest, failed = outer(args.dest, sections)
     except RecorderError as error:
         print(f"record_ncu: {error}", file=sys.stderr)

@@ -1,9 +1,10 @@
 """Shared fixtures for the CPU suite and the GPU run (shared helpers live in support.py)."""
 
+import fakes
 import nbformat
 import pytest
 import recordings
-from support import NOTEBOOK, RecordedNotebook, fake_ncu
+from support import NOTEBOOK, RecordedNotebook
 
 from plumbing.cells import SECTION_PLAN
 
@@ -30,7 +31,8 @@ def patched(tmp_path, ncu_work):
     """The outer recorder's patches on the installed nsight, with a fake ncu; undone afterwards."""
     import ncu_launch  # here, not at the top: the GPU run's pytest has no nsight of its own
 
-    work, (fake, log) = ncu_work, fake_ncu(tmp_path)
+    work, log = ncu_work, tmp_path / "ncu_args.json"
+    fake = fakes.ncu(tmp_path, "2025.3.1", log=log)  # the runner's
     calls = ncu_launch.ProfiledCalls(work, "outer", ncu=str(fake), log=lambda *_: None)
     calls.install()
     calls.where = (4, SECTION_PLAN[4]["run"][0])

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import recordings
-from fake_env import executable
 from kernel_session import KernelSession
 from pytest import approx
 
@@ -48,28 +47,6 @@ def frame_rows(frame, regions: int, metrics: int) -> dict:
     keys = list(zip(frame.Annotation, frame.Metric, strict=True))
     assert len(keys) == len(set(keys)) == regions * metrics, f"not {regions} regions x {metrics} metrics: {keys}"
     return {key: value * TO_BASE[unit] for key, value, unit in zip(keys, frame.AvgValue, frame.Unit, strict=True)}
-
-
-FAKE_NCU = """#!{python}
-# Stands in for ncu: notes its command line; a profiled call writes what the inner would have; `--import` prints a
-# page; section 10's own profile copies `report` to where -o says.
-import json, shutil, sys
-from pathlib import Path
-args = sys.argv[1:]
-Path({log!r}).write_text(json.dumps(args))
-if "--import" in args:
-    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
-elif "--call" in args:
-    work, call = Path(args[args.index("--work") + 1]), args[args.index("--call") + 1]
-    print("==PROF== Report:", Path(work, "out", "s4_all_none", "report.ncu-rep"), "by", sys.executable)  # as ncu says
-else:
-    shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
-"""
-
-
-def fake_ncu(folder, report="") -> tuple:  # (the fake ncu, the file it notes its last command line in)
-    log = folder / "ncu_args.json"
-    return executable(folder / "ncu", FAKE_NCU.format(python=sys.executable, log=str(log), report=str(report))), log
 
 
 def ncu_namespace(*cell_ids: str, **names) -> dict:

@@ -1,32 +1,19 @@
 """scripts/check_wheels.py (CI): each pin of requirements.txt asked for as a wheel for CPython 3.12 and 3.13, with a
-pip that logs what it was asked and lacks the wheels a test says."""
+pip that logs what it was asked and lacks the wheels a test says (tests/fakes.py)."""
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from fake_env import ROOT, clean_environment, requirement_pins
-
-FAKE_PIP = """import json, sys
-from pathlib import Path
-args = sys.argv[1:]
-with open({log!r}, "a") as log:
-    log.write(json.dumps(args) + "\\n")
-if args[args.index("--python-version") + 1] in {lacking!r}:
-    sys.exit("ERROR: No matching distribution found for cachebox==5.2.3")
-"""
+from fakes import ROOT, calls, clean_environment, pip, requirement_pins
 
 
 def check_wheels(tmp_path: Path, lacking: list[str]) -> tuple[int, str, list[list[str]]]:
-    (pip := tmp_path / "py" / "pip").mkdir(parents=True)
-    (pip / "__init__.py").write_text("")
-    (pip / "__main__.py").write_text(FAKE_PIP.format(log=str(tmp_path / "pip.log"), lacking=lacking))
-    env = {**clean_environment(), "PYTHONPATH": str(tmp_path / "py")}
+    env = {**clean_environment(), "PYTHONPATH": str(pip(tmp_path, {version: "cachebox==5.2.3" for version in lacking}))}
     done = subprocess.run([sys.executable, ROOT / "scripts/check_wheels.py"], env=env, capture_output=True, text=True)
-    asked = [json.loads(line) for line in (tmp_path / "pip.log").read_text().splitlines()]
+    asked = [call["argv"] for call in calls(tmp_path, "pip")]
     return done.returncode, done.stdout + done.stderr, asked
 
 

@@ -16,7 +16,7 @@ import pytest
 import record_ncu
 import recordings
 import render_recorded
-from fake_env import files_of, fresh_clone
+from fakes import files_of, fresh_clone
 from support import NOTEBOOK, ROOT
 
 from plumbing.cells import SECTION_ONE_NAMES

@@ -6,12 +6,11 @@ import inspect
 import json
 import os
 import symtable
-import sys
 
 import nsight
 import numpy as np
 import pytest
-from fake_env import build_fake_injection_library, executable
+from fakes import build_fake_injection_library, cupti_child_python
 from nsight import extraction, transformation, utils
 
 from plumbing import setup_helpers
@@ -20,14 +19,6 @@ SIZES = [512, 1024]
 # Per call of the benchmark, the two kernels cuBLAS may launch (a GEMM and its split-K reduction), in ns.
 GEMM_NS = {512: 100.0, 1024: 700.0}
 REDUCE_NS = 10.0
-
-FAKE_PYTHON = """#!{python}
-import json, os, sys
-from pathlib import Path
-Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ)}}))
-libcupti = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
-Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "libcupti": libcupti}}))
-"""
 
 
 def product(n):  # the benchmark the child times (CUPTI's records stand for its kernels)
@@ -41,7 +32,7 @@ def child(tmp_path, monkeypatch):
     libcupti, python, record = tmp_path / "cupti/nvidia/cu13/lib/libcupti.so.13", tmp_path / "python", tmp_path / "c"
     libcupti.parent.mkdir(parents=True)
     libcupti.touch()
-    executable(python, FAKE_PYTHON.format(python=sys.executable, record=str(record)))
+    cupti_child_python(python, record)
     return libcupti, str(python), record
 
 

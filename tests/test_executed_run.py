@@ -9,7 +9,7 @@ import sys
 
 import nbformat
 import pytest
-from fake_env import executable, fresh_clone
+from fakes import fresh_clone, nvidia_smi
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
@@ -120,7 +120,7 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in cells.items()]
     (clone / NOTEBOOK.name).write_text(nbformat.writes(notebook))
-    executable(tmp_path / "bin" / "nvidia-smi", "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\n")
+    nvidia_smi(tmp_path / "bin", "NVIDIA H200")
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "NSPY_TUTORIAL_OUT": str(tmp_path / "out"), "NSPY_TUTORIAL_CELL_TIMEOUT": str(timeout_s)}  # fmt: skip
     command = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_notebook_gpu.py", "-p", "no:cacheprovider"]

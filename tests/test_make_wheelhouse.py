@@ -8,32 +8,15 @@ import sys
 
 import make_wheelhouse
 import pytest
-from fake_env import executable, files_of, fresh_clone, pip_installs, requirement_pins, script_machine
-from fake_env import make_wheelhouse as fake_make_wheelhouse
+from fakes import calls, files_of, fresh_clone, pip, pip_installs, real_python, requirement_pins, script_machine
+from fakes import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
-
-# A pip that "downloads": an empty wheel for each pin, each line of a -r file, and (without --no-deps) a dependency.
-DOWNLOADING_PIP = """import json, os, re, sys
-from pathlib import Path
-args = sys.argv[1:]
-with open(os.environ["PIP_LOG"], "a") as log:
-    log.write(json.dumps(args) + "\\n")
-wanted = [arg for arg in args if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", arg)]
-if "-r" in args:
-    wanted += [line.split("#")[0].strip() for line in Path(args[args.index("-r") + 1]).read_text().splitlines()]
-wanted += [] if "--no-deps" in args else ["numpy==2.5.2"]  # the runner has it
-for name, version in (pin.split("==") for pin in wanted if pin):
-    Path(args[args.index("--dest") + 1], f"{name.replace('-', '_').lower()}-{version}-py3-none-any.whl").write_text("")
-"""
 
 
 def connected_machine(tmp_path) -> dict[str, str]:
-    """A machine with internet: the real Python, whose pip downloads as DOWNLOADING_PIP does."""
-    for path, text in (("shim/pip/__init__.py", ""), ("shim/pip/__main__.py", DOWNLOADING_PIP),
-                       ("py/python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')):  # fmt: skip  # the suite's Python
-        executable(tmp_path / path, text)
-    path = f"{tmp_path / 'py'}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, "PYTHONPATH": str(tmp_path / "shim"), "PIP_LOG": str(tmp_path / "pip.log"), "PATH": path}
+    """A machine with internet: the suite's Python as python3, whose pip downloads (fakes.pip, logged in tmp_path)."""
+    python = real_python(tmp_path / "py" / "python3")
+    return {**os.environ, "PYTHONPATH": str(pip(tmp_path)), "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
 
 
 @pytest.mark.parametrize(
@@ -81,10 +64,10 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
                           text=True)  # fmt: skip
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
     runner_python = json.loads((ROOT / "docs/verified/nvidia-h200-cupti/summary.json").read_text())["environment"]
-    calls = list(map(json.loads, open(tmp_path / "pip.log")))
-    asked = {call[call.index("--python-version") + 1] for call in calls}
+    downloads = [call["argv"] for call in calls(tmp_path, "pip")]
+    asked = {call[call.index("--python-version") + 1] for call in downloads}
     assert all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"
-    assert ["wheelhouse/cupti" in call and "--no-deps" in call for call in calls] == [False, True], "CUPTI set apart"
+    assert ["wheelhouse/cupti" in call and "--no-deps" in call for call in downloads] == [False, True], "CUPTI apart"
     main, cupti = ({path.name.split("-")[0] for path in folder.glob("*.whl")} for folder in (dest, dest / "cupti"))
     assert "cuda_core" in main and "numpy" not in main, "the notebook's pins stay, a dependency the runner has goes"
     assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= cupti, f"the CUPTI set lacks wheels: {cupti}"
@@ -133,7 +116,7 @@ def test_make_wheelhouse_writes_only_into_a_wheelhouse_or_a_new_folder(dest, hom
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and said in done.stderr, f"refuse --dest {dest}, naming why: {done.stderr}"
     assert "HOME is empty" in said or "give a new or empty folder" in done.stderr, f"say what to give: {done.stderr}"
-    assert files_of(tmp_path) == before and not (tmp_path / "pip.log").exists(), "refused, yet it wrote or ran pip"
+    assert files_of(tmp_path) == before and not calls(tmp_path, "pip"), "refused, yet it wrote or ran pip"
 
 
 def test_make_wheelhouse_expands_tilde_to_home_and_marks_the_folder_it_made(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import notebook_format
 import pytest
 import recordings
 import safe_io
-from fake_env import fresh_clone, requirement_pins
+from fakes import fresh_clone, requirement_pins
 from support import NOTEBOOK, ROOT
 
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_env import FakeMachine, fresh_clone, make_wheelhouse
+from fakes import FakeMachine, fresh_clone, make_wheelhouse, real_python
 from support import ROOT
 
 # Each Python command and the folder it lives in: the recording wing, the commands, the notebook's tools.
@@ -217,9 +217,7 @@ def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with
         "cupti = pathlib.Path(os.environ['NSPY_TUTORIAL_CUPTI_DIR'])\n"
         "print(json.dumps({'found': found, 'libcupti': [str(p) for p in cupti.glob('nvidia/*/lib/libcupti.so.13')]}))\n"
     )
-    (tmp_path / "python_bin").mkdir()
-    (tmp_path / "python_bin" / "python3").symlink_to(sys.executable)
-    env["PATH"] = f"{tmp_path / 'python_bin'}{os.pathsep}{env['PATH']}"
+    env["PATH"] = f"{real_python(tmp_path / 'python_bin' / 'python3').parent}{os.pathsep}{env['PATH']}"
     done = subprocess.run(["bash", "-c", recipe], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"the re-recording recipe failed:\n{done.stdout}\n{done.stderr}"
     report = json.loads(done.stdout.strip().splitlines()[-1])

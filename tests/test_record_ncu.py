@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 import record_ncu
 import recordings
-from fake_env import executable
+from fakes import ncu
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT, RUN, fake_ncu, ncu_namespace
+from support import ROOT, RUN, ncu_namespace
 
 from plumbing.cells import NOT_UNDER_NCU, SECTION_DEPENDENCY, SECTION_PLAN
 
@@ -58,22 +58,40 @@ def test_plan_lists_every_section_that_profiles_and_the_metrics_without_a_gpu_an
 
 # ncu's version to its patch level: the recording's folder name, and launch mode's floor 2025.1.
 @pytest.mark.parametrize(("given", "version"), [("folder", "2025.1.0"), ("file", "2025.3.1"), ("folder", "2025.0.9")])
-def test_ncu_path_names_the_ncu_the_recorder_runs_its_folder_its_version_and_one_older_than_2025_1_is_refused(
-    tmp_path, monkeypatch, given, version
+def test_nspy_record_ncu_names_the_ncu_the_recorder_runs_its_folder_its_version_and_one_older_than_2025_1_is_refused(
+    tmp_path, given, version
 ):
-    banner = f"#!/bin/sh\necho 'Nsight Compute Command Line Profiler'\necho 'Version {version}.0 (build 1)'\n"
-    fake = executable(tmp_path / "ncu", banner)
-    monkeypatch.setenv("NCU_PATH", str(tmp_path if given == "folder" else fake))
-    assert record_ncu.ncu_executable() == str(fake), "NCU_PATH (a folder: its ncu) must be the ncu that runs"
+    fake = ncu(tmp_path, version)
+    environ = {"NSPY_RECORD_NCU": str(tmp_path if given == "folder" else fake), "PATH": ""}
+    assert record_ncu.ncu_executable(environ) == str(fake), "NSPY_RECORD_NCU (a folder: its ncu) is the ncu that runs"
     if version < "2025.1":
-        with pytest.raises(recordings.RecorderError, match=f"needs ncu 2025.1 or newer.*{version}"):
+        with pytest.raises(recordings.RecorderError, match=f"needs ncu 2025.1 or newer.*{version}.*NSPY_RECORD_NCU"):
             record_ncu.launch_mode_ncu_version(str(fake))
     else:
         assert record_ncu.folder_name("NVIDIA H200", f"{version}.0") == f"nvidia-h200-ncu-{version}"
         assert record_ncu.launch_mode_ncu_version(str(fake))[0] == version
-    monkeypatch.setenv("NCU_PATH", str(tmp_path / "none"))
-    with pytest.raises(recordings.RecorderError, match="NCU_PATH"):
-        record_ncu.ncu_executable()
+
+
+def test_the_recorder_ignores_ncu_path_the_notebooks_setting_and_runs_the_ncu_on_path(tmp_path):
+    on_path = ncu(tmp_path / "bin", "2025.3.1")
+    environ = {"NCU_PATH": str(tmp_path / "none"), "PATH": str(on_path.parent)}  # a learner's NCU_PATH, left set
+    assert record_ncu.ncu_executable(environ) == str(on_path), "NCU_PATH is the notebook's: the recorder ignores it"
+
+
+@pytest.mark.parametrize("value", ["{tmp}/none", "{tmp}", "{tmp}/old/ncu"])  # no file, a folder without ncu, too old
+def test_a_bad_nspy_record_ncu_is_refused_before_anything_runs_naming_the_setting_and_writing_nothing(
+    tmp_path, monkeypatch, capsys, value
+):
+    ncu(tmp_path / "old", "2024.3.2")
+    for name, setting in (("NSPY_RECORD_NCU", value.format(tmp=tmp_path)), ("NSPY_RECORD_WORK", f"{tmp_path}/w")):
+        monkeypatch.setenv(name, setting)
+    monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "0")  # main sets it for nsight; undone after the test
+    monkeypatch.setattr(record_ncu, "require_gpu", lambda: pytest.fail("the GPU was looked for before the setting"))
+    before = sorted(tmp_path.rglob("*"))
+    assert record_ncu.main(["--dest", str(tmp_path / "dest"), "--sections", "2"]) == 2
+    said = capsys.readouterr().err
+    assert "NSPY_RECORD_NCU" in said and "set NSPY_RECORD_NCU to an ncu 2025.1 or newer" in said, said
+    assert sorted(tmp_path.rglob("*")) == before, "a refused NSPY_RECORD_NCU must write nothing"
 
 
 def test_the_outer_process_checks_nsights_internals_before_it_looks_for_ncu(monkeypatch, tmp_path):
@@ -120,7 +138,7 @@ def launch_mode(tmp_path, monkeypatch, ncu_work):
     """What the outer process has on the runner, without torch or a GPU."""
     work, report = ncu_work, tmp_path / "sections.ncu-rep"
     report.write_bytes(lzma.decompress(next((COMMITTED[0] / "s10_sections").glob("*.ncu-rep.xz")).read_bytes()))
-    fake, _ = fake_ncu(tmp_path, report)
+    fake = ncu(tmp_path, "2025.3.1", log=tmp_path / "ncu_args.json", report=report)  # the runner's version
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")  # as outer() puts its ncu first on PATH
     facts = {**recordings.load_recording(COMMITTED[0])["environment"], "ncu_path": str(fake)}
     real = ncu_launch.section_one_names  # with the recording's facts: this machine has no torch

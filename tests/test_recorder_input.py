@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import recorder_input
-from fake_env import executable, files_of, fresh_clone
+from fakes import files_of, fresh_clone, nvidia_smi
 from recordings import RecorderError
 from support import ROOT
 
@@ -25,7 +25,7 @@ def machine(tmp_path):
     (tmp_path / "home" / ".bashrc").write_text("# mine\n")
     for folder in (clone, clone.parent, tmp_path, tmp_path / "home"):  # marked: only their being these may refuse them
         (folder / recorder_input.MARKER).write_text("")
-    executable(tmp_path / "bin" / "nvidia-smi", "#!/bin/sh\necho 'No devices were found'\nexit 6\n")
+    nvidia_smi(tmp_path / "bin", gpu=None)
     env = {key: value for key, value in os.environ.items() if not key.startswith("NSPY_")}
     return clone, {**env, "HOME": str(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
 

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 import recordings
 import render_recorded
-from fake_env import files_of
+from fakes import files_of
 from support import NOTEBOOK, ROOT
 
 from plumbing.cells import section_of

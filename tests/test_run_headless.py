@@ -1,4 +1,4 @@
-"""scripts/run_headless and setup_gpu_runner on a fake python3 and nvidia-smi (tests/fake_env.py): inputs checked at
+"""scripts/run_headless and setup_gpu_runner on a fake python3 and nvidia-smi (tests/fakes.py): inputs checked at
 their edges before anything is done, and the README's first command on a fresh clone."""
 
 import hashlib
@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fake_env
+import fakes
 import pytest
-from fake_env import files_of, fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
+from fakes import files_of, fresh_clone, make_wheelhouse, pip_installs, requirement_pins, run_script, script_machine
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES
 
 from plumbing.harness import OUTPUT_FOLDER
@@ -109,7 +109,7 @@ def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_ex
     cut_short = tmp_path / "cut_short.ipynb"  # what a run killed while nbmake wrote the notebook leaves
     cut_short.write_text('{"cells": [{"cell_type": "code", "source": "import nsight"')
     (tmp_path / "summary.json").write_text("{}")
-    wrong = fake_env.executable(tmp_path / "wrong/python3", "#!/bin/sh\necho WRONG PYTHON >&2\nexit 1\n")  # no harness
+    wrong = fakes.failing_command(tmp_path / "wrong/python3", "WRONG PYTHON")  # no harness
     path = os.pathsep.join([str(wrong.parent), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=5,
                                        FAKE_EXECUTED=cut_short, PATH=path)  # fmt: skip
@@ -224,12 +224,12 @@ def test_run_headless_marks_its_output_folder_and_a_marked_folder_can_be_run_int
 @pytest.mark.parametrize(
     ("program", "said"),
     [
-        ("#!/bin/sh\nsleep 600\n", "did not answer within 1 s"),
-        ("#!/bin/sh\nexit 1\n", "does not run: it exited with status 1 and printed nothing"),
+        (fakes.hanging_command, "did not answer within 1 s"),
+        (fakes.failing_command, "does not run: it exited with status 1 and printed nothing"),
     ],
 )
 def test_a_python_that_hangs_or_fails_silently_is_refused_with_a_reason(tmp_path, program, said):
-    python = fake_env.executable(tmp_path / "python3", program)
+    python = program(tmp_path / "python3")
     code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; PYTHON_ANSWER_S=1; '
     done = subprocess.run(
         ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)], capture_output=True, text=True, timeout=60

@@ -1,14 +1,14 @@
-"""scripts/run_tests and .ci/run in bash on a fake python3 (tests/fake_env.py): the venv setting at its edges before
+"""scripts/run_tests and .ci/run in bash on a fake python3 (tests/fakes.py): the venv setting at its edges before
 anything is made, the suite's pins, and the README's test commands."""
 
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import fakes
 import pytest
-from fake_env import executable, files_of, fresh_clone, pip_installs, requirement_pins, run_script
+from fakes import executable, files_of, fresh_clone, pip_installs, requirement_pins, run_script
 from support import ROOT
 
 RUN_TESTS = "scripts/run_tests"
@@ -67,15 +67,9 @@ def test_run_tests_makes_its_venv_where_told_installs_the_pinned_suite_and_exits
     assert not loose, f"constraints-ci.txt must pin the install; not held: {loose[:5]}"
 
 
-RECORDING_STUB = '#!/bin/sh\necho "$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-}" >> "$CALLS"\n'
-
-
 def readme_command(page: str, heading: str, index: int) -> str:
     section = (ROOT / page).read_text().split(f"## {heading}", 1)[1]
     return section.split("```bash\n", 1)[1].split("```")[0].splitlines()[index].split("#")[0].strip()
-
-
-CALL_STUB = RECORDING_STUB.replace('-}" >>', '-} python=${PYTHON:-}" >>')  # and the PYTHON a call was given
 
 
 @pytest.mark.parametrize("has_313", [True, False])
@@ -88,7 +82,7 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     shutil.copy2(ROOT / ".ci/run", ci / "run")
     stubs = [ci.parent / "scripts" / "run_tests", *(tmp_path / "bin" / name for name in ("npm", "python3"))]
     for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
-        executable(stub, CALL_STUB)
+        fakes.call_logger(stub)
     calls = tmp_path / "calls.log"
     env = {key: value for key, value in os.environ.items() if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON")}
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
@@ -146,7 +140,7 @@ def test_a_first_run_stopped_at_any_moment_is_finished_by_the_next_run_without_c
     else:
         (venv / ".nspy_tutorial_test_venv").write_text(mark)
     if left == "a venv without pip":  # a python that lacks pip: `python -m pip` fails
-        executable(venv / "bin" / "python", f'#!/bin/sh\n[ "$2" = pip ] && exit 1\nexec {sys.executable} "$@"\n')
+        fakes.real_python(venv / "bin" / "python", without_pip=True)
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=venv)
     assert status == 0, f"the next run must finish what was cut short ({left}), not refuse:\n{output}"
     assert any(line.startswith("-m venv") for line in asked), "the venv must be made (again) there"

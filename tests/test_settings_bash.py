@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 import pytest
-from fake_env import executable, pip_installs, run_script
+from fakes import failing_command, pip_installs, run_script
 from support import ROOT
 
 SCRIPTS = {"scripts/run_headless": ["--prepare-only"], "scripts/run_tests": ["-q"]}  # the cheapest full run of each
@@ -28,7 +28,7 @@ FLOOR = int(re.search(r'target-version = "py3(\d+)"', (ROOT / "pyproject.toml").
 )  # fmt: skip
 def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tmp_path, script, python, version, named):
     (tmp_path / "README.md").write_text("# not a Python\n")
-    executable(tmp_path / "shims/python3.12", "#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+    failing_command(tmp_path / "shims/python3.12", "pyenv: python3.12: command not found", 127)
     settings = {"PYTHON": python} if python else {"FAKE_PYTHON_VERSION": version}
     settings["PATH"] = os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(script, tmp_path, *SCRIPTS[script], FAKE_HARNESS_MISSING=1,

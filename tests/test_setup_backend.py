@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import nsight
 import pytest
-from fake_env import FakeMachine
+from fakes import FakeMachine
 
 from plumbing import setup_helpers as helpers
 from plumbing.setup_helpers import check_kernel_times

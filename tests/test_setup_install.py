@@ -4,11 +4,10 @@ are tried, in which order; apt-get update's time limit; the pins the visible pip
 import re
 import sys
 from importlib.metadata import distribution
-from pathlib import Path
 
 import pytest
 import recordings
-from fake_env import FakeMachine, executable, make_wheelhouse
+from fakes import FakeMachine, make_wheelhouse, ncu
 from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
@@ -17,13 +16,6 @@ from packaging.version import Version
 from plumbing import setup_helpers as helpers
 from plumbing.cells import SECTION_ONE_CELLS, section_of
 from plumbing.setup_helpers import accepted_ncu_path, newest_first, read_ncu_path, read_wheelhouse
-
-
-def fake_ncu(folder: Path, version: str, mode: int = 0o755) -> Path:
-    script = f"#!/bin/sh\necho 'NVIDIA (R) Nsight Compute'\necho 'Version {version}.0 (build 7)'\n"
-    executable(folder / "ncu", script).chmod(mode)
-    return folder / "ncu"
-
 
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
     "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
@@ -45,13 +37,9 @@ def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case)
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
     (tmp_path / "a_file").write_text("")
-    (
-        fake_ncu(tmp_path / "old", "2025.1.1"),
-        fake_ncu(tmp_path / "x", "2026.3.1", 0o644),
-        fake_ncu(tmp_path / "new", "2026.4.0"),
-    )
+    ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1", mode=0o644), ncu(tmp_path / "new", "2026.4.0")
     with pytest.raises(error) as raised:
-        read({name: value.format(tmp=tmp_path), "PATH": str(fake_ncu(tmp_path / "current", "2026.3.1").parent)})
+        read({name: value.format(tmp=tmp_path), "PATH": str(ncu(tmp_path / "current", "2026.3.1").parent)})
     assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
 
 
@@ -64,8 +52,8 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     assert read_wheelhouse({}) is None and read_ncu_path({}) is None
     for given in ("~/wheels", "wheels"):
         assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", f"resolve {given}"
-    ncu = fake_ncu(tmp_path / "given", "2026.2.1")
-    assert read_ncu_path({"NCU_PATH": str(ncu.parent)}) == ncu, "NCU_PATH may name ncu's folder"
+    given = ncu(tmp_path / "given", "2026.2.1")
+    assert read_ncu_path({"NCU_PATH": str(given.parent)}) == given, "NCU_PATH may name ncu's folder"
     later = tmp_path / "new" / "cupti"
     assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
     assert not (tmp_path / "new").exists(), "checking the CUPTI folder setting must not make it"
@@ -75,8 +63,8 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     "version", [(2026, 2, 1), (2026, 3, 1), (2026, 3, 9), (2026, 4, 0), (2026, 2, 0), (2025, 3, 1)]
 )
 def test_the_versions_accepted_run_from_nsights_floor_to_the_pinned_ncu_reports_year_and_minor(tmp_path, version):
-    ncu = fake_ncu(tmp_path, ".".join(map(str, version)))
-    assert helpers.ncu_version_of(ncu) == version and helpers.ncu_version_of(None) is None
+    fake = ncu(tmp_path, ".".join(map(str, version)))
+    assert helpers.ncu_version_of(fake) == version and helpers.ncu_version_of(None) is None
     readable = version[:2] <= Version(helpers.PINS["ncu-report"]).release[:2]  # ncu-report reads its own and older
     assert helpers.ncu_accepted(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION and readable)
 

@@ -1,4 +1,4 @@
-"""Section 1's own cells as Run all runs them, in real kernels on simulated machines (tests/fake_env.py): fake
+"""Section 1's own cells as Run all runs them, in real kernels on simulated machines (tests/fakes.py): fake
 apt-get, apt-cache, dpkg, ncu, nvidia-smi and pip on PATH, the real nsight. Where a GPU and torch would be needed,
 STAND_IN_PROBE profiles by running the ncu first on PATH, and the machine's ncu answers as it says per version."""
 
@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import recordings
-from fake_env import STAND_IN_PROBE, FakeMachine, build_fake_injection_library, clean_environment, make_wheelhouse
+from fakes import STAND_IN_PROBE, FakeMachine, build_fake_injection_library, clean_environment, make_wheelhouse
 from kernel_session import CellError, KernelSession
 
 from plumbing.cells import GPU_CHECK, HARNESS, SECTION_ONE_CELLS, SETUP_HELPERS

@@ -1,9 +1,14 @@
-"""Simulated machines. FakeMachine (section 1): bin/ nvidia-smi, apt-get and dpkg (one script), <name>-ncu-<v>/ncu,
-py/pip a pip that only writes name==version metadata into --target (offline: only what --find-links holds), site/
-Colab's packages; calls.jsonl logs each call. Nothing imitates nsight, torch or CUDA. Below: the shell scripts'."""
+"""Every fake command the suite runs, in one place. Nothing imitates nsight, torch or CUDA.
+
+ncu() makes every fake ncu: its --version says the version given; a FakeMachine's "profiles" as the machine says,
+launch mode's notes its command line and writes the report it was given. pip() is `python -m pip` (on PYTHONPATH):
+it installs name==version metadata, downloads empty wheels, and logs each call in calls.jsonl. FakeMachine
+(section 1): bin/ nvidia-smi, apt-get, apt-cache, dpkg (one program), its ncus, its pip, site/ Colab's packages.
+script_machine (the shell scripts): a python3 that logs what it is asked (its pip is script_pip), an nvidia-smi."""
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,9 +18,130 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 COLAB_SITE = {"cuda-core": "0.3.2", "cuda-bindings": "12.9.7", "numba-cuda": "0.22.2"}  # environments.md
 
+
+def executable(path: Path, text: str, mode: int = 0o755) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def calls(root: Path, tool: str | None = None) -> list[dict]:
+    """What the fake commands logged in root/calls.jsonl (each call's tool and argv), of one tool or all."""
+    path = Path(root) / "calls.jsonl"
+    logged = map(json.loads, path.read_text().splitlines()) if path.exists() else []
+    return [call for call in logged if tool in (None, call["tool"])]
+
+
+# ---------------------------------------------------------------- ncu
+NCU = """#!{python}
+import json, shutil, sys, time
+from pathlib import Path
+
+args, version, machine, log = sys.argv[1:], {version!r}, {machine!r}, {log!r}
+if log:
+    Path(log).write_text(json.dumps(args))
+if args[:1] == ["--version"]:
+    print(f"NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion {{version}}.0 (build 36000000)")
+elif args[:1] == ["--list-injection-path-64"]:  # the folder nsight loads the injection library from
+    print({injection!r})
+elif machine:  # it profiles as the machine says for its version
+    behaviour = json.loads(Path(machine, "machine.json").read_text())["profiles"].get(version, "no gpu")
+    if behaviour == "hangs":
+        time.sleep(3600)
+    print({profiles!r}[behaviour])
+    sys.exit(0 if behaviour == "works" else 1)
+elif "--import" in args:  # section 10's query prints a page
+    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
+elif "--call" in args:  # a profiled call: what the inner would have written
+    work = Path(args[args.index("--work") + 1])
+    print("==PROF== Report:", work / "out" / "s4_all_none" / "report.ncu-rep", "by", sys.executable)  # as ncu says
+else:  # section 10's own profile
+    shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
+"""
+PROFILES = {  # what the fake ncu prints when it profiles, as the real one does in each case
+    "works": "==PROF== Profiling the probe kernel: 1 pass",
+    "driver": "==ERROR== Cuda driver is not compatible with Nsight Compute.",
+    "counters": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+    "Counters on the target device 0.",
+    "no gpu": "==ERROR== this fake ncu cannot profile: there is no GPU here",
+}
+
+
+def ncu(folder: Path, version: str, machine: Path | None = None, injection: Path | None = None, log: Path | None = None,
+        report: Path | str = "", mode: int = 0o755) -> Path:  # fmt: skip
+    """folder/ncu, a fake Nsight Compute `version` (2026.3.1: `--version` says 2026.3.1.0). With `machine` it
+    profiles as that FakeMachine says; else launch mode's: it notes its command line in `log`, and its -o writes
+    `report`. `injection`: the folder it names for nsight's injection library (default: folder/injection)."""
+    given = {"machine": machine and str(machine), "log": log and str(log), "report": str(report)}
+    injection = str(injection or folder / "injection")
+    text = NCU.format(python=sys.executable, version=version, injection=injection, profiles=PROFILES, **given)
+    return executable(folder / "ncu", text, mode)
+
+
+# ---------------------------------------------------------------- pip (python -m pip) and nvidia-smi
+PIP = """import json, os, re, sys
+from pathlib import Path
+
+ROOT, args, lacking = Path({root!r}), sys.argv[1:], {lacking!r}
+env = {{name: os.environ.get(name) for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_CONSTRAINT")}}
+with open(ROOT / "calls.jsonl", "a") as log:
+    log.write(json.dumps({{"tool": "pip", "argv": args, **env}}) + "\\n")
+target, links = (Path(args[args.index(o) + 1]) if o in args else None for o in ("--target", "--find-links"))
+links = links or (env["PIP_FIND_LINKS"] and Path(env["PIP_FIND_LINKS"]))
+offline = "--no-index" in args or env["PIP_NO_INDEX"]
+pins = [arg.split("==") for arg in args if "==" in arg]
+if "-r" in args:
+    lines = Path(args[args.index("-r") + 1]).read_text().splitlines()
+    pins += [line.split("#")[0].strip().split("==") for line in lines if "==" in line.split("#")[0]]
+if args[0] == "download":  # an empty wheel for each pin and (without --no-deps) a dependency, unless it lacks one
+    python = args[args.index("--python-version") + 1]
+    if python in lacking:
+        sys.exit(f"ERROR: No matching distribution found for {{lacking[python]}}")
+    for name, version in pins + ([] if "--no-deps" in args else [["numpy", "2.5.2"]]):  # the runner has numpy
+        wheel = f"{{name.replace('-', '_').lower()}}-{{version}}-py3-none-any.whl"
+        Path(args[args.index("--dest") + 1], wheel).write_text("")
+    sys.exit()
+for name, version in pins:
+    wheel = re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl"
+    if offline and not (links and list(links.glob(wheel))):
+        sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} (no {{wheel}} in {{links}})")
+for wheel in [arg for arg in args if arg.endswith(".whl")]:
+    if not Path(wheel).is_file():
+        sys.exit(f"ERROR: {{wheel}} does not exist")
+    pins.append(Path(wheel).name.split("-")[:2])
+for name, version in pins:  # without --target: into the Python's own packages (Colab's site-packages)
+    info = (target or ROOT / "site") / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {{name}}\\nVersion: {{version}}\\n")
+    if name.replace("_", "-") == "nvidia-cuda-cupti":
+        (target / "nvidia/cu13/lib").mkdir(parents=True, exist_ok=True)
+        (target / "nvidia/cu13/lib/libcupti.so.13").write_text("not a real library")
+"""
+
+
+def pip(root: Path, lacking: dict[str, str] | None = None) -> Path:
+    """root/py/pip, a `python -m pip` that logs to root/calls.jsonl; its download lacks a wheel for the Python
+    versions in `lacking` ({version: the pin it names}). Returns the folder to put on PYTHONPATH."""
+    (package := root / "py" / "pip").mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(PIP.format(root=str(root), lacking=lacking or {}))
+    return package.parent
+
+
+def nvidia_smi(folder: Path, gpu: str | None = "NVIDIA H200") -> Path:
+    """folder/nvidia-smi as `nvidia-smi -L` answers with one GPU, or with none (gpu=None)."""
+    listing = f"echo 'GPU 0: {gpu} (UUID: GPU-00000000)'" if gpu else "echo 'No devices were found'; exit 6"
+    return executable(folder / "nvidia-smi", f"#!/bin/sh\n{listing}\n")
+
+
+# ---------------------------------------------------------------- FakeMachine: section 1's simulated machine
 TOOL = """#!{python}
 import json, os, subprocess, sys, time
 from pathlib import Path
+
+sys.path.insert(0, {tests!r})
+import fakes
 
 ROOT = Path({root!r})
 machine = json.loads((ROOT / "machine.json").read_text())
@@ -60,39 +186,11 @@ elif tool == "apt-get":
         version = package.rsplit("-", 1)[-1]
         print(f"Get:1 https://developer.download.nvidia.com/ {{package}} {{version}}-1 [312 MB]")
         home = ROOT / "opt/nvidia/nsight-compute" / version
-        files = [home / "ncu", home / "target/linux-desktop-glibc_2_11_3-x64/ncu"]  # dpkg -L lists both
-        for ncu in files:
-            ncu.parent.mkdir(parents=True, exist_ok=True)
-            ncu.write_text(machine["ncu_script"].replace("@VERSION@", version).replace("@DIR@", str(ncu.parent)))
-            ncu.chmod(0o755)
+        files = [fakes.ncu(folder, version, ROOT, machine["injection"])  # dpkg -L lists both
+                 for folder in (home, home / "target/linux-desktop-glibc_2_11_3-x64")]
         (ROOT / "dpkg").mkdir(exist_ok=True)
         (ROOT / "dpkg" / (package + ".list")).write_text("\\n".join(map(str, [home, *files])) + "\\n")
 """
-# The fake ncu: --version, the injection folder nsight asks for, else it "profiles" as the machine says for its version.
-NCU = """#!{python}
-import json, sys, time
-from pathlib import Path
-
-args, version = sys.argv[1:], "@VERSION@"
-if args[:1] == ["--version"]:
-    print(f"NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion {{version}}.0 (build 36000000)")
-    sys.exit()
-if args[:1] == ["--list-injection-path-64"]:
-    print("@INJECTION@")
-    sys.exit()
-behaviour = json.loads(Path({root!r}, "machine.json").read_text())["profiles"].get(version, "no gpu")
-if behaviour == "hangs":
-    time.sleep(3600)
-print({profiles!r}[behaviour])
-sys.exit(0 if behaviour == "works" else 1)
-"""
-PROFILES = {  # what the fake ncu prints when it profiles, as the real one does in each case
-    "works": "==PROF== Profiling the probe kernel: 1 pass",
-    "driver": "==ERROR== Cuda driver is not compatible with Nsight Compute.",
-    "counters": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
-    "Counters on the target device 0.",
-    "no gpu": "==ERROR== this fake ncu cannot profile: there is no GPU here",
-}
 # A probe that stands in for ncu_probe.py where no GPU and no torch are: it profiles by running the ncu first on PATH.
 STAND_IN_PROBE = """import json, shutil, subprocess, sys
 from pathlib import Path
@@ -102,40 +200,6 @@ stage, error = ("done", "") if done.returncode == 0 else ("profile one kernel", 
 Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
 Path(sys.argv[1], "probe.json").write_text(json.dumps({"ncu": ncu, "stage": stage, "error": error}))
 """
-PIP = """import json, os, re, sys
-from pathlib import Path
-
-ROOT, args = Path({root!r}), sys.argv[1:]
-env = {{name: os.environ.get(name) for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_CONSTRAINT")}}
-with open(ROOT / "calls.jsonl", "a") as log:
-    log.write(json.dumps({{"tool": "pip", "argv": args, **env}}) + "\\n")
-target, links = (Path(args[args.index(o) + 1]) if o in args else None for o in ("--target", "--find-links"))
-links = links or (env["PIP_FIND_LINKS"] and Path(env["PIP_FIND_LINKS"]))
-offline = "--no-index" in args or env["PIP_NO_INDEX"]
-pins = [arg.split("==") for arg in args if "==" in arg]
-for name, version in pins:
-    wheel = re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl"
-    if offline and not (links and list(links.glob(wheel))):
-        sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} (no {{wheel}} in {{links}})")
-for wheel in [arg for arg in args if arg.endswith(".whl")]:
-    if not Path(wheel).is_file():
-        sys.exit(f"ERROR: {{wheel}} does not exist")
-    pins.append(Path(wheel).name.split("-")[:2])
-for name, version in pins:  # without --target: into the Python's own packages (Colab's site-packages)
-    info = (target or ROOT / "site") / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {{name}}\\nVersion: {{version}}\\n")
-    if name.replace("_", "-") == "nvidia-cuda-cupti":
-        (target / "nvidia/cu13/lib").mkdir(parents=True, exist_ok=True)
-        (target / "nvidia/cu13/lib/libcupti.so.13").write_text("not a real library")
-"""
-
-
-def executable(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    path.chmod(0o755)
-    return path
 
 
 def build_fake_injection_library(folder: Path) -> Path | None:
@@ -150,15 +214,8 @@ def build_fake_injection_library(folder: Path) -> Path | None:
     return library if done.returncode == 0 else None
 
 
-NCU_PACKAGES = [
-    "nsight-compute",
-    "nsight-compute-2025.3.1",
-    "nsight-compute-2026.1.0",
-    "nsight-compute-2026.2.1",
-    "nsight-compute-2026.3.0",
-    "nsight-compute-2026.3.1",
-    "nsight-compute-2026.4.0",
-]  # what apt-cache lists
+VERSIONS_IN_APT = "2025.3.1 2026.1.0 2026.2.1 2026.3.0 2026.3.1 2026.4.0".split()
+NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in VERSIONS_IN_APT)]  # apt-cache lists
 
 
 @dataclass
@@ -177,14 +234,14 @@ class FakeMachine:
 
     def build(self) -> dict[str, str]:
         """Make the machine; the environment a kernel on it runs with."""
-        for folder in ("bin", "py/pip", "home", "cwd", "dpkg"):
+        for folder in ("bin", "home", "cwd", "dpkg"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         (self.root / "calls.jsonl").write_text("")
         self.save()
+        tool = TOOL.format(python=sys.executable, root=str(self.root), tests=str(Path(__file__).parent))
         for name in ("nvidia-smi", "apt-get", "apt-cache", "dpkg", "dpkg-query"):
-            executable(self.root / "bin" / name, TOOL.format(python=sys.executable, root=str(self.root)))
-        (self.root / "py/pip/__init__.py").write_text("")
-        (self.root / "py/pip/__main__.py").write_text(PIP.format(root=str(self.root)))
+            executable(self.root / "bin" / name, tool)
+        pip(self.root)
         for name, version in self.site.items():
             info = self.root / "site" / f"{name.replace('-', '_')}-{version}.dist-info"
             info.mkdir(parents=True, exist_ok=True)
@@ -201,30 +258,19 @@ class FakeMachine:
 
     def save(self) -> None:
         """Write what the tools answer (again after a test changes the machine)."""
-        injection = {"missing": "@DIR@/injection", "loadable": str(self.root / "injection")}[self.injection]
         built = (self.root / "injection" / "libcuda-injection.so").exists()
         if self.injection == "loadable" and not built and build_fake_injection_library(self.root / "injection") is None:
             raise RuntimeError("no C compiler to build the fake injection library")
-        script = NCU.format(python=sys.executable, root=str(self.root), profiles=PROFILES)
-        facts = {
-            "gpu": self.gpu,
-            "driver": self.driver,
-            "apt": self.apt,
-            "packages": self.packages,
-            "broken": self.broken,
-            "profiles": self.profiles,
-            "ncu_script": script.replace("@INJECTION@", injection),
-        }
+        facts = {name: getattr(self, name) for name in ("gpu", "driver", "apt", "packages", "broken", "profiles")}
+        facts["injection"] = str(self.root / "injection") if self.injection == "loadable" else None  # None: ncu's own
         (self.root / "machine.json").write_text(json.dumps(facts))
 
     def ncu_folder(self, version: str, name: str = "path") -> Path:
-        folder = self.root / f"{name}-ncu-{version}"
-        script = json.loads((self.root / "machine.json").read_text())["ncu_script"]
-        return executable(folder / "ncu", script.replace("@VERSION@", version).replace("@DIR@", str(folder))).parent
+        injection = json.loads((self.root / "machine.json").read_text())["injection"]
+        return ncu(self.root / f"{name}-ncu-{version}", version, self.root, injection).parent
 
     def calls(self, tool: str | None = None) -> list[dict]:
-        lines = (self.root / "calls.jsonl").read_text().splitlines()
-        return [call for call in map(json.loads, lines) if tool in (None, call["tool"])]
+        return calls(self.root, tool)
 
     def apt_installs(self) -> list[str]:
         return [call["argv"][-1] for call in self.calls("apt-get") if call["argv"][0] == "install"]
@@ -322,10 +368,8 @@ def pip_installs(folder: Path) -> list[dict]:
 
 def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     """A fake python3 and an nvidia-smi that lists a GPU (or none), in folder; the environment that uses them."""
-    bin_dir = folder / "bin"
-    listing = "echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000)'" if gpu else "echo 'No devices were found'; exit 6"
-    for name, text in (("python3", FAKE_PYTHON), ("nvidia-smi", f"#!/bin/sh\n{listing}\n")):
-        executable(bin_dir / name, text)
+    bin_dir = executable(folder / "bin" / "python3", FAKE_PYTHON).parent
+    nvidia_smi(bin_dir, "NVIDIA H200" if gpu else None)
     (log := folder / "python.log").touch()
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
     return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),
@@ -359,5 +403,42 @@ def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
     return done.returncode, done.stdout + done.stderr, (tmp_path / "python.log").read_text().splitlines()
 
 
-if __name__ == "__main__":  # the fake python's pip: python fake_env.py PYTHON PIP-ARGUMENTS...
+# ---------------------------------------------------------------- other Pythons and commands a test needs
+# A Python that stands in for section 9's CUPTI child: it records its command line and environment in `record`, and
+# writes the child's result naming the libcupti FAKE_LIBCUPTI says (else the one it was given).
+CUPTI_CHILD_PYTHON = """#!{python}
+import json, os, sys
+from pathlib import Path
+Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ)}}))
+libcupti = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
+Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "libcupti": libcupti}}))
+"""
+
+
+def cupti_child_python(path: Path, record: Path) -> Path:
+    return executable(path, CUPTI_CHILD_PYTHON.format(python=sys.executable, record=str(record)))
+
+
+def real_python(path: Path, without_pip: bool = False) -> Path:
+    """The suite's own Python under another name; without_pip: one whose `-m pip` fails, as a venv without pip."""
+    no_pip = '[ "$2" = pip ] && exit 1\n' if without_pip else ""
+    return executable(path, f'#!/bin/sh\n{no_pip}exec {sys.executable} "$@"\n')
+
+
+def failing_command(path: Path, says: str = "", status: int = 1) -> Path:
+    """A command that prints `says` (if anything) on stderr and exits with `status`."""
+    return executable(path, f"#!/bin/sh\n{f'echo {shlex.quote(says)} >&2' if says else ''}\nexit {status}\n")
+
+
+def hanging_command(path: Path) -> Path:
+    return executable(path, "#!/bin/sh\nsleep 600\n")
+
+
+def call_logger(path: Path) -> Path:
+    """A command that appends its name, arguments, NSPY_TUTORIAL_REQUIRE_ACTIONLINT and PYTHON to $CALLS."""
+    said = '$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-} python=${PYTHON:-}'
+    return executable(path, f'#!/bin/sh\necho "{said}" >> "$CALLS"\n')
+
+
+if __name__ == "__main__":  # the fake python's pip: python fakes.py PYTHON PIP-ARGUMENTS...
     sys.exit(script_pip(sys.argv[1], sys.argv[2:]))
