@@ -590,10 +590,10 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
 
 
 CUPTI_PACKAGES_DIR = read_cupti_dir()
-# A CUPTI child's first lines (section 9): the CUPTI set importable, its libcupti loaded before torch's older one
-CUPTI_PRELOAD = f"""import ctypes, glob, os, sys
-sys.path.insert(0, {str(CUPTI_PACKAGES_DIR)!r})
-libcupti = glob.glob({str(CUPTI_PACKAGES_DIR)!r} + "/nvidia/*/lib/libcupti.so.13*")
-assert libcupti, "no libcupti.so.13 in section 1's CUPTI folder: run section 1 again"
+# A CUPTI child's first lines (section 9): section 1's CUPTI set, its libcupti before torch's; no machine's path in it
+CUPTI_PRELOAD = """import ctypes, glob, os, sys
+sys.path.insert(0, folder := os.environ.get("NSPY_TUTORIAL_CUPTI_DIR", ""))
+libcupti = glob.glob(folder + "/nvidia/*/lib/libcupti.so.13*")
+assert libcupti, "no libcupti.so.13 in section 1's CUPTI folder (NSPY_TUTORIAL_CUPTI_DIR): run section 1 again"
 ctypes.CDLL(libcupti[0], mode=os.RTLD_GLOBAL)
 """

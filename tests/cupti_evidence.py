@@ -1,4 +1,4 @@
-"""Sections 2, 3 and 5 on the headless CUPTI run's evidence (docs/verified/nvidia-h200-cupti): the frames nsight wrote
+"""Sections 2, 3 and 5 on the headless CUPTI run's evidence (docs/verified/<gpu>-cupti): the frames nsight wrote
 there (processed_data-*.csv) stand in for what a section's run cells bound, today's analysis and verdict cells run on
 them, and the raw runs nsight wrote beside them (profiled_data-*.csv) are what the tests recompute the numbers from."""
 
@@ -8,7 +8,8 @@ import pandas as pd
 import recordings
 from support import ROOT
 
-CUPTI_RUN = ROOT / "docs" / "verified" / "nvidia-h200-cupti"
+# The committed headless CUPTI run: the one folder of docs/verified named <gpu>-cupti (the one place that finds it)
+(CUPTI_RUN,) = sorted((ROOT / "docs" / "verified").glob("*-cupti"))
 RE_RUN = "re-run the headless CUPTI run on the GPU runner (README's recipe) and commit its folder"
 
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import symtable
 import sys
-from pathlib import Path
 
 import nsight
 import numpy as np
@@ -103,26 +102,17 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
     assert all(row["Kernel"] == "gemm|splitk" and row["RelativeStdDevPct"] > 0 for row in rows), "both kernels' spread"
 
 
-def preload_text(cupti_dir: Path) -> str:
-    """CUPTI_PRELOAD as section 1 makes it for this CUPTI folder (setup_helpers reads the setting on import)."""
-    env = {**os.environ, "NSPY_TUTORIAL_CUPTI_DIR": str(cupti_dir)}
-    ask = "from plumbing.setup_helpers import CUPTI_PRELOAD; print(CUPTI_PRELOAD, end='')"
-    repo = Path(__file__).resolve().parent.parent
-    return subprocess.run(
-        [sys.executable, "-c", ask], cwd=repo, env=env, capture_output=True, text=True, check=True
-    ).stdout
-
-
 def test_a_cupti_childs_first_lines_import_from_section_ones_folder_and_load_its_libcupti_or_say_to_run_it(tmp_path):
     cupti_dir = tmp_path / "cupti"
     libcupti = build_shared_library(cupti_dir / "nvidia/cu13/lib/libcupti.so.13")
     if libcupti is None:
         pytest.skip("no C compiler here to build a stand-in libcupti.so.13")
     (cupti_dir / "cupti_set_marker.py").write_text("")  # stands for cupti-python, installed into that folder
-    child = preload_text(cupti_dir) + "import cupti_set_marker\nprint(open('/proc/self/maps').read())\n"
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, capture_output=True, text=True)
+    child = setup_helpers.CUPTI_PRELOAD + "import cupti_set_marker\nprint(open('/proc/self/maps').read())\n"
+    env = {**os.environ, "NSPY_TUTORIAL_CUPTI_DIR": str(cupti_dir)}  # section 1 sets it; the child inherits it
+    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"the preload failed where section 1 left its CUPTI set:\n{done.stderr}"
     assert str(libcupti) in done.stdout, "the child must hold section 1's libcupti.so.13 before torch loads its own"
     libcupti.unlink()
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode != 0 and "run section 1 again" in done.stderr, f"say what to do: {done.stderr}"

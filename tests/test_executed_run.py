@@ -9,6 +9,7 @@ import sys
 
 import nbformat
 import pytest
+from cupti_evidence import CUPTI_RUN
 from fakes import fresh_clone, nvidia_smi
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
@@ -20,7 +21,6 @@ def load(path):
     return json.loads(path.read_text())
 
 
-CUPTI_RUN = ROOT / "docs" / "verified" / "nvidia-h200-cupti"
 S2_RUN, S3_RUN, S3_LATER = SECTION_PLAN[2]["run"][0], *SECTION_PLAN[3]["run"]
 BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-tflops: a made-up one of section 2)
     SECTION_PLAN[2]["define"][-1]: "section = 2",

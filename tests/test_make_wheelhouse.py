@@ -8,6 +8,7 @@ import sys
 
 import make_wheelhouse
 import pytest
+from cupti_evidence import CUPTI_RUN
 from fakes import calls, files_of, fresh_clone, pip, pip_installs, real_python, requirement_pins, script_machine
 from fakes import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
@@ -63,7 +64,7 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     done = subprocess.run(["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True,
                           text=True)  # fmt: skip
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
-    runner_python = json.loads((ROOT / "docs/verified/nvidia-h200-cupti/summary.json").read_text())["environment"]
+    runner_python = json.loads((CUPTI_RUN / "summary.json").read_text())["environment"]
     downloads = [call["argv"] for call in calls(tmp_path, "pip")]
     asked = {call[call.index("--python-version") + 1] for call in downloads}
     assert all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"

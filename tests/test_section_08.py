@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import recordings
+from cupti_evidence import CUPTI_RUN
 from kernel_session import KernelSession
 from pytest import approx
-from support import ROOT, parse
+from support import parse
 
 from plumbing.cells import HARNESS
 
@@ -76,7 +77,6 @@ def test_section_8s_pause_verdict_says_steadier_when_auto_spreads_far_less_than_
 
 # The headless CUPTI run (section 8 runs on either backend): its calls' CSVs, written by nsight, stand in for the
 # frames, and section 8's analysis cells as they are today run on them in a real kernel.
-CUPTI_RUN = ROOT / "docs" / "verified" / "nvidia-h200-cupti"
 CSV_OF = {"frame": "processed_data-*.csv", "runs": "profiled_data-*.csv"}  # the frame, and one row a run
 
 

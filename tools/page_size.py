@@ -20,7 +20,8 @@ from notebook_format import DEFAULT_NOTEBOOK as NOTEBOOK  # the tutorial
 from notebook_format import is_folded
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED_PAGE = ROOT / "docs" / "verified" / "nvidia-h200-ncu-2025.3.1" / "recorded_sections.ipynb"
+# The committed recording's page (docs/verified/<gpu>-ncu-<version>/), whose printed outputs count
+RECORDED_PAGE = max((ROOT / "docs" / "verified").glob("*-ncu-*/recorded_sections.ipynb"), default=None)
 WORDS_A_MINUTE, SECONDS_A_LINE, MINUTES_A_PICTURE = 200, 6, 0.5
 LIMITS = {  # measure: (most allowed, what it counts)
     "core_minutes": (30, "minutes to read outside 'Going further'"),
@@ -121,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         help="an executed page whose outputs count (default: the recorded Nsight Compute page)",
     )
     args = parser.parse_args(argv)
+    if args.outputs is None:
+        print("page_size.py: no recorded page under docs/verified: run tools/render_recorded.py, or give --outputs",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
         measures = page_size(args.notebook, args.outputs)
     except safe_io.FileRefused as error:
