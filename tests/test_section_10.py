@@ -13,7 +13,7 @@ STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.r
 FILES = "{} files; mean of runs = AvgValue: {}; launch 1 = run 1: {}"
 THROUGHPUT = "compute {}%, memory {}% of peak"  # a line s10-rules prints
 RULES = "Latency Issue fired: {}"
-EVIDENCE = (r".*\.ncu-rep", r".*\.log", r"profiled_data-.*\.csv", r"processed_data-.*\.csv", "collected_info.pkl")
+EVIDENCE = (r".*\.ncu-rep", r".*\.log", r"profiled_data-.*\.csv", r"processed_data-.*\.csv")  # no collector: no pickle
 PEAK = ".avg.pct_of_peak_sustained_elapsed"
 
 
@@ -25,8 +25,8 @@ def test_section_10s_files_verdict_counts_the_calls_files_and_checks_the_csv_aga
     recorded.section(10)
     folder = recorded.out / "s10_softmax"
     files = sorted(path.name for path in folder.iterdir())
-    assert [sum(bool(re.fullmatch(p, name)) for name in files) for p in EVIDENCE] == [1] * 5, (
-        f"a call with output_csv and an info collector leaves a report, a log, two CSVs and the pickle: {files}"
+    assert [sum(bool(re.fullmatch(p, name)) for name in files) for p in EVIDENCE] == [1] * 4 and len(files) == 4, (
+        f"a call with output_csv and no info collector leaves a report, a log and two CSVs: {files}"
     )
     per_run = pd.read_csv(next(folder.glob("profiled_data-*.csv")))
     frame = recorded.bound(10)["softmax_frame"]
