@@ -363,7 +363,12 @@ def comparable(value) -> str:
     """A setting's value as text to compare across processes: a function's repr names its address, which differs
     in every process, and a program's text (section 9's child) may come back from inspect with other blank lines."""
     text = re.sub(r" at 0x[0-9a-f]+", "", json.dumps(value, default=str, sort_keys=True))
+    text = re.sub(CUPTI_PRELOAD_TEXT, "", text)  # section 9's child: how it finds this machine's CUPTI set
     return re.sub(r"(\\n)+", r"\\n", text)
+
+
+# The first lines of a CUPTI child (setup_helpers.CUPTI_PRELOAD), as JSON text: they load a machine's CUPTI set
+CUPTI_PRELOAD_TEXT = r"import ctypes, glob, os, sys\\n.*?mode=os\.RTLD_GLOBAL\)\\n"
 
 
 # Values, not functions or modules: what a recording keeps. dict is not yet one: the committed recording holds none
