@@ -121,3 +121,20 @@ def test_a_setting_the_recording_lacks_or_a_changed_one_makes_it_older_than_the_
     namespace["SIZES"] = [1, 2, 3]
     assert recordings.settings_older_than(recorded, namespace, names) == ["ADDED", "SIZES"], "a changed one too"
     assert sorted(recordings.setting_values(namespace, names)) == ["ADDED", "RUNS", "SIZES"], "functions, modules: no"
+
+
+def test_a_cupti_childs_program_compares_equal_across_machines_but_not_across_benchmarks(monkeypatch):
+    from plumbing import setup_helpers
+
+    benchmark = "import nsight\ndef timed(folder, n):\n    return run(n, runs=5)\n"
+    here, there = (f"import ctypes, glob, os, sys\nsys.path.insert(0, {path!r})\n"
+                   f"ctypes.CDLL(glob.glob({path!r} + '/x.so')[0], mode=os.RTLD_GLOBAL)\n"
+                   for path in ("/work/a/cupti13", "/home/b/.cache/cupti13"))  # fmt: skip
+    assert recordings.comparable(here + benchmark) == recordings.comparable(there + benchmark), (
+        "section 9's child loads each machine's CUPTI set from its own folder: that is no benchmark setting"
+    )
+    assert recordings.comparable(setup_helpers.CUPTI_PRELOAD + benchmark) == recordings.comparable(here + benchmark)
+    changed = benchmark.replace("runs=5", "runs=6")
+    assert recordings.comparable(here + benchmark) != recordings.comparable(here + changed), (
+        "a change to the child's benchmark after its first lines must make the recording stale"
+    )
