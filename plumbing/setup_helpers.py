@@ -391,9 +391,10 @@ def check_pip_installed(environ=os.environ):
 
 
 def nsight_compute_packages(environ=os.environ):
-    """Section 1's loop's packages, newest accepted first, until the probe profiles with one's ncu (first on PATH)
-    or another would not help. An ncu already there (NCU_PATH, a re-run) goes first, without apt; offline or with
-    NSPY_TUTORIAL_PROFILER=cupti nothing is installed. Answer: NCU_DECISION; attempts: ENVIRONMENT."""
+    """The Nsight Compute packages for section 1's loop to install, newest accepted first; the loop puts each one's
+    ncu first on PATH, and then the probe says whether it profiles: the loop ends once one does, or once another
+    version would not help. An ncu already there (NCU_PATH, a re-run) is tried first, without apt; offline, or with
+    NSPY_TUTORIAL_PROFILER=cupti, nothing is installed. The answer goes to NCU_DECISION, the attempts to ENVIRONMENT."""
     NCU_DECISION.clear()
     NCU_DECISION.update(use_ncu=False, reason="", done=False)
     check_pip_installed(environ)

@@ -121,3 +121,9 @@ def test_a_device_a_fifo_or_a_folder_is_refused_at_once_not_read(tmp_path, given
     except subprocess.TimeoutExpired:
         pytest.fail(f"page_size.py {given} did not return: check safe_io.require_regular_file before reading")
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_page_size_without_a_recorded_page_says_to_render_one_and_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(page_size, "RECORDED_PAGE", None)  # a clone whose docs/verified holds no recording
+    assert page_size.main([]) == 2, "no printed outputs to count: the reading time would be too low"
+    assert "run tools/render_recorded.py, or give --outputs" in capsys.readouterr().err
