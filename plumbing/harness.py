@@ -93,11 +93,12 @@ def check_figure(number, name, value, unit, peak_key, gpu):
     }
 
 
-def newest_csv(folder, kind):
-    """The newest `kind` CSV (processed_data or profiled_data) nsight wrote in folder, as a frame; None if none."""
+def last_csv(folder, kind):
+    """The last call's `kind` CSV (processed_data or profiled_data) in folder, as a frame; None if none. nsight
+    numbers a decorated function's calls: <kind>-<function>-<call>.csv."""
     import pandas as pd  # here: scripts that import this module need no pandas
 
-    written = sorted(Path(folder).glob(f"{kind}-*.csv"), key=lambda path: path.stat().st_mtime)
+    written = sorted(Path(folder).glob(f"{kind}-*.csv"), key=lambda path: int(path.stem.rsplit("-", 1)[1]))
     return pd.read_csv(written[-1]) if written else None
 
 
@@ -105,15 +106,15 @@ def headline_figures(out_dir, gpu):
     """The figures with a datasheet counterpart, from the CSVs the profiled calls wrote into out_dir: section 2's
     fp32 product + ReLU, section 5's float16 product at its largest size, section 6's x * 2.0 streaming rate."""
     out_dir, figures = Path(out_dir), []
-    if (summed := newest_csv(out_dir / "s2_summed", "processed_data")) is not None:
+    if (summed := last_csv(out_dir / "s2_summed", "processed_data")) is not None:
         n, time_ns = summed.n[0], summed.AvgValue[0]
         tflops = 2 * n**3 / time_ns / 1e3  # 2 n^3 FLOPs over ns: GFLOP/s, then TFLOP/s
         figures.append(check_figure(2, f"fp32 product + ReLU, n={n}", tflops, "TFLOP/s", "fp32_tflops", gpu))
-    if (runs := newest_csv(out_dir / "s5_sweep", "profiled_data")) is not None:
+    if (runs := last_csv(out_dir / "s5_sweep", "profiled_data")) is not None:
         rates = runs[(runs.Metric == "matmul_tflops") & (runs.Annotation == "float16")]  # raw, not normalized
         name = f"float16 product, n={rates.n.max()}"
         figures.append(check_figure(5, name, rates.Value.mean(), "TFLOP/s", "fp16_tflops", gpu))
-    if (bound := newest_csv(out_dir / "s6_bound", "processed_data")) is not None:
+    if (bound := last_csv(out_dir / "s6_bound", "processed_data")) is not None:
         row = bound[(bound.Annotation == "x * 2.0") & (bound.Metric == "gpu__time_duration.sum")].iloc[0]
         rate = 8 * 2**26 / row.AvgValue  # 2^26 float32 read and written, bytes per ns: GB/s
         figures.append(check_figure(6, "x * 2.0, bytes it must move / time", rate, "GB/s", "dram_gbs", gpu))
