@@ -5,14 +5,12 @@ import builtins
 import inspect
 import json
 import os
-import subprocess
 import symtable
-import sys
 
 import nsight
 import numpy as np
 import pytest
-from fakes import build_fake_injection_library, build_shared_library, cupti_child_python
+from fakes import build_fake_injection_library, cupti_child_python
 from nsight import extraction, transformation, utils
 
 from plumbing import setup_helpers
@@ -100,19 +98,3 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
     expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum
     assert {row["n"]: row["AvgValue"] for row in rows} == pytest.approx(expected), "not the kernels' sum"
     assert all(row["Kernel"] == "gemm|splitk" and row["RelativeStdDevPct"] > 0 for row in rows), "both kernels' spread"
-
-
-def test_a_cupti_childs_first_lines_import_from_section_ones_folder_and_load_its_libcupti_or_say_to_run_it(tmp_path):
-    cupti_dir = tmp_path / "cupti"
-    libcupti = build_shared_library(cupti_dir / "nvidia/cu13/lib/libcupti.so.13")
-    if libcupti is None:
-        pytest.skip("no C compiler here to build a stand-in libcupti.so.13")
-    (cupti_dir / "cupti_set_marker.py").write_text("")  # stands for cupti-python, installed into that folder
-    child = setup_helpers.CUPTI_PRELOAD + "import cupti_set_marker\nprint(open('/proc/self/maps').read())\n"
-    env = {**os.environ, "NSPY_TUTORIAL_CUPTI_DIR": str(cupti_dir)}  # section 1 sets it; the child inherits it
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"the preload failed where section 1 left its CUPTI set:\n{done.stderr}"
-    assert str(libcupti) in done.stdout, "the child must hold section 1's libcupti.so.13 before torch loads its own"
-    libcupti.unlink()
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode != 0 and "run section 1 again" in done.stderr, f"say what to do: {done.stderr}"
