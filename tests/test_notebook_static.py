@@ -190,8 +190,15 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
     long_cells = [c.get("id") for c in visible if sum(bool(line.strip()) for line in c.source.splitlines()) > 40]
     assert not long_cells, f"visible code cells over 40 lines (split them, or fold plumbing): {long_cells}"
     bookkeeping = {"record_figure", "build_summary", "report_summary", "section_entry"}
-    calls = {cell.get("id"): names for cell in visible if section_of(cell.get("id")) and (names := bookkeeping & {
-        node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)})}  # fmt: skip
+    calls = {
+        cell.get("id"): names
+        for cell in visible
+        if section_of(cell.get("id"))
+        and (
+            names := bookkeeping
+            & {node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)}
+        )
+    }
     assert not calls, f"visible section code calls harness bookkeeping; move it to a folded cell: {calls}"
 
 
@@ -216,6 +223,9 @@ def test_each_section_ends_with_a_visible_cell_that_prints_its_verdict(notebook,
 
 
 def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
-    offenders = {cell.get("id"): names for cell in code_cells(notebook)
-                 if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})}  # fmt: skip
+    offenders = {
+        cell.get("id"): names
+        for cell in code_cells(notebook)
+        if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})
+    }
     assert not offenders, f"these cells bind IPython's output names (it stops updating them): {offenders}"

@@ -168,15 +168,19 @@ def test_a_driver_mismatch_moves_to_the_next_version_and_then_to_cupti_naming_th
     run = section_one(start, "driver", driver="580.82.07", profiles=dict.fromkeys(versions, "driver"))
     assert run.machine.apt_installs() == [f"nsight-compute-{version}" for version in versions]
     assert run.outputs[ROLE["choose"]].count("does not support the GPU's driver") == 3, run.printed()
-    run.assert_stopped_at_backend_naming("no Nsight Compute tried supports driver 580.82.07 (tried 2026.3.1, "
-                                         "2026.3.0, 2026.2.1)")  # fmt: skip
+    run.assert_stopped_at_backend_naming(
+        "no Nsight Compute tried supports driver 580.82.07 (tried 2026.3.1, 2026.3.0, 2026.2.1)"
+    )
 
 
 def test_counters_refused_says_it_cannot_be_changed_on_colab_and_goes_to_cupti_without_another_version(start):
     run = section_one(start, "counters", profiles={"2026.3.1": "counters", "2026.3.0": "works"})
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "another version cannot lift the permission"
-    said = ["does not allow GPU performance counters to this process", "cannot be changed from the notebook",
-            "an administrator can"]  # fmt: skip
+    said = [
+        "does not allow GPU performance counters to this process",
+        "cannot be changed from the notebook",
+        "an administrator can",
+    ]
     run.assert_stopped_at_backend_naming(*said)
 
 
