@@ -1,8 +1,10 @@
 """Section 3, spread over repeated runs: today's table and verdict cells on the frame a real run left."""
 
+import ast
+
 import evidence
 from pytest import approx
-from support import parse, run_cells, verdicts
+from support import cell_source, load_cells, parse, run_cells, verdicts
 
 VERDICT = "{} spread most (RSD {}% at n=16,384, {}% at n=1,048,576, {}% at n=16,777,216)"
 
@@ -30,3 +32,25 @@ def test_the_verdict_says_so_when_a_longer_add_spread_more_than_the_shortest():
     frame.loc[frame.n == 2**24, "RelativeStdDevPct"] = 99.0  # a noisy long add, as a busy shared GPU can give
     said, _ = spread_verdict(frame)
     assert parse(VERDICT, said)[0] == "the add of 16,777,216, not the shortest,", said
+
+
+def test_nsights_own_plot_of_the_real_frame_shows_every_point_on_the_log_time_axis(tmp_path, monkeypatch):
+    """The notebook's plot_callback, through nsight's own drawing (what @nsight.analyze.plot calls), on a real frame."""
+    from nsight import visualization
+
+    monkeypatch.chdir(tmp_path)
+    source = cell_source(load_cells(), "s3-define")
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "log_time_axis"]
+    namespace, seen = {}, {}
+    exec(compile(tree, "<cell s3-define>", "exec"), namespace)
+
+    def callback(figure):  # the notebook's, then what a reader would see
+        namespace["log_time_axis"](figure)
+        seen["ylim"], seen["scale"] = figure.axes[0].get_ylim(), figure.axes[0].get_yscale()
+
+    frame = evidence.written(evidence.run_with("s3"), "s3")[0]
+    visualization.visualize(frame, "gpu__time_duration.sum", None, None, filename="s3_add.png", plot_callback=callback)
+    low, high = seen["ylim"]
+    assert seen["scale"] == "log" and low < frame.AvgValue.min() and frame.AvgValue.max() < high, seen
+    assert (tmp_path / "s3_add.png").stat().st_size > 10_000
