@@ -385,8 +385,11 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
 
 
 def files_of(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
-    """{relative path: content} of the files under folder, but those whose path starts with one of skip."""
-    files = {str(path.relative_to(folder)): path for path in folder.rglob("*") if path.is_file()}
+    """{relative path: content} of the files under folder, but those whose path starts with one of skip, and Python's
+    own bytecode caches: a refused script's import writes __pycache__ unless PYTHONDONTWRITEBYTECODE is set, and that
+    is Python's doing, not a change the script made (CI runs the suite both ways)."""
+    found = (path for path in folder.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
+    files = {str(path.relative_to(folder)): path for path in found}
     return {name: path.read_bytes() for name, path in files.items() if not name.startswith(skip)}
 
 
@@ -442,8 +445,10 @@ def hanging_command(path: Path) -> Path:
 
 
 def call_logger(path: Path) -> Path:
-    """A command that appends its name, arguments, NSPY_TUTORIAL_REQUIRE_ACTIONLINT and PYTHON to $CALLS."""
+    """A command that appends its name, arguments and the settings CI steers (actionlint, PYTHON, the venv,
+    PYTHONDONTWRITEBYTECODE) to $CALLS."""
     said = '$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-} python=${PYTHON:-}'
+    said += " venv=${NSPY_TUTORIAL_TEST_VENV:-} bytecode=${PYTHONDONTWRITEBYTECODE-unset}"
     return executable(path, f'#!/bin/sh\necho "{said}" >> "$CALLS"\n')
 
 

