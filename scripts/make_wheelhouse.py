@@ -28,8 +28,9 @@ from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a pla
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
 MARKER = ".nspy_wheelhouse"  # written into DEST: a folder this script fills
-PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
-                                                        "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
+PLATFORMS = [
+    f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31", "_2_34", "1")
+] + ["linux_x86_64"]
 
 
 def tracked_files(folder: Path) -> bool:
@@ -74,10 +75,24 @@ def read_installed(path: Path | None) -> dict[str, str]:
 
 def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
-               "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
-               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
-               *requirements]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        python_version,
+        *(arg for platform in PLATFORMS for arg in ("--platform", platform)),
+        *([] if deps else ["--no-deps"]),
+        *requirements,
+    ]
     print("$ " + " ".join(command))
     subprocess.run(command, check=True)
 
@@ -89,12 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
     args = parser.parse_args(argv)
     if args.skip_installed is not None and not args.skip_installed.is_file():
-        parser.error(f"--skip-installed {args.skip_installed}: no such file; give the GPU machine's `pip freeze` "
-                     "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out")  # fmt: skip
+        parser.error(
+            f"--skip-installed {args.skip_installed}: no such file; give the GPU machine's `pip freeze` "
+            "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out"
+        )
     version = re.fullmatch(r"3\.(\d+)(\.\d+)?", args.python_version)
     if not version or int(version.group(1)) < 11:
-        parser.error(f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 "
-                     "or newer (the project's runner has 3.12, the default)")  # fmt: skip
+        parser.error(
+            f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 "
+            "or newer (the project's runner has 3.12, the default)"
+        )
     try:  # ~ as a shell expands it: a quoted '~/wh' is not a folder named ~ here
         args.dest = safe_io.expand_home(args.dest, "--dest")
     except safe_io.FileRefused as error:
@@ -118,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
         download(cupti, args.dest / "cupti", args.python_version, deps=False)
     except subprocess.CalledProcessError as error:
-        print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
-              f"available for Python {args.python_version} on {PLATFORMS[0]}?", file=sys.stderr)  # fmt: skip
+        print(
+            f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
+            f"available for Python {args.python_version} on {PLATFORMS[0]}?",
+            file=sys.stderr,
+        )
         return 1
     pinned = {normalize(pin.split("==")[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):

@@ -22,17 +22,19 @@ def connected_machine(tmp_path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("arguments", "said"),
-    [(["--python-version", ""], "--python-version ''"),
-     (["--python-version", "3.10"], "--python-version '3.10'"),
-     (["--python-version", "3.10.14"], "--python-version '3.10.14'"),  # a patch level does not lift 3.10
-     (["--python-version", "3"], "--python-version '3'"),
-     (["--python-version", "3.12."], "--python-version '3.12.'"),
-     (["--dest", "README.md"], "--dest README.md"),  # a file
-     (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels"),
-     (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt"),  # no such file
-     (["--skip-installed", "."], "--skip-installed ."),  # a folder
-     *((["--python-version", version], None) for version in ("3.11", "3.12.3", "3.13"))],  # None: accepted
-)  # fmt: skip
+    [
+        (["--python-version", ""], "--python-version ''"),
+        (["--python-version", "3.10"], "--python-version '3.10'"),
+        (["--python-version", "3.10.14"], "--python-version '3.10.14'"),  # a patch level does not lift 3.10
+        (["--python-version", "3"], "--python-version '3'"),
+        (["--python-version", "3.12."], "--python-version '3.12.'"),
+        (["--dest", "README.md"], "--dest README.md"),  # a file
+        (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels"),
+        (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt"),  # no such file
+        (["--skip-installed", "."], "--skip-installed ."),  # a folder
+        *((["--python-version", version], None) for version in ("3.11", "3.12.3", "3.13")),
+    ],  # None: accepted
+)
 def test_make_wheelhouse_checks_each_argument_before_pip_runs(arguments, said, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "README.md").write_text("mine")
@@ -61,8 +63,9 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(b"the user's own wheel")
-    done = subprocess.run(["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True, text=True
+    )
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
     runner_python = json.loads((CUPTI_RUN / "summary.json").read_text())["environment"]
     downloads = [call["argv"] for call in calls(tmp_path, "pip")]

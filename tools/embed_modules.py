@@ -42,9 +42,14 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
 def module_code(text: str, constants=()) -> str:
     """The module's lines less docstrings, those imports and assignments to `constants` (and blank lines after)."""
     tree = ast.parse(text)  # a SyntaxError: the caller names the module
-    dropped = [node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
-               in ("__future__", "plumbing") or isinstance(node, ast.Assign) and any(
-                   isinstance(target, ast.Name) and target.id in constants for target in node.targets)]  # fmt: skip
+    dropped = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").split(".")[0] in ("__future__", "plumbing")
+        or isinstance(node, ast.Assign)
+        and any(isinstance(target, ast.Name) and target.id in constants for target in node.targets)
+    ]
     for node in ast.walk(tree):
         body = node.body if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
         if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
