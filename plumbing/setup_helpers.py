@@ -15,10 +15,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from plumbing.folders import folder_setting, own_folder
 from plumbing.harness import ENVIRONMENT, OUT_DIR
 
 # Seconds before a step is given up, said by name. An update reads indexes; a probe attaches to one tiny kernel.
@@ -88,27 +88,18 @@ def read_ncu_path(environ=os.environ):
     return path
 
 
-def can_make_folder(path):
-    """Whether a folder can be made at `path` (tried in its nearest existing parent: /proc refuses even root)."""
-    try:
-        os.rmdir(tempfile.mkdtemp(dir=next(folder for folder in Path(path).parents if folder.exists())))
-        return True
-    except OSError:
-        return False
-
-
 INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
+CUPTI_MARK = ".nspy_tutorial_cupti"  # in the CUPTI folder section 1 made: only then may pip --upgrade replace its files
+CUPTI_DIR_FIX = "Set NSPY_TUTORIAL_CUPTI_DIR to a new or empty folder you can write to, or unset it for the default."
 
 
 def read_cupti_dir(environ=os.environ):
-    """NSPY_TUTORIAL_CUPTI_DIR: the folder the CUPTI backend's packages go into (made if missing)."""
+    """NSPY_TUTORIAL_CUPTI_DIR (default ~/.cache/nspy_tutorial/cupti13) by the folder rules (plumbing/folders.py):
+    pip installs there with --upgrade, which deletes each same-named folder it replaces. Made and marked."""
     given = environ.get("NSPY_TUTORIAL_CUPTI_DIR")
-    path = Path(given).expanduser().resolve() if given else INSTALL_ROOT / "cupti13"
-    if given and (path.is_file() or not (path.is_dir() or can_make_folder(path))):
-        problem = "is a file, not a folder" if path.is_file() else "cannot be made"
-        raise ValueError(f"NSPY_TUTORIAL_CUPTI_DIR={given}: {path} {problem}. It names the folder for the CUPTI "
-                         "backend's packages: set a folder you can write to, or unset it for the default.")  # fmt: skip
-    return path
+    name = f"NSPY_TUTORIAL_CUPTI_DIR={given}" if given else "the default CUPTI folder"
+    folder = folder_setting(name, given, CUPTI_DIR_FIX, environ) if given else INSTALL_ROOT / "cupti13"
+    return own_folder(name, folder, CUPTI_MARK, CUPTI_DIR_FIX, environ)
 
 
 REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()  # the cell embeds it
@@ -423,6 +414,8 @@ def install_pins(pins, folder, wheelhouse, log_path):
     command = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *offline, "--no-deps",
                "--upgrade", "--target", str(folder), *missing]  # fmt: skip
     print(f"installing {' '.join(missing)} into {folder}" if missing else f"{folder} holds the CUPTI set already")
+    if missing:  # --upgrade deletes what it replaces: only in a folder of the project's own, made and marked
+        own_folder(f"the CUPTI folder {folder}", folder, CUPTI_MARK, CUPTI_DIR_FIX)
     status = run_logged(command, log_path, TIME_LIMITS_S["pip"]) if missing else 0
     if status != 0:
         fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"
@@ -481,7 +474,8 @@ def choose_backend(environ=os.environ):
     if use_ncu:
         return print(f"Measuring with Nsight Compute: {shutil.which('ncu')}")
     print(f"Measuring with CUPTI, because {reason}")
-    wheelhouse = read_wheelhouse(environ)
+    global CUPTI_PACKAGES_DIR  # read here, where it is used: a bad value never breaks another tool's import
+    CUPTI_PACKAGES_DIR, wheelhouse = read_cupti_dir(environ), read_wheelhouse(environ)
     have = versions_in([entry for entry in sys.path if entry != str(CUPTI_PACKAGES_DIR)])
     install_pins(cupti_pins(have), CUPTI_PACKAGES_DIR, wheelhouse and wheelhouse / "cupti", OUT_DIR / "pip.log")
     try:
@@ -590,4 +584,4 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
     return result
 
 
-CUPTI_PACKAGES_DIR = read_cupti_dir()
+CUPTI_PACKAGES_DIR = None  # choose_backend reads NSPY_TUTORIAL_CUPTI_DIR

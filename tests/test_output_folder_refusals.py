@@ -1,14 +1,19 @@
-"""The harness's output folder refused: the message names the setting the learner made (or the default folder),
-why it cannot be used, and the one setting that changes it, NSPY_TUTORIAL_OUT (no other name: none other exists)."""
+"""The notebook's folders (output, CUPTI) by the one set of folder rules (plumbing/folders.py): a refusal names the
+setting the learner made (or the default folder), why, and the one setting that changes it."""
 
 from __future__ import annotations
 
 import importlib
 import re
+import site
+import sysconfig
+from pathlib import Path
 
 import pytest
+from support import ROOT
 
 import plumbing.harness
+from plumbing import folders, setup_helpers
 
 
 @pytest.fixture
@@ -19,26 +24,87 @@ def a_file(tmp_path):
 
 @pytest.mark.parametrize(
     ("where", "why"),
-    [("{file}", "a file, not a folder"), ("{file}/out", "cannot write there")],
+    [("{file}", "a file, not a folder"), ("{file}/out", "cannot be made")],
     ids=["a file", "a folder inside a file"],
 )
 def test_an_unusable_output_setting_is_refused_naming_it_why_and_the_setting_that_fixes_it(a_file, where, why):
     given = where.format(file=a_file)
     harness = importlib.reload(plumbing.harness)
     folder = harness.choose_output_dir({"NSPY_TUTORIAL_OUT": given}, on_colab=False)
-    with pytest.raises(RuntimeError) as refused:
+    with pytest.raises(ValueError) as refused:
         harness.prepare_output_dir(folder, {"NSPY_TUTORIAL_OUT": given})
     said = str(refused.value)
-    assert said.startswith(f"NSPY_TUTORIAL_OUT={given}: {why}"), f"name the setting as given, then why: {said}"
+    assert said.startswith(f"NSPY_TUTORIAL_OUT={given}: ") and why in said, f"name the setting as given, why: {said}"
     assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {"NSPY_TUTORIAL_OUT"}, f"names another setting: {said}"
-    assert "Set NSPY_TUTORIAL_OUT to a folder you can write to" in said, f"say what to do: {said}"
+    assert "Set NSPY_TUTORIAL_OUT to a new or empty folder you can write to" in said, f"say what to do: {said}"
     assert a_file.read_text() == "not a folder", "the file given must be left as it was"
 
 
 def test_an_unusable_default_folder_is_named_with_the_setting_that_moves_it(a_file):
     harness = importlib.reload(plumbing.harness)
-    with pytest.raises(RuntimeError) as refused:
+    with pytest.raises(ValueError) as refused:
         harness.prepare_output_dir(a_file / "nspy_tutorial_out", {})
     said = str(refused.value)
-    assert said.startswith(f"{a_file / 'nspy_tutorial_out'}: cannot write there"), said
+    assert said.startswith(f"the default output folder {a_file / 'nspy_tutorial_out'}: ") and "cannot be made" in said
     assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {"NSPY_TUTORIAL_OUT"}, f"names another setting: {said}"
+
+
+# Where a folder setting points ({home}: HOME, holding the user's files; marked places are refused by place alone).
+PLACES = {
+    "HOME, marked": "{home}",
+    "/": "/",
+    "a new folder among the clone's tracked files": f"{ROOT}/docs/verified/new",
+    "inside the clone's .git": f"{ROOT}/.git/new",
+    "a new folder in site-packages": str(Path(sysconfig.get_paths()["purelib"]) / "new"),
+    "~/.local, marked and empty (it holds the user's site-packages)": "~/.local",
+    "a folder of the user's own files": "~/mine",
+    "a marked folder whose mark is a link to the user's file": "~/linked",
+    "a blank": " ",
+}
+
+
+@pytest.mark.parametrize("setting", ["NSPY_TUTORIAL_OUT", "NSPY_TUTORIAL_CUPTI_DIR"])
+@pytest.mark.parametrize("place", PLACES)
+def test_the_notebooks_folders_are_its_own_never_home_root_the_clone_or_python_packages(
+    tmp_path, monkeypatch, setting, place
+):
+    home = tmp_path / "home"
+    for folder in (home, home / ".local", home / "mine", home / "linked"):
+        folder.mkdir()
+    (home / "mine" / "thesis.txt").write_text("my own work")
+    for mark in (folders.OUT_MARK, setup_helpers.CUPTI_MARK):
+        (home / mark).write_text(""), (home / ".local" / mark).write_text("")
+        (home / "linked" / mark).symlink_to(home / "mine" / "thesis.txt")
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(home / ".local/lib/python3/site-packages"))
+    environ = {"HOME": str(home), setting: PLACES[place].format(home=home)}
+    with pytest.raises(Exception) as refused:  # the notebook's own reading: RuntimeError or ValueError, named
+        if setting == "NSPY_TUTORIAL_OUT":
+            folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
+        else:
+            setup_helpers.install_pins({"nspy-absent": "1.0"}, setup_helpers.read_cupti_dir(environ), None, "x.log")
+    assert str(refused.value).startswith(f"{setting}={environ[setting]}: "), f"name the setting: {refused.value}"
+    assert f"Set {setting} to a new or empty folder" in str(refused.value), f"say the fix: {refused.value}"
+    assert (home / "mine" / "thesis.txt").read_text() == "my own work" and not (home / "new").exists()
+    assert sorted(p.name for p in (home / ".local").iterdir()) == sorted([folders.OUT_MARK, setup_helpers.CUPTI_MARK])
+
+
+def test_a_new_or_empty_folder_is_made_and_marked_and_a_marked_one_used_again(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for name in ("new/out", "empty"):
+        environ = {"NSPY_TUTORIAL_OUT": str(tmp_path / name), "HOME": str(tmp_path / "home")}
+        for _ in range(2):  # the second time it finds its mark and the files of the first run
+            made = folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
+            (made / "summary.json").write_text("{}")
+        assert made == tmp_path / name and (made / folders.OUT_MARK).is_file()
+
+
+def test_a_cupti_folder_of_ones_own_is_never_installed_into(tmp_path, monkeypatch):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "nvidia").mkdir()  # pip --upgrade --target would delete it first
+    ran = []
+    monkeypatch.setattr(setup_helpers, "run_logged", lambda *args: ran.append(args) or 0)
+    with pytest.raises(ValueError, match=r"the CUPTI folder .*holds files this project did not make"):
+        setup_helpers.install_pins({"nspy-absent": "1.0"}, tmp_path / "mine", None, tmp_path / "pip.log")
+    assert not ran and (tmp_path / "mine" / "nvidia").is_dir(), "pip ran into a folder the project did not make"
+    setup_helpers.install_pins({"nspy-absent": "1.0"}, tmp_path / "new", None, tmp_path / "pip.log")
+    assert ran and (tmp_path / "new" / setup_helpers.CUPTI_MARK).is_file(), "a new folder is made, marked, used"

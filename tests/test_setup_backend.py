@@ -42,12 +42,15 @@ PROBES = {  # probe program -> what probe_ncu must answer (kind, what its reason
     "done with another ncu": (answering("OTHER", "done", ""), "failed", ["OTHER", "CHOSEN"]),
     "measured zero": (answering("CHOSEN", "profile one kernel", "measured [0.0]"), "failed", ["'profile one kernel'"]),
     "driver mismatch": (answering(None, "profile one kernel", DRIVER), "driver", ["does not support the GPU's driver"]),
-    "no counter permission": (answering(None, "profile one kernel", PERMISSION), "counters",
-                              ["ERR_NVGPUCTRPERM", "cannot be changed from the notebook", "an administrator can"]),
+    "no counter permission": (
+        answering(None, "profile one kernel", PERMISSION),
+        "counters",
+        ["ERR_NVGPUCTRPERM", "cannot be changed from the notebook", "an administrator can"],
+    ),
     "no injection": (answering(None, "import nsight", "NV_INJ_ERROR"), "injection", ["injection library"]),
     "died, an earlier answer left": ("import os\nos._exit(7)", "failed", ["exit 7", "LOG"]),
     "hung": ("import time\ntime.sleep(60)", "hang", ["did not end within 1 s", "LOG"]),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", PROBES)
@@ -76,9 +79,8 @@ def test_the_backend_waits_for_the_loop_and_with_nsight_compute_clears_a_leftove
     tmp_path, monkeypatch, decision
 ):
     installed = []
-    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
     monkeypatch.setattr(helpers, "install_pins", lambda pins, folder, *args: installed.append(folder))
-    environ = {"NSPY_NCU_INIT_AT_IMPORT": "0"}
+    environ = {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_CUPTI_DIR": str(tmp_path / "cupti")}
     decision.update(use_ncu=True, reason="")
     assert helpers.settle_backend(environ) == (True, "", None)
     assert "NSPY_NCU_INIT_AT_IMPORT" not in environ, (
@@ -93,12 +95,11 @@ def test_the_backend_waits_for_the_loop_and_with_nsight_compute_clears_a_leftove
 
 @pytest.mark.parametrize("times", [[0.0], [math.nan], []])
 def test_cupti_is_not_used_until_a_child_has_timed_a_kernel_with_it(tmp_path, monkeypatch, decision, times):
-    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
     monkeypatch.setattr(helpers, "install_pins", lambda *args: [])  # the CUPTI set is there
     monkeypatch.setattr(helpers, "preload_libcupti", lambda folder: folder / "libcupti.so.13")
     timed = []
     monkeypatch.setattr(helpers, "run_cupti_child", lambda *args: timed.append(args) or {"rows": rows})
-    rows, environ = [{"AvgValue": value} for value in times], {}
+    rows, environ = [{"AvgValue": value} for value in times], {"NSPY_TUTORIAL_CUPTI_DIR": str(tmp_path / "cupti")}
     with pytest.raises(RuntimeError, match="Neither backend can time a kernel here. Nsight Compute: no ncu here"):
         helpers.settle_backend(environ)
     assert "NSPY_NCU_INIT_AT_IMPORT" not in environ and timed[0][0] is helpers.cupti_check_kernel
@@ -125,16 +126,32 @@ def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path):
 
 def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path, monkeypatch):
     """What summary.json and the recordings say about the machine: torch stands in (no GPU here), nsight is real."""
-    props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20,
-                            total_memory=15 * 2**30)  # fmt: skip
-    torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda index: props), __version__="2.11.0",
-                            version=SimpleNamespace(cuda="13.0"), backends=SimpleNamespace(cuda=SimpleNamespace(
-                            matmul=SimpleNamespace(allow_tf32=False))))  # fmt: skip
+    props = SimpleNamespace(
+        name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20, total_memory=15 * 2**30
+    )
+    torch = SimpleNamespace(
+        cuda=SimpleNamespace(get_device_properties=lambda index: props),
+        __version__="2.11.0",
+        version=SimpleNamespace(cuda="13.0"),
+        backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False))),
+    )
     monkeypatch.setenv("PATH", FakeMachine(tmp_path / "m", path_ncus=["2026.3.1"]).build()["PATH"])
     facts = helpers.environment_facts(torch, nsight, False, "no ncu here", tmp_path / "libcupti.so.13")
-    expected = {"gpu": "Tesla T4", "driver": "580.82.07", "compute_capability": "7.5", "sms": 40, "l2_bytes": 4 << 20,
-                "memory_gib": 15.0, "ncu_path": str(tmp_path / "m/path-ncu-2026.3.1/ncu"), "ncu_version": "2026.3.1",
-                "nsight_python": nsight.__version__, "profiler": "cupti", "cupti_reason": "no ncu here",
-                "libcupti": str(tmp_path / "libcupti.so.13"), "torch": "2.11.0", "torch_cuda": "13.0",
-                "tf32_matmul": False}  # fmt: skip
+    expected = {
+        "gpu": "Tesla T4",
+        "driver": "580.82.07",
+        "compute_capability": "7.5",
+        "sms": 40,
+        "l2_bytes": 4 << 20,
+        "memory_gib": 15.0,
+        "ncu_path": str(tmp_path / "m/path-ncu-2026.3.1/ncu"),
+        "ncu_version": "2026.3.1",
+        "nsight_python": nsight.__version__,
+        "profiler": "cupti",
+        "cupti_reason": "no ncu here",
+        "libcupti": str(tmp_path / "libcupti.so.13"),
+        "torch": "2.11.0",
+        "torch_cuda": "13.0",
+        "tf32_matmul": False,
+    }
     assert {key: facts.get(key) for key in expected} == expected

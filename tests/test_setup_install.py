@@ -29,7 +29,7 @@ BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executa
     "NCU_PATH not ncu": (accepted_ncu_path, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
     "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
     "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", BAD)
@@ -56,7 +56,7 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     assert read_ncu_path({"NCU_PATH": str(given.parent)}) == given, "NCU_PATH may name ncu's folder"
     later = tmp_path / "new" / "cupti"
     assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
-    assert not (tmp_path / "new").exists(), "checking the CUPTI folder setting must not make it"
+    assert (later / helpers.CUPTI_MARK).is_file(), "the CUPTI folder is made and marked as section 1's own"
 
 
 @pytest.mark.parametrize(
@@ -70,9 +70,18 @@ def test_the_versions_accepted_run_from_nsights_floor_to_the_pinned_ncu_reports_
 
 
 def test_the_packages_tried_are_the_accepted_versioned_ones_newest_first():
-    listed = ["nsight-compute", "nsight-compute-2022.4.1", "nsight-compute-2026.2.0", "nsight-compute-2026.2.1",
-              "nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.4.0", "nsight-compute-12-8",
-              "cuda-nsight-compute-12-8", "nsight-compute-2026.3.1-doc"]  # fmt: skip
+    listed = [
+        "nsight-compute",
+        "nsight-compute-2022.4.1",
+        "nsight-compute-2026.2.0",
+        "nsight-compute-2026.2.1",
+        "nsight-compute-2026.3.1",
+        "nsight-compute-2026.3.0",
+        "nsight-compute-2026.4.0",
+        "nsight-compute-12-8",
+        "cuda-nsight-compute-12-8",
+        "nsight-compute-2026.3.1-doc",
+    ]
     expected = ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.2.1"]
     assert newest_first(listed) == expected, "never the unversioned name, nothing below 2026.2.1 or above ncu-report"
 
@@ -114,8 +123,11 @@ def test_the_pins_cover_everything_nsight_needs_that_colab_lacks():  # PIP_CONST
     colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
     covered = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}
     for name in set(helpers.PINS) - {"nvidia-ml-py"}:  # not in the CPU suite's Python; it requires nothing
-        needs = [r for r in map(Requirement, distribution(name).requires or []) if r.marker is None
-                 or r.marker.evaluate({"extra": ""})]  # fmt: skip
+        needs = [
+            r
+            for r in map(Requirement, distribution(name).requires or [])
+            if r.marker is None or r.marker.evaluate({"extra": ""})
+        ]
         assert {helpers.normalize(r.name) for r in needs} <= covered, f"{name} needs {needs}: pin what it lacks"
 
 
