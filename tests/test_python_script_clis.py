@@ -52,7 +52,9 @@ def test_each_command_runs_from_a_fresh_clone_as_its_folder_and_name_say(script,
     """python3 FOLDER/NAME.py puts only FOLDER on sys.path: a command that imports from a sibling folder (tools/,
     recording/, the plumbing package) must add it itself."""
     command = [sys.executable, f"{SCRIPTS[script]}/{script}.py", "--help"]
-    done = subprocess.run(command, cwd=fresh_clone(tmp_path / "clone"), capture_output=True, text=True)
+    bad = {name: " " for name in ("NSPY_TUTORIAL_OUT", "NSPY_TUTORIAL_CUPTI_DIR", "NSPY_TUTORIAL_PROFILER", "NCU_PATH")}
+    env = {**os.environ, **bad}  # the notebook's settings, exported and bad: no other tool's --help may mind them
+    done = subprocess.run(command, cwd=fresh_clone(tmp_path / "clone"), env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("usage: "), (
         f"{' '.join(command[1:])} from a fresh clone: add the folder it imports from to sys.path in it\n{done.stderr}"
     )
