@@ -14,7 +14,7 @@ from pathlib import Path
 
 ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 OUTPUT_FOLDER = "nspy_tutorial_out"  # the default output folder, for the notebook and scripts/run_headless alike
-OUT_MARK = ".nspy_tutorial_out"  # in every output folder the notebook or run_headless made
+MARK = ".nspy_tutorial_out"  # in every folder the notebook or run_headless made (output, CUPTI): it is theirs
 
 
 def folder_setting(name, given, fix, environ=os.environ):
@@ -22,13 +22,10 @@ def folder_setting(name, given, fix, environ=os.environ):
     ("NSPY_TUTORIAL_OUT=~/x"): a refusal starts with it and ends with `fix`."""
     home = environ.get("HOME", "") if given == "~" or given.startswith("~/") else None
     path = os.path.expanduser(given) if home is None else home + given[1:]
-    if given != given.strip() or not given:
-        why = "starts or ends with a blank"
-    elif home == "" or path.startswith("~"):
-        why = "names no folder: HOME is empty" if home == "" else "names no folder: there is no such user here"
-    else:
-        return Path(os.path.abspath(path))
-    raise ValueError(f"{name}: {given!r} {why}. {fix}")
+    if given != given.strip() or not given or home == "" or path.startswith("~"):
+        why = "a blank at either end, HOME empty or unset, or no such ~user here"
+        raise ValueError(f"{name}: {given!r} names no folder ({why}). {fix}")
+    return Path(os.path.abspath(path))
 
 
 def git(folder, *args):
@@ -53,24 +50,22 @@ def refusal(real, mark, environ=os.environ):
         return "is, holds or is inside one of Python's own folders (its packages)"
     if real == top or ".git" in real.parts or any(git(folder, "ls-files", "--", folder) for folder in below_top):
         return "is a git clone, its .git or in a folder of its tracked files (copy a run there after it ran)"
-    if real.exists() and not real.is_dir():
-        return "is a file, not a folder"
-    if entries and not (real / mark).is_file():
-        return f"holds files this project did not make (it has no {mark})"
+    if real.exists() and not real.is_dir() or entries and not (real / mark).is_file():
+        return f"is a file, or holds files this project did not make (it has no {mark})"
     if links := [entry.name for entry in entries if entry.is_symlink()]:
         return f"holds a link ({links[0]}): a write would follow it into a file this project did not make"
     return None
 
 
-def own_folder(name, folder, mark, fix, environ=os.environ):
+def own_folder(name, folder, fix, environ=os.environ):
     """The folder, resolved, made and marked if the project may write into it; else ValueError naming `name`."""
     real = Path(os.path.realpath(folder))
-    if why := refusal(real, mark, environ):
+    if why := refusal(real, MARK, environ):
         raise ValueError(f"{name}: {real} {why}. {fix}")
     try:
-        if not (real / mark).is_file():
+        if not (real / MARK).is_file():
             real.mkdir(parents=True, exist_ok=True)
-            (real / mark).write_text("made by the nsight-python tutorial: its next run may replace what is here\n")
+            (real / MARK).write_text("made by the nsight-python tutorial: its next run may replace what is here\n")
     except OSError as error:
         raise ValueError(f"{name}: {real} cannot be made or written ({error.strerror or error}). {fix}") from None
     return real
@@ -78,13 +73,17 @@ def own_folder(name, folder, mark, fix, environ=os.environ):
 
 def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
     """NSPY_TUTORIAL_OUT, else OUTPUT_FOLDER under /content on Colab, else in the current folder (checked later)."""
-    if environ.get("NSPY_TUTORIAL_OUT"):
-        return Path(os.path.expanduser(environ["NSPY_TUTORIAL_OUT"])).resolve()
-    return Path("/content", OUTPUT_FOLDER) if on_colab else Path(OUTPUT_FOLDER).resolve()
+    default = Path("/content", OUTPUT_FOLDER) if on_colab else Path(OUTPUT_FOLDER)
+    return Path(os.path.expanduser(environ.get("NSPY_TUTORIAL_OUT") or default)).resolve()
+
+
+def setting_folder(setting, default, environ=os.environ):
+    """The folder a setting names (else `default`) by the folder rules, made and marked; else ValueError naming it."""
+    given, fix = environ.get(setting), f"Set {setting} to a new or empty folder you can write to, or unset it."
+    name = f"{setting}={given}" if given else f"the default folder {default}"
+    return own_folder(name, folder_setting(name, given, fix, environ) if given else default, fix, environ)
 
 
 def prepare_output_dir(folder, environ=os.environ):
-    """Make and mark the output folder by the folder rules; else ValueError naming the setting to change."""
-    given, fix = environ.get("NSPY_TUTORIAL_OUT"), "Set NSPY_TUTORIAL_OUT to a new or empty folder you can write to."
-    name = f"NSPY_TUTORIAL_OUT={given}" if given else f"the default output folder {folder}"
-    return own_folder(name, folder_setting(name, given, fix, environ) if given else folder, OUT_MARK, fix, environ)
+    """The output folder (NSPY_TUTORIAL_OUT, else the default `folder`) made and marked, or ValueError naming it."""
+    return setting_folder("NSPY_TUTORIAL_OUT", folder, environ)

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from plumbing.folders import folder_setting, own_folder
+from plumbing.folders import setting_folder
 from plumbing.harness import ENVIRONMENT, OUT_DIR
 
 # Seconds before a step is given up, said by name. An update reads indexes; a probe attaches to one tiny kernel.
@@ -88,18 +88,10 @@ def read_ncu_path(environ=os.environ):
     return path
 
 
-INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
-CUPTI_MARK = ".nspy_tutorial_cupti"  # in the CUPTI folder section 1 made: only then may pip --upgrade replace its files
-CUPTI_DIR_FIX = "Set NSPY_TUTORIAL_CUPTI_DIR to a new or empty folder you can write to, or unset it for the default."
-
-
 def read_cupti_dir(environ=os.environ):
     """NSPY_TUTORIAL_CUPTI_DIR (default ~/.cache/nspy_tutorial/cupti13) by the folder rules (plumbing/folders.py):
     pip installs there with --upgrade, which deletes each same-named folder it replaces. Made and marked."""
-    given = environ.get("NSPY_TUTORIAL_CUPTI_DIR")
-    name = f"NSPY_TUTORIAL_CUPTI_DIR={given}" if given else "the default CUPTI folder"
-    folder = folder_setting(name, given, CUPTI_DIR_FIX, environ) if given else INSTALL_ROOT / "cupti13"
-    return own_folder(name, folder, CUPTI_MARK, CUPTI_DIR_FIX, environ)
+    return setting_folder("NSPY_TUTORIAL_CUPTI_DIR", Path.home() / ".cache/nspy_tutorial/cupti13", environ)
 
 
 REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()  # the cell embeds it
@@ -414,8 +406,6 @@ def install_pins(pins, folder, wheelhouse, log_path):
     command = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *offline, "--no-deps",
                "--upgrade", "--target", str(folder), *missing]  # fmt: skip
     print(f"installing {' '.join(missing)} into {folder}" if missing else f"{folder} holds the CUPTI set already")
-    if missing:  # --upgrade deletes what it replaces: only in a folder of the project's own, made and marked
-        own_folder(f"the CUPTI folder {folder}", folder, CUPTI_MARK, CUPTI_DIR_FIX)
     status = run_logged(command, log_path, TIME_LIMITS_S["pip"]) if missing else 0
     if status != 0:
         fix = f"NSPY_TUTORIAL_WHEELHOUSE={wheelhouse} lacks a wheel: make_wheelhouse.py --python-version {PYTHON}"

@@ -39,7 +39,7 @@ def wheelhouse_problem(dest: Path, environ=os.environ) -> str | None:
     """Why DEST is no place for wheels (None: a new or empty folder, a wheelhouse, or one this script marked): the
     notebook's folder rules (plumbing/folders.py), but that a folder of wheels alone is a wheelhouse already."""
     real = Path(os.path.realpath(dest))
-    if (place := refusal(real, MARKER, environ)) and not place.startswith("holds files"):
+    if (place := refusal(real, MARKER, environ)) and not place.startswith("is a file, or holds files"):
         return place
     if real.is_dir() and not (real / MARKER).exists():
         others = [p.name for p in real.iterdir() if not (p.is_file() and p.suffix == ".whl") and p.name != "cupti"]
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dest.mkdir(parents=True, exist_ok=True)
         (args.dest / MARKER).write_text("made by scripts/make_wheelhouse.py: a wheelhouse\n", encoding="utf-8")
     except OSError as error:
-        parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
+        parser.error(f"--dest {given}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
     main_pins = read_requirements(ROOT / "requirements.txt")[0]
     try:

@@ -1,14 +1,13 @@
 """scripts/make_wheelhouse.py: the wheels an offline runner needs, the CUPTI set apart, --skip-installed dropping
 only what this run downloaded; its arguments at their edges; the offline recipe."""
 
-import json
 import os
 import subprocess
 import sys
 
 import make_wheelhouse
 import pytest
-from cupti_evidence import CUPTI_RUN
+from evidence import runs, summary
 from fakes import calls, files_of, fresh_clone, pip, pip_installs, real_python, requirement_pins, script_machine
 from fakes import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
@@ -70,7 +69,7 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
         ["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True, text=True
     )
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
-    runner_python = json.loads((CUPTI_RUN / "summary.json").read_text())["environment"]
+    runner_python = summary(runs()[-1])["environment"]  # the newest real run on the runner
     downloads = [call["argv"] for call in calls(tmp_path, "pip")]
     asked = {call[call.index("--python-version") + 1] for call in downloads}
     assert all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"
@@ -101,7 +100,7 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
 @pytest.mark.parametrize(
     ("dest", "home", "said"),
     [
-        ("~/wh", "", "--dest ~/wh: '~/wh' names no folder: HOME is empty"),
+        ("~/wh", "", "--dest ~/wh: '~/wh' names no folder (a blank at either end, HOME empty"),
         ("../mine", "{tmp}/home", "mine holds files that are no wheels (README.md)"),
         ("~", "{tmp}/home", "is /, HOME or a folder above HOME"),  # an empty HOME: still not a wheelhouse
         (".", "{tmp}/home", "is a git clone"),

@@ -24,7 +24,7 @@ def a_file(tmp_path):
 
 @pytest.mark.parametrize(
     ("where", "why"),
-    [("{file}", "a file, not a folder"), ("{file}/out", "cannot be made")],
+    [("{file}", "is a file, or holds files"), ("{file}/out", "cannot be made")],
     ids=["a file", "a folder inside a file"],
 )
 def test_an_unusable_output_setting_is_refused_naming_it_why_and_the_setting_that_fixes_it(a_file, where, why):
@@ -45,7 +45,7 @@ def test_an_unusable_default_folder_is_named_with_the_setting_that_moves_it(a_fi
     with pytest.raises(ValueError) as refused:
         harness.prepare_output_dir(a_file / "nspy_tutorial_out", {})
     said = str(refused.value)
-    assert said.startswith(f"the default output folder {a_file / 'nspy_tutorial_out'}: ") and "cannot be made" in said
+    assert said.startswith(f"the default folder {a_file / 'nspy_tutorial_out'}: ") and "cannot be made" in said
     assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {"NSPY_TUTORIAL_OUT"}, f"names another setting: {said}"
 
 
@@ -72,9 +72,8 @@ def test_the_notebooks_folders_are_its_own_never_home_root_the_clone_or_python_p
     for folder in (home, home / ".local", home / "mine", home / "linked"):
         folder.mkdir()
     (home / "mine" / "thesis.txt").write_text("my own work")
-    for mark in (folders.OUT_MARK, setup_helpers.CUPTI_MARK):
-        (home / mark).write_text(""), (home / ".local" / mark).write_text("")
-        (home / "linked" / mark).symlink_to(home / "mine" / "thesis.txt")
+    (home / folders.MARK).write_text(""), (home / ".local" / folders.MARK).write_text("")
+    (home / "linked" / folders.MARK).symlink_to(home / "mine" / "thesis.txt")
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(home / ".local/lib/python3/site-packages"))
     environ = {"HOME": str(home), setting: PLACES[place].format(home=home)}
     with pytest.raises(Exception) as refused:  # the notebook's own reading: RuntimeError or ValueError, named
@@ -85,7 +84,7 @@ def test_the_notebooks_folders_are_its_own_never_home_root_the_clone_or_python_p
     assert str(refused.value).startswith(f"{setting}={environ[setting]}: "), f"name the setting: {refused.value}"
     assert f"Set {setting} to a new or empty folder" in str(refused.value), f"say the fix: {refused.value}"
     assert (home / "mine" / "thesis.txt").read_text() == "my own work" and not (home / "new").exists()
-    assert sorted(p.name for p in (home / ".local").iterdir()) == sorted([folders.OUT_MARK, setup_helpers.CUPTI_MARK])
+    assert sorted(p.name for p in (home / ".local").iterdir()) == [folders.MARK]
 
 
 def test_a_new_or_empty_folder_is_made_and_marked_and_a_marked_one_used_again(tmp_path):
@@ -95,16 +94,4 @@ def test_a_new_or_empty_folder_is_made_and_marked_and_a_marked_one_used_again(tm
         for _ in range(2):  # the second time it finds its mark and the files of the first run
             made = folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
             (made / "summary.json").write_text("{}")
-        assert made == tmp_path / name and (made / folders.OUT_MARK).is_file()
-
-
-def test_a_cupti_folder_of_ones_own_is_never_installed_into(tmp_path, monkeypatch):
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "nvidia").mkdir()  # pip --upgrade --target would delete it first
-    ran = []
-    monkeypatch.setattr(setup_helpers, "run_logged", lambda *args: ran.append(args) or 0)
-    with pytest.raises(ValueError, match=r"the CUPTI folder .*holds files this project did not make"):
-        setup_helpers.install_pins({"nspy-absent": "1.0"}, tmp_path / "mine", None, tmp_path / "pip.log")
-    assert not ran and (tmp_path / "mine" / "nvidia").is_dir(), "pip ran into a folder the project did not make"
-    setup_helpers.install_pins({"nspy-absent": "1.0"}, tmp_path / "new", None, tmp_path / "pip.log")
-    assert ran and (tmp_path / "new" / setup_helpers.CUPTI_MARK).is_file(), "a new folder is made, marked, used"
+        assert made == tmp_path / name and (made / folders.MARK).is_file()

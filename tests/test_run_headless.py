@@ -61,8 +61,8 @@ REFUSED_TOO = [
     ([OWN_NOTEBOOK], {}, "holds files this project did not make"),
     ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME or a folder above HOME"),  # HOME is {tmp} here
     ([], {"NSPY_TUTORIAL_OUT": "~", "HOME": "{tmp}/empty_home"}, "is /, HOME or a folder above HOME"),
-    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME is empty"),  # not /o at the root
-    ([" "], {}, "' ' starts or ends with a blank"),  # not a folder named ' ' in the current folder
+    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME empty or unset"),  # not /o at the root
+    ([" "], {}, "' ' names no folder (a blank at either end"),  # not a folder named ' ' in the current folder
     ([], {"FAKE_TORCH_CUDA": "None"}, "has torch 2.11.0, a build without CUDA"),
     ([], {"FAKE_TORCH_CUDA": "missing"}, "cannot import torch (ModuleNotFoundError: No module named 'torch')"),
     ([], {"NSPY_TUTORIAL_WHEELHOUSE": "{tmp}/wh?"}, "holds *, ? or [, which pip"),  # {tmp}/wh1 holds a wheel

@@ -56,7 +56,7 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
     assert read_ncu_path({"NCU_PATH": str(given.parent)}) == given, "NCU_PATH may name ncu's folder"
     later = tmp_path / "new" / "cupti"
     assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
-    assert (later / helpers.CUPTI_MARK).is_file(), "the CUPTI folder is made and marked as section 1's own"
+    assert (later / ".nspy_tutorial_out").is_file(), "the CUPTI folder is made and marked as section 1's own"
 
 
 @pytest.mark.parametrize(
