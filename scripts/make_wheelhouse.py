@@ -49,6 +49,13 @@ def wheelhouse_problem(dest: Path, environ=os.environ) -> str | None:
     return None
 
 
+def python_version(text: str) -> str:
+    """A CPython that is, or soon will be (argparse's type): 3.X or 3.X.Y, 3.11 to 3.19."""
+    if not re.fullmatch(r"3\.(1[1-9])(\.\d{1,2})?", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 to 3.19")
+    return text
+
+
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
     """(main pins, CUPTI pins) as name==version, read from requirements.txt the way the notebook reads it."""
     main, cupti = pins_from_requirements(path.read_text())
@@ -91,7 +98,7 @@ def download(requirements: list[str], dest: Path, python_version: str, deps: boo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", default=str(ROOT / ".whl"), help="wheelhouse folder (default: .whl)")
-    parser.add_argument("--python-version", default="3.12", help="target Python, e.g. 3.12 (default) or 3.13")
+    parser.add_argument("--python-version", type=python_version, default="3.12", help="the target's Python (3.12)")
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
     args = parser.parse_args(argv)
     try:
@@ -100,11 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--skip-installed {args.skip_installed}: {error}; give the GPU machine's `pip freeze` (the project's "
             "runner: scripts/gpu-runner-installed.txt), or leave the option out"
-        )
-    if not re.fullmatch(r"3\.(1[1-9])(\.\d{1,2})?", args.python_version):  # a Python that is, or soon will be
-        parser.error(
-            f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 to "
-            "3.19 (the project's runner has 3.12, the default)"
         )
     fix = "give a new or empty folder, e.g. --dest wheelhouse in the clone (git ignores it)"
     try:  # ~ as a shell expands it: a quoted '~/wh' is not a folder named ~ here
