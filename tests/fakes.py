@@ -362,6 +362,9 @@ def script_pip(python: str, args: list[str]) -> int:
     if args[:1] == ["freeze"]:
         print("torch==2.11.0")  # what the fake python has before anything is installed
         return 0
+    if os.environ.get("FAKE_PIP_FAILS"):  # no network
+        sys.stderr.write("ERROR: Could not find a version that satisfies the requirement pytest==9.1.1\n")
+        return 1
     given = {option: args[args.index(option) + 1] for option in ("-r", "-c", "--find-links") if option in args}
     record = {
         "python": python,

@@ -199,3 +199,11 @@ def test_a_python_that_is_one_of_the_projects_own_scripts_is_refused_at_once(tmp
         status, output, asked = run_script(script, tmp_path, PYTHON=wrapper)
         assert status == 2 and "PYTHON is one of this project's scripts" in output, f"{script}: {output[-800:]}"
         assert asked == [] and not (tmp_path / ".ci").exists(), asked
+
+
+def test_a_failed_install_of_the_suites_packages_is_said_and_runs_no_test(tmp_path):
+    status, output, asked = run_script(
+        RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=tmp_path / "v", FAKE_PIP_FAILS=1
+    )
+    assert status == 2 and "pip could not install requirements-dev.txt" in output, output
+    assert not [line for line in asked if line.startswith("-m pytest")], "the suite ran without its packages"
