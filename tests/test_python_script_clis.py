@@ -93,7 +93,7 @@ CUPTI_RUN = {
                 {"name": "fp32 matmul", "value": 0.8, "unit": "TFLOP/s", "pct_of_peak": 0.1, "check": "SUSPECT"}],
     "total_seconds": 24.9,
 }  # fmt: skip
-RECORDING = {"sections": {  # the wall time its row sums: the ncu processes and the timed ncu wall time
+RECORDING = {"cells": {"s5-run": {"source": "an older s5-run"}}, "sections": {  # its cells: what ran; the wall time
     "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
     "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}}}}  # fmt: skip
 NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own summary cell on the recording
@@ -112,7 +112,7 @@ def table_repo(tmp_path) -> Path:
     (repo / "tools").mkdir()
     for script in ("verified_table.py", "safe_io.py"):
         shutil.copy2(ROOT / "tools" / script, repo / "tools")
-    for page in ("README.md", "docs/maintainers.md"):
+    for page in ("README.md", "docs/maintainers.md", "nsight_python_t4_tutorial.ipynb"):
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
     run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
@@ -123,6 +123,7 @@ def table_repo(tmp_path) -> Path:
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
         for name, content in files.items():
             (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content) if content else "")
+    shutil.copy2(ROOT / "nsight_python_t4_tutorial.ipynb", repo / "docs/verified/t4-cupti")  # ran as it is today
     return repo
 
 
@@ -146,6 +147,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "headline figures (% of datasheet peak)":
             "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
         "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",  # GitHub renders
+        "code cells changed since that run": "since abcdef0: none",
     }  # fmt: skip
     page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
@@ -155,6 +157,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456, fedcba9)",
         "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
         "run": f"[docs/verified/{page}](verified/{page})",  # a recording's row links its page
+        "code cells changed since that run": "since 0123456, fedcba9: s5-run",  # only the cells it ran
     }  # fmt: skip
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"

@@ -26,16 +26,18 @@ BEGIN, END = f"<!-- verified-table:begin {GENERATED} -->", "<!-- verified-table:
 EVIDENCE_BEGIN, EVIDENCE_END = f"<!-- evidence-table:begin {GENERATED} -->", "<!-- evidence-table:end -->"
 BACKENDS_BEGIN, BACKENDS_END = "<!-- backends:begin (generated from plumbing/cells.py) -->", "<!-- backends:end -->"
 PAGES = ("README.md", "docs/maintainers.md")  # the files whose marked tables this script writes
-NARROW = (0, 2, 6, 8, 9)  # of a row's cells: GPU, profiler, sections, headline figures, run
+NARROW = (0, 2, 6, 8, 9, 10)  # of a row's cells: GPU, profiler, sections, headline figures, run, code changed since
 NARROW_HEADER = (
-    "| GPU | measured with | sections ok / skipped / failed | headline figures (% of datasheet peak) | evidence |\n"
-    "| --- | --- | --- | --- | --- |"
+    "| GPU | measured with | sections ok / skipped / failed | headline figures (% of datasheet peak) | evidence "
+    "| code cells changed since that run |\n"
+    "| --- | --- | --- | --- | --- | --- |"
 )
 HEADER = (
     "| GPU | driver | profiler | nsight-python | torch | date (UTC) | sections ok / skipped / failed "
-    "| total wall time | headline figures (% of datasheet peak) | run |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| total wall time | headline figures (% of datasheet peak) | run | code cells changed since that run |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
+NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 # The page a reader opens on GitHub (which renders .ipynb, not .html): a recording's, a headless run's (render_recorded)
 READING_PAGES = ("recorded_sections.ipynb", "reading_page.ipynb")
 WRITTEN_BY = {"run_info.json": "scripts/run_headless", "recording.json": "recording/record_ncu.py"}  # on the GPU runner
@@ -81,6 +83,41 @@ def figure_text(figure: dict) -> str:
     return f"{figure['name']}: {figure['value']:,.1f} {figure['unit']} ({pct}){flag}"
 
 
+def code_cells(notebook: dict) -> dict[str, str]:
+    """Each code cell's id and source, in notebook order."""
+    return {cell.get("id", ""): "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"}
+
+
+def ran_code_cells(folder: Path) -> tuple[dict[str, str], bool]:
+    """The code cells as they ran, and whether that is every cell of the run: the run's executed notebook, else (a
+    launch-mode recording older than issue 44) the cells its recording.json kept, only those that ran there."""
+    if (executed := folder / NOTEBOOK.name).is_file():
+        return code_cells(read_json(executed)), True
+    return {cell_id: entry["source"] for cell_id, entry in read_json(folder / "recording.json")["cells"].items()}, False
+
+
+def changed_code_cells(ran: dict[str, str], today: dict[str, str], every_cell: bool = True) -> list[str]:
+    """The ids of the code cells changed since the run: edited, added (and removed, marked so); of a run that kept
+    only some cells, its cells edited or removed."""
+    edited = [cell_id for cell_id in today if cell_id in ran and ran[cell_id] != today[cell_id]]
+    added = [cell_id for cell_id in today if cell_id not in ran] if every_cell else []
+    return edited + added + [f"{cell_id} (removed)" for cell_id in ran if cell_id not in today]
+
+
+def run_commits(folder: Path) -> str:
+    """The commit the run ran (a recording's: those its sections ran), 7 digits each."""
+    if (folder / "run_info.json").exists():
+        return read_json(folder / "run_info.json")["commit"][:7]
+    sections = read_json(folder / "recording.json")["sections"].values()
+    return ", ".join(sorted({info["notebook_commit"][:7] for info in sections}))
+
+
+def changed_text(folder: Path) -> str:
+    ran, every_cell = ran_code_cells(folder)
+    changed = changed_code_cells(ran, code_cells(read_json(NOTEBOOK)), every_cell)
+    return f"since {run_commits(folder)}: {', '.join(changed) or 'none'}"
+
+
 def row_cells(summary_path: Path) -> list:
     """A table row of what summary.json says; its wall time and commit from run_info.json or recording.json."""
     summary, folder = read_json(summary_path), summary_path.parent
@@ -92,20 +129,19 @@ def row_cells(summary_path: Path) -> list:
     wall = f"{summary['total_seconds']:.0f} s in sections"
     if (folder / "run_info.json").exists():  # the whole run, installs and kernel start included
         run_info = read_json(folder / "run_info.json")
-        wall += f", {run_info['wall_seconds']} s whole run (commit {run_info['commit'][:7]})"
+        wall += f", {run_info['wall_seconds']} s whole run (commit {run_commits(folder)})"
     elif (folder / "recording.json").exists():  # what ncu cost there, profiled call by call
         sections = read_json(folder / "recording.json")["sections"].values()
         processes = sum(info["cost"].get("ncu_processes") or 0 for info in sections)
         ncu_s = sum(info["cost"].get("ncu_wall_s") or 0 for info in sections)
-        commits = ", ".join(sorted({info["notebook_commit"][:7] for info in sections}))
-        wall += f", {processes} ncu processes, {ncu_s:.0f} s of timed ncu wall time (commit {commits})"
+        wall += f", {processes} ncu processes, {ncu_s:.0f} s of timed ncu wall time (commit {run_commits(folder)})"
     page = next((folder / name for name in READING_PAGES if (folder / name).exists()), folder / READING_PAGES[0])
     link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
     return [
         env.get("gpu", "?"), env.get("driver", "?"), profiler, env.get("nsight_python", "?"), env.get("torch", "?"),
         summary["created_utc"][:10], f"{counts['ok']} / {counts['SKIPPED']} / {failed}", wall, figures,
-        f"[{link}]({link}{'' if page.exists() else '/'})",
+        f"[{link}]({link}{'' if page.exists() else '/'})", changed_text(folder),
     ]  # fmt: skip
 
 
