@@ -11,11 +11,9 @@ import json
 import linecache
 import lzma
 import math
-import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -268,13 +266,6 @@ def execute(steps, namespace: dict, log=log_line, before=lambda *_: None, after=
             wall_s[section] = wall_s.get(section, 0.0) + time.perf_counter() - started
         after(section, cell_id, role)
     return {"runs": runs, "failed": failed, "wall_s": wall_s}
-
-
-def notebook_commit() -> str:
-    if commit := os.environ.get("NSPY_RECORD_COMMIT"):  # the runner's tree arrives without its git history
-        return commit
-    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 def recorded_cells(runs: dict, commit: str, created: str) -> dict:

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeMachine, fresh_clone, make_wheelhouse, real_python
+from fakes import fresh_clone
 from support import ROOT
 
 # Each Python command and the folder it lives in: the recording wing, the commands, the notebook's tools.
-SCRIPTS = {"record_ncu": "recording", "make_wheelhouse": "scripts", "notebook_format": "tools", "page_size": "tools",
+SCRIPTS = {"keep_run": "tools", "make_wheelhouse": "scripts", "notebook_format": "tools", "page_size": "tools",
            "verified_table": "tools", "render_recorded": "tools"}  # fmt: skip
 
 
@@ -35,7 +35,7 @@ def command_line(monkeypatch, script: str, *args) -> int:
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(script, monkeypatch, capsys):
     assert command_line(monkeypatch, script, "--help") == 0 and capsys.readouterr().out.startswith("usage: ")
-    unknown = ["--check", "--no-such-option"] if script == "notebook_format" else ["--no-such-option"]
+    unknown = {"notebook_format": ["--check"], "keep_run": ["out"]}.get(script, []) + ["--no-such-option"]
     refuse = f"{SCRIPTS[script]}/{script}.py must refuse an unknown argument"
     assert command_line(monkeypatch, script, *unknown) == 2, refuse
     assert "--no-such-option" in capsys.readouterr().err
@@ -200,34 +200,6 @@ def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_us
     assert advice.startswith("Fix with: python "), advice
     fixed = subprocess.run([sys.executable, *advice.removeprefix("Fix with: python ").split()], cwd=tmp_path)
     assert fixed.returncode == 0 and subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0
-
-
-def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
-    """docs/maintainers.md's recipe verbatim, with a recorder that reports what it would import and from where."""
-    section = (ROOT / "docs/maintainers.md").read_text().split("### Re-recording the Nsight Compute data", 1)[1]
-    recipe = section.split("```bash\n", 1)[1].split("```")[0]
-    env = FakeMachine(tmp_path / "machine").build()
-    clone = fresh_clone(tmp_path / "clone")
-    from make_wheelhouse import read_requirements
-
-    main, cupti = (dict(pin.split("==") for pin in pins) for pins in read_requirements(ROOT / "requirements.txt"))
-    make_wheelhouse(clone / "wheelhouse", main, cupti)
-    (clone / "recording" / "record_ncu.py").write_text(
-        "import importlib.metadata as m, json, os, pathlib\n"
-        "found = {}\n"
-        "for d in m.distributions():  # the first on sys.path wins, as for imports\n"
-        "    found.setdefault(d.metadata['Name'], str(d.locate_file('')))\n"
-        "cupti = pathlib.Path(os.environ['NSPY_TUTORIAL_CUPTI_DIR'])\n"
-        "print(json.dumps({'found': found, 'libcupti': [str(p) for p in cupti.glob('nvidia/*/lib/libcupti.so.13')]}))\n"
-    )
-    env["PATH"] = f"{real_python(tmp_path / 'python_bin' / 'python3').parent}{os.pathsep}{env['PATH']}"
-    done = subprocess.run(["bash", "-c", recipe], cwd=clone, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"the re-recording recipe failed:\n{done.stdout}\n{done.stderr}"
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    wrong = [name for name in main if Path(report["found"].get(name, "")).name != "packages"]
-    assert not wrong, f"the recorder did not import {wrong} from record_env/packages"
-    assert report["libcupti"], "the CUPTI set (libcupti.so.13) is not in NSPY_TUTORIAL_CUPTI_DIR"
-    assert all("--no-deps" in call["argv"] for call in FakeMachine(tmp_path / "machine").calls("pip"))
 
 
 def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:

@@ -1,19 +1,19 @@
-"""recording/ncu_launch.py on CPU: the ncu command from nsight's own, the internals check, collect to a fake ncu."""
+"""recording/ncu_launch.py on a CPU: the ncu command from nsight's own, the internals check, a call's ncu ending."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
-import sys
 
 import ncu_launch
 import nsight
 import pytest
-import recordings
 from nsight.collection import ncu as nsight_ncu
-from support import ROOT, RUN
+
+from plumbing.cells import SECTION_PLAN
+
+RUN_6 = SECTION_PLAN[6]["run"][0]
 
 
 def _option(command, name):
@@ -40,7 +40,7 @@ def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
      (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "no '--clock-control")],  # ncu's default: base
 )  # fmt: skip
 def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
-    with pytest.raises(recordings.RecorderError, match=refused):
+    with pytest.raises(ncu_launch.LaunchError, match=refused):
         ncu_launch.launch_command(attach, "ncu", ["python3"])
 
 
@@ -63,50 +63,23 @@ def test_a_call_that_asks_for_base_clocks_is_launched_with_the_clocks_left_as_th
 def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
     if attribute:
         monkeypatch.setattr(nsight_ncu.NCUCollector if attribute == "collect" else nsight_ncu, attribute, replacement)
-    with pytest.raises(recordings.RecorderError, match=named) if named else contextlib.nullcontext():
+    with pytest.raises(ncu_launch.LaunchError, match=named) if named else contextlib.nullcontext():
         ncu_launch.check_nsight_internals()  # unchanged: the installed nsight has all that the recorder patches
-
-
-def test_nsights_collect_runs_through_the_patches_to_ncu_and_its_own_extraction(patched):
-    calls, log, work = patched
-    assert nsight.get_active_tool() is None, "the recorder loads no injection library"
-
-    @nsight.analyze.kernel(runs=2, thermal_mode="off", cache_control="all", clock_control="none",
-                           output_prefix=f"{work}/out/s4/", verbosity=nsight.VerbosityLevel.SILENT)  # fmt: skip
-    def bench(n):
-        raise AssertionError("the outer process never runs the benchmark: the inner does, under ncu")
-
-    with pytest.raises(Exception) as raised:  # no GPU, no report: nsight's own extraction says so
-        bench(8)
-    assert log.exists(), f"collect never launched ncu through the patches; it raised {raised.value!r}"
-    argv = json.loads(log.read_text())
-    assert (_option(argv, "--cache-control"), _option(argv, "--clock-control")) == ("all", "none")
-    assert argv[-6:] == [sys.executable, str(ROOT / "recording" / "ncu_inner.py"), "--work", str(work), "--call", "4-0"]
-    call = calls.calls[0]
-    assert [call[k] for k in ("section", "benchmark", "runs")] == [4, "bench", 2]
-    assert call["error"]["type"] == type(raised.value).__name__, "nsight's extraction error is recorded"
-    kept = json.dumps({key: call[key] for key in ("command", "nsight_attach_command", "process_output_tail")})
-    assert "WORK/out/s4_all_none/report.ncu-rep" in kept and str(work) not in kept and str(ROOT) not in kept, (
-        f"a recorded call must show this machine's paths relative to WORK or REPO (they are committed): {kept}"
-    )
-    calls.allowed = False  # a cell run only for its definitions
-    with pytest.raises(recordings.RecorderError, match="run only for its definitions"):
-        bench(8)
 
 
 @pytest.mark.parametrize(
     ("command", "refused"),
-    [(["sleep", "8"], rf"call 6-0 \(limits_benchmark, cell {RUN[6]}\) did not finish"),  # hung: stopped at 1 s
+    [(["sleep", "8"], rf"call 6-0 \(cell {RUN_6}\) did not finish"),  # hung: stopped at 1 s
      (["sh", "-c", "exit 3"], r"exit 3[\s\S]*the report could not be written")],
 )  # fmt: skip
 def test_an_ncu_that_hangs_or_exits_non_zero_fails_its_call_naming_it(tmp_path, monkeypatch, command, refused):
     from kernel_session import ends_soon
 
     monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
-    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", log=lambda *_: None)
+    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", out=tmp_path)
     (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
     process = subprocess.Popen(command)
-    call = {"index": "6-0", "benchmark": "limits_benchmark", "cell": RUN[6], "report": "r.ncu-rep"}
-    with pytest.raises(recordings.RecorderError, match=refused):
+    call = {"call": "6-0", "cell": RUN_6, "report": "r.ncu-rep"}
+    with pytest.raises(ncu_launch.LaunchError, match=refused):
         calls.finished(call, process, tmp_path / "6-0.out", started=0.0)
     assert ends_soon(process.pid), "the hung ncu lives on after its time limit"

@@ -1,0 +1,105 @@
+"""Launch mode on a CPU: the layer in a real kernel (PYTHONSTARTUP) with the runner's ncu faked, the wrapper's
+refusals, and the inner's replay. Nothing imitates nsight: its real collect runs through the patches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import fakes
+import pytest
+from kernel_session import CellError, KernelSession
+
+from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
+
+WING = Path(__file__).resolve().parent.parent
+ROOT = WING.parent
+CELLS = {
+    cell.get("id"): "".join(cell["source"])
+    for cell in json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())["cells"]
+}
+
+
+def launch_env(tmp_path: Path, ncu: Path) -> dict[str, str]:
+    """What recording/run_launch_mode exports for the kernel."""
+    return {
+        "PYTHONSTARTUP": str(WING / "launch_startup.py"),
+        "NSPY_LAUNCH_WING": str(WING),
+        "NSPY_TUTORIAL_LAUNCH_NCU": str(ncu),
+        "NSPY_TUTORIAL_OUT": str(tmp_path / "out"),
+        "NSPY_TUTORIAL_PROFILER": "ncu",
+        "MPLBACKEND": "Agg",
+    }
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """A kernel in launch mode that ran section 1's decision, `import nsight`, and section 2's first profiled call."""
+    tmp_path = tmp_path_factory.mktemp("launch")
+    ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
+    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    printed = {}
+    for cell_id in (HARNESS, SETUP_HELPERS, "s1-ncu-code", "s1-import-code"):
+        printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
+    printed["decision"] = session.value("[NCU_DECISION, str(nsight.get_active_tool()), ENVIRONMENT.get('ncu_mode')]")
+    for cell_id in (*SECTION_PLAN[2]["define"][:2], SECTION_PLAN[2]["run"][0]):
+        try:
+            printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
+        except CellError as error:  # the run cell: no GPU here, so ncu wrote no report for nsight to read
+            printed[cell_id] = error
+    yield tmp_path, ncu, printed
+    session.close()
+
+
+def test_section_1_decides_for_nsight_compute_in_launch_mode_with_nothing_loaded_in_the_kernel(launched):
+    _, ncu, printed = launched
+    decision, active_tool, mode = printed["decision"]
+    assert decision == {"use_ncu": True, "reason": "", "done": True}, f"section 1 must use Nsight Compute: {decision}"
+    assert active_tool == "Tool.NCU" and "launch" in mode, (active_tool, mode)
+    assert f"Nsight Compute at {ncu}, in launch mode" in printed["s1-ncu-code"], printed["s1-ncu-code"]
+
+
+def test_a_profiled_call_runs_in_a_child_under_ncu_with_nsights_flags_and_the_clocks_left_alone(launched):
+    tmp_path, ncu, printed = launched
+    run_cell = SECTION_PLAN[2]["run"][0]
+    assert isinstance(printed[run_cell], CellError), f"no GPU, no report: the call must fail here: {printed}"
+    argv = json.loads((tmp_path / "ncu_args.json").read_text())
+    assert argv[0] == "--nvtx" and argv[argv.index("--clock-control") + 1] == "none", argv
+    assert "--mode" not in argv and "--process-id" not in argv, f"launch mode: ncu starts the process: {argv}"
+    assert argv[-6:-4] == [sys.executable, str(WING / "ncu_inner.py")] and argv[-2:] == ["--call", "2-0"], argv
+    calls = json.loads((tmp_path / "out" / "ncu_launch_calls.json").read_text())
+    assert [(call["call"], call["cell"], call["ncu_exit"]) for call in calls] == [("2-0", run_cell, 0)], calls
+
+
+def test_an_ncu_started_by_a_cell_without_clock_control_none_is_refused_in_the_kernel(launched, tmp_path):
+    _, ncu, _ = launched
+    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    try:
+        with pytest.raises(CellError, match="without --clock-control none"):
+            session.run(f"import subprocess\nsubprocess.run([{str(ncu)!r}, '-o', 'r', 'python3'])")
+        assert "2025.3.1" in session.run(
+            f"print(subprocess.run([{str(ncu)!r}, '--version'], capture_output=True, text=True).stdout)"
+        )
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize(("version", "status"), [("2024.3.1", 2), (None, 2)])
+def test_the_wrapper_refuses_an_ncu_too_old_for_launch_mode_or_missing_before_anything_runs(tmp_path, version, status):
+    ncu = fakes.ncu(tmp_path, version) if version else tmp_path / "no-ncu"
+    env = {**fakes.clean_environment(), "NSPY_TUTORIAL_LAUNCH_NCU": str(ncu), "HOME": str(tmp_path)}
+    done = subprocess.run([WING / "run_launch_mode", str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    assert done.returncode == status and "NSPY_TUTORIAL_LAUNCH_NCU" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists(), "nothing may run or be written"
+
+
+def test_the_inner_replays_the_harness_the_shared_cells_and_only_its_sections_define_and_run_cells():
+    from ncu_launch import inner_cell_ids, load_cells
+
+    replayed = inner_cell_ids(load_cells(), 9)
+    plan = SECTION_PLAN[9]
+    assert replayed[:2] == [HARNESS, SETUP_HELPERS] and "s2-tools" in replayed, f"what later cells use: {replayed}"
+    assert set(plan["define"]) <= set(replayed) and "s9-cupti" not in replayed, "the CUPTI child runs in the kernel"
+    assert not {cell for cell in replayed if cell.startswith("s9-")} - {*plan["define"], *plan["run"]}, replayed
