@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -78,6 +79,9 @@ def summary_paths(root: Path) -> list[Path]:
 
 
 def figure_text(figure: dict) -> str:
+    """A headline figure; one that is not a finite number (a run that measured nothing) says so, never 'nan'."""
+    if not math.isfinite(figure["value"]):
+        return f"{figure['name']}: not measured"
     pct = "n/a" if figure["pct_of_peak"] is None else f"{figure['pct_of_peak']:.1f}%"
     flag = " SUSPECT" if figure["check"] == "SUSPECT" else ""
     return f"{figure['name']}: {figure['value']:,.1f} {figure['unit']} ({pct}){flag}"
@@ -152,7 +156,8 @@ def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
             cells = row_cells(path)
         except (KeyError, TypeError, AttributeError, ValueError) as error:  # a file lacking what the row needs
             raise unreadable(path, error) from None
-        rows.append("| " + " | ".join(str(cells[i]).replace("|", "/") for i in columns or range(len(cells))) + " |")
+        texts = (" ".join(str(cells[i]).replace("|", "/").split()) for i in columns or range(len(cells)))
+        rows.append("| " + " | ".join(texts) + " |")  # a newline in a GPU's name would end the row
     return header + "\n" + "\n".join(rows) if rows else "No verified run is committed yet."
 
 
