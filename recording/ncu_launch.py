@@ -25,7 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # the plumbing package, when this file runs from recording/
     sys.path.insert(0, str(ROOT))
 
-from plumbing.cells import HARNESS, NOT_UNDER_NCU, SECTION_ONE_NAMES, SECTION_PLAN, SETUP_HELPERS, SHARED_NAMES  # noqa: E402
+from plumbing.cells import (  # noqa: E402
+    HARNESS,
+    NOT_UNDER_NCU,
+    SECTION_ONE_NAMES,
+    SECTION_PLAN,
+    SETUP_HELPERS,
+    SHARED_NAMES,
+    section_of,
+)
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 NSIGHT_VERSION = "1.1.0"
@@ -204,7 +212,8 @@ class ProfiledCalls:
         self.per_section[section] = self.per_section.get(section, -1) + 1
         self.key = f"{section}-{self.per_section[section]}"
         options = (cache_control, clock_control, replay_mode, verbosity)
-        attach, log_path = nsight_attach_command(self.original["launch_ncu"], report_path, metrics, *options)
+        where = os.path.abspath(report_path)  # ncu and the child run in other folders; the kernel reads it here
+        attach, log_path = nsight_attach_command(self.original["launch_ncu"], where, metrics, *options)
         if self.role == "inner":
             return ncu_run(), report_path, log_path
         program = [sys.executable, str(INNER), "--work", str(self.work), "--call", self.key]
@@ -293,9 +302,10 @@ def load_cells(path: Path = NOTEBOOK) -> list[dict]:
 
 
 def inner_cell_ids(cells: list[dict], section: int) -> list[str]:
-    """What the inner replays for a call of `section`: the harness cells, the cells that bind SHARED_NAMES, then the
-    section's define and run cells (plumbing/cells.py's SECTION_PLAN), in notebook order."""
-    code = [cell for cell in cells if cell["type"] == "code"]
+    """What the inner replays for a call of `section`: the harness cells, the later sections' cells that bind
+    SHARED_NAMES, then the section's define and run cells (plumbing/cells.py's SECTION_PLAN), in notebook order;
+    section 1's other cells never (section_one_names stands in for them)."""
+    code = [cell for cell in cells if cell["type"] == "code" and section_of(cell["id"]) not in (None, 1)]
     shared = [cell["id"] for cell in code if any(f"{name} =" in cell["source"] for name in SHARED_NAMES)]
     plan = SECTION_PLAN.get(section, {})
     own = {cell_id for role in ("define", "gpu_define", "run") for cell_id in plan.get(role, ())} - set(NOT_UNDER_NCU)

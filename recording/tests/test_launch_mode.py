@@ -67,6 +67,8 @@ def test_a_profiled_call_runs_in_a_child_under_ncu_with_nsights_flags_and_the_cl
     assert isinstance(printed[run_cell], CellError), f"no GPU, no report: the call must fail here: {printed}"
     argv = json.loads((tmp_path / "ncu_args.json").read_text())
     assert argv[0] == "--nvtx" and argv[argv.index("--clock-control") + 1] == "none", argv
+    report = Path(argv[argv.index("-o") + 1])
+    assert report.is_absolute() and report.parent == tmp_path / "out" / "s2_summed", "where the kernel reads it"
     assert "--mode" not in argv and "--process-id" not in argv, f"launch mode: ncu starts the process: {argv}"
     assert argv[-6:-4] == [sys.executable, str(WING / "ncu_inner.py")] and argv[-2:] == ["--call", "2-0"], argv
     calls = json.loads((tmp_path / "out" / "ncu_launch_calls.json").read_text())
@@ -101,5 +103,6 @@ def test_the_inner_replays_the_harness_the_shared_cells_and_only_its_sections_de
     replayed = inner_cell_ids(load_cells(), 9)
     plan = SECTION_PLAN[9]
     assert replayed[:2] == [HARNESS, SETUP_HELPERS] and "s2-tools" in replayed, f"what later cells use: {replayed}"
+    assert not [cell for cell in replayed[2:] if cell.startswith("s1-")], "section 1's names are made, not replayed"
     assert set(plan["define"]) <= set(replayed) and "s9-cupti" not in replayed, "the CUPTI child runs in the kernel"
     assert not {cell for cell in replayed if cell.startswith("s9-")} - {*plan["define"], *plan["run"]}, replayed
