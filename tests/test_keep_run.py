@@ -2,9 +2,11 @@
 
 import json
 import lzma
+import shutil
 
 import keep_run
 import pytest
+from support import ROOT
 
 ENVIRONMENT = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.1", "profiler": "ncu", "ncu_version": "2025.3.1"}
 
@@ -15,9 +17,10 @@ def run_folder(tmp_path, environment):
     (out / "s10_softmax" / "ncu-output-softmax_rows-0.ncu-rep").write_bytes(b"report" * 100)
     (out / "s10_softmax" / "processed_data-softmax_rows-0.csv").write_text("a,b\n")
     (out / ".nspy_tutorial_out").write_text("mark")
-    (out / "nsight_python_t4_tutorial.ipynb").write_text("{}")
+    executed = next(ROOT.glob("docs/verified/*/nsight_python_t4_tutorial.ipynb"))  # a real run's
+    shutil.copy(executed, out / executed.name)
     (out / "summary.json").write_text(json.dumps({"environment": environment}))
-    (out / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "pytest_exit": 0}))
+    (out / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "started_utc": "2026-12-06T19:30:00Z"}))
     return out
 
 
@@ -40,6 +43,7 @@ def test_a_run_is_kept_in_a_folder_named_by_its_gpu_and_profiler_with_nsights_fi
     run_info = json.loads((dest / "run_info.json").read_text())
     assert run_info["commit"] == "a" * 40 and run_info["gpu"] == ENVIRONMENT["gpu"]
     assert run_info["command"] == "recording/run_launch_mode" and not (dest / ".nspy_tutorial_out").exists()
+    assert "(`recording/run_launch_mode`)" in (dest / "reading_page.ipynb").read_text(), "the page names the command"
 
 
 def test_a_folder_that_is_no_finished_run_is_refused_and_the_old_evidence_stays(tmp_path):

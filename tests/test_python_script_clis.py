@@ -63,28 +63,6 @@ def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_
     assert (done.returncode == 0) == ok and "Traceback" not in done.stderr and said in done.stdout + done.stderr, done
 
 
-@pytest.mark.parametrize(
-    ("name", "content", "said"),
-    [(None, "", "{folder} is not a folder"), ("", "", "{folder} holds no recording.json"),
-     ("recording.json", '{"format": 2, "cells": {"a-cell": {"sou', "{folder}/recording.json cannot be read as a"),
-     ("recording.json", '{"format": 1, "cells": {}}', "{folder}/recording.json is recording format 1, not 2"),
-     ("run.ipynb", '{"cells": [{"cell_type": "code", "source": "imp', "{folder}/run.ipynb: not a readable notebook")],
-)  # fmt: skip
-def test_render_recorded_names_an_input_it_cannot_read_and_how_to_make_it_again(name, content, said, tmp_path,
-                                                                                monkeypatch, capsys):  # fmt: skip
-    folder = tmp_path / "recording"
-    if name is not None:
-        folder.mkdir()
-    if name:
-        (folder / name).write_text(content)
-    before = sorted(tmp_path.rglob("*"))
-    executed = name is not None and name.endswith(".ipynb")  # a headless run's notebook, cut short
-    assert command_line(monkeypatch, "render_recorded", *(["--executed", folder / name] if executed else [folder]))
-    err, fix = capsys.readouterr().err, "scripts/run_headless" if executed else "recording/record_ncu.py"
-    assert said.format(folder=folder) in err and fix in err, f"name it and how to make it again: {err}"
-    assert sorted(tmp_path.rglob("*")) == before, "nothing may be written for an input that cannot be read"
-
-
 CUPTI_RUN = {
     "environment": {"gpu": "Tesla T4", "driver": "580.1", "profiler": "cupti", "nsight_python": "1.1.0",
                     "torch": "2.9.0"},

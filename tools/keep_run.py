@@ -18,6 +18,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import render_recorded
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "nsight_python_t4_tutorial.ipynb"
 SKIPPED = {".nspy_tutorial_out"}  # run_headless's mark on its output folder
@@ -60,6 +62,7 @@ def keep(out: Path, command: str, verified: Path = ROOT / "docs" / "verified") -
             shutil.copy2(path, target)
     facts = {key: environment.get(key) for key in ("gpu", "driver", "profiler", "ncu_version", "ncu_mode")}
     (staged / "run_info.json").write_text(json.dumps({**run_info, **facts, "command": command}, indent=1) + "\n")
+    render_recorded.write_page(staged)  # again: its first note names the command
     shutil.rmtree(dest, ignore_errors=True)
     staged.rename(dest)
     return dest
