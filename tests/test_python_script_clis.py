@@ -17,7 +17,7 @@ from fakes import fresh_clone
 from support import ROOT
 
 # Each Python command and the folder it lives in: the recording wing, the commands, the notebook's tools.
-SCRIPTS = {"keep_run": "tools", "make_wheelhouse": "scripts", "notebook_format": "tools", "page_size": "tools",
+SCRIPTS = {"keep_run": "tools", "make_wheelhouse": "scripts", "notebook_format": "tools",
            "verified_table": "tools", "render_recorded": "tools"}  # fmt: skip
 
 
