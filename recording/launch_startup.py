@@ -29,6 +29,8 @@ class LaunchLayer:
         self.calls = ncu_launch.ProfiledCalls(work, "outer", ncu=ncu, out=out)
         self.installed = False
         os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
+        out.mkdir(parents=True, exist_ok=True)
+        ncu_launch.query_t4_metrics(ncu, out)
         ncu_launch.NcuGuard(ncu).install()
         shell.events.register("pre_run_cell", self.before)
         shell.events.register("post_run_cell", self.after)

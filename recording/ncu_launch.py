@@ -15,6 +15,7 @@ import inspect
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +78,24 @@ QUERY_OPTIONS = {
     "--import",
     "--list-injection-path-64",
 }
+
+
+def query_t4_metrics(ncu: str, out: Path) -> None:
+    """The suffixes a T4's chip (tu104) offers for the notebook's base metrics, into the run's folder: the CPU suite
+    checks every metric the notebook asks for against it (ncu needs no GPU for this)."""
+    text = NOTEBOOK.read_text().replace('\\"', '"')
+    names = {"gpu__time_duration.sum", *re.findall(r"[\"']([a-z0-9]+__[a-z0-9_.]+)[\"']", text)}
+    query = [
+        "--query-metrics-mode",
+        "suffix",
+        "--chip",
+        "tu104",
+        "--metrics",
+        ",".join(sorted({n.split(".")[0] for n in names})),
+    ]
+    listed = subprocess.run([ncu, *query], capture_output=True, text=True)
+    failed = f"# the query failed (exit {listed.returncode}): {listed.stderr.strip()}\n" if listed.returncode else ""
+    (out / "tu104_metric_suffixes.txt").write_text(f"# `ncu {' '.join(query)}`\n{failed}{listed.stdout}")
 
 
 class LaunchError(RuntimeError):

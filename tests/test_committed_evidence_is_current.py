@@ -11,21 +11,14 @@ import subprocess
 import sys
 
 import embed_modules
+import notebook_cells
 import pytest
-import recordings
 from fakes import fresh_clone
 from support import NOTEBOOK, ROOT
 
 from plumbing.cells import section_of
 
-NCU = recordings.recording_folders()
-RERECORD = "the legacy recording is wrong: keep a launch-mode run in its place (docs/maintainers.md)"
-UNITS = {"gpu__time_duration.sum": "ns", "dram__cycles_elapsed.avg.per_second": "hz", "lts__t_sector_hit_rate.pct": "%",
-         "gpc__cycles_elapsed.avg.per_second": "hz", "dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
-         "sm__throughput.avg.pct_of_peak_sustained_elapsed": "%",
-         "dram__throughput.avg.pct_of_peak_sustained_elapsed": "%"}  # fmt: skip
 RUNS = sorted(path.parent for path in (ROOT / "docs/verified").glob("*/run_info.json"))  # headless runs
-on_ncu = pytest.mark.parametrize("folder", NCU, ids=[folder.name for folder in NCU])
 
 
 def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evidence():
@@ -46,26 +39,13 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
 def test_a_reading_page_shows_the_lesson_code_but_not_the_plumbing(run):
     text = (run / "reading_page.ipynb").read_text()
-    folded = [cell["source"] for cell in recordings.load_cells() if cell["source"].lstrip().startswith("# @title")]
+    folded = [cell["source"] for cell in notebook_cells.load_cells() if cell["source"].lstrip().startswith("# @title")]
     lines = [line for source in folded for line in source.splitlines()]
     definitions = {line.split("(")[0] for line in lines if re.match(r"(def|class) \w+", line)}
     assert definitions, "today's notebook has no folded cell that defines a function: look for another sign"
     shown = sorted(definition for definition in definitions if definition in text)
     assert not shown, f"{run.name}'s page shows the folded cells' code ({shown[:5]}): python tools/render_recorded.py"
     assert "nsight.annotate(" in text, f"{run.name}'s page lost the learner's code"
-
-
-@on_ncu
-def test_each_recorded_figure_is_once_in_the_recording_and_is_the_one_its_section_printed(folder):
-    recording = recordings.load_recording(folder)
-    figures = recordings.decode(recording["figures"])
-    names = [(figure["section"], figure["name"]) for figure in figures]
-    assert len(names) == len(set(names)), f"{folder.name}: figures recorded twice {sorted(names)}: {RERECORD}"
-    for figure in figures:
-        printed = "".join(e["output"] for e in recording["cells"].values() if e["section"] == figure["section"])
-        assert f"{figure['name']}: {figure['value']:,.1f} {figure['unit']}" in printed, (
-            f"{folder.name}: figure {figure['name']} is not what section {figure['section']} printed: {RERECORD}"
-        )
 
 
 @pytest.mark.parametrize("folder", RUNS, ids=[folder.name for folder in RUNS])
@@ -107,29 +87,21 @@ def section_outputs(folder) -> dict[int, str]:
     return printed
 
 
-@on_ncu
-def test_recorded_units_are_nsight_computes_base_units_and_the_rated_clock_is_one(folder):
-    variables = recordings.load_recording(folder)["variables"]
-    names = ("bound_frame", "fusion_frame", "sweep_frame")
-    frames = [*variables["condition_frames"].values(), *map(variables.get, names)]
-    units = {(metric, unit) for frame in frames for metric, unit in zip(frame.Metric, frame.Unit, strict=True)}
-    assert not {(m, u) for m, u in units if UNITS.get(m, u) != u}, f"units differ from Nsight Compute's: {units}"
-    assert len({clock for frame in frames for clock in frame.ComputeClock}) == 1, "ComputeClock is a rated attribute"
+LISTINGS = sorted((ROOT / "docs" / "verified").glob("*/tu104_metric_suffixes.txt"))  # a launch-mode run's
 
 
-def test_every_metric_the_notebook_requests_whose_base_was_queried_exists_for_a_t4():
+@pytest.mark.parametrize("listing", LISTINGS, ids=[listing.parent.name for listing in LISTINGS])
+def test_every_metric_the_notebook_requests_whose_base_was_queried_exists_for_a_t4(listing):
     """A metric of a base the listing never asked ncu about waits for the next run on the runner, not refused."""
-    listings = sorted((ROOT / "docs" / "verified").glob("*/tu104_metric_suffixes.txt"))
-    assert listings, "no committed tu104 metric list (recording/record_ncu.py writes tu104_metric_suffixes.txt)"
-    lines = listings[-1].read_text().splitlines()
+    lines = listing.read_text().splitlines()
     queried = lines[0].split("--metrics ", 1)[1].split("`")[0].split(",")
     known = {line.split()[0] for line in lines if re.match(r"^[a-z0-9]+__", line)}
     strings = re.findall(r"[\"']([a-z0-9]+__[a-z0-9_.]+)[\"']", NOTEBOOK.read_text().replace('\\"', '"'))
     metrics = {"gpu__time_duration.sum", *strings}  # nsight's default metric and every one a cell names
     asked = sorted(metric for metric in metrics if metric.split(".")[0] in queried)
-    assert asked, f"no metric of the notebook has a base {listings[-1].name} lists: read its first line"
+    assert asked, f"no metric of the notebook has a base {listing} lists: read its first line"
     unknown = [metric for metric in asked if metric not in known]
-    assert not unknown, f"metrics the notebook requests that a T4's ncu does not know ({listings[-1].name}): {unknown}"
+    assert not unknown, f"metrics the notebook requests that a T4's ncu does not know ({listing}): {unknown}"
 
 
 def test_every_embedding_cell_holds_todays_modules():

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import embed_modules
+import notebook_cells
 import notebook_format
 import pytest
-import recordings
 import safe_io
 from fakes import fresh_clone, requirement_pins
 from support import NOTEBOOK, ROOT
@@ -20,7 +20,7 @@ from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
 
 def _cells(path=NOTEBOOK):
-    return {cell["id"]: cell["source"] for cell in recordings.load_cells(path)}
+    return {cell["id"]: cell["source"] for cell in notebook_cells.load_cells(path)}
 
 
 def _edited(tmp_path, change):

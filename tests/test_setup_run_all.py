@@ -4,8 +4,8 @@ STAND_IN_PROBE profiles by running the ncu first on PATH, and the machine's ncu 
 
 import shutil
 
+import notebook_cells
 import pytest
-import recordings
 from fakes import STAND_IN_PROBE, FakeMachine, build_fake_injection_library, clean_environment, make_wheelhouse
 from kernel_session import CellError, KernelSession
 
@@ -24,7 +24,7 @@ def apt_ncu(version: str) -> str:
 class Run:
     """A kernel on a simulated machine that runs the notebook's cells by id until one raises."""
 
-    def __init__(self, notebook: list[dict], machine: FakeMachine, env: dict[str, str]):  # recordings.load_cells()
+    def __init__(self, notebook: list[dict], machine: FakeMachine, env: dict[str, str]):  # notebook_cells.load_cells()
         self.notebook, self.machine, self.env, self.outputs = notebook, machine, env, {}
         self.kernel = KernelSession(env, machine.root / "cwd", base_env=clean_environment())
         self.all = [cell["id"] for cell in notebook if cell["type"] == "code"]
@@ -35,7 +35,7 @@ class Run:
         self.stopped_at = self.error = None
         for cell_id in ids:
             try:
-                self.outputs[cell_id] = self.kernel.run(recordings.cell_source(self.notebook, cell_id), timeout=300)
+                self.outputs[cell_id] = self.kernel.run(notebook_cells.cell_source(self.notebook, cell_id), timeout=300)
                 if cell_id == SETUP_HELPERS and setup:
                     self.kernel.run(f"# @title test set-up\n{setup}")
             except CellError as error:
@@ -62,7 +62,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
-    notebook, started = recordings.load_cells(), []
+    notebook, started = notebook_cells.load_cells(), []
 
     def begin(name: str, kernel_env: dict | None = None, machine: FakeMachine | None = None, **options) -> Run:
         machine = machine or FakeMachine(tmp_path_factory.mktemp(name), **options)
@@ -214,7 +214,7 @@ def no_gpu(start):
     run.machine.gpu = "Tesla K80, 3.7"
     run.machine.save()
     with pytest.raises(CellError, match="compute capability 3.7; nsight-python supports 7.5"):
-        run.kernel.run(recordings.cell_source(run.notebook, ROLE["prepare"]))
+        run.kernel.run(notebook_cells.cell_source(run.notebook, ROLE["prepare"]))
     run.machine.gpu, run.machine.apt = "Tesla T4, 7.5", "unreachable"
     run.machine.save()
     return run

@@ -61,6 +61,12 @@ def test_section_1_decides_for_nsight_compute_in_launch_mode_with_nothing_loaded
     assert f"Nsight Compute at {ncu}, in launch mode" in printed["s1-ncu-code"], printed["s1-ncu-code"]
 
 
+def test_the_run_lists_the_t4s_metrics_for_every_base_the_notebook_asks_for(launched):
+    tmp_path, _, _ = launched
+    header = (tmp_path / "out" / "tu104_metric_suffixes.txt").read_text().splitlines()[0]
+    assert "--chip tu104" in header and "dram__bytes_read," in header and "gpu__time_duration" in header, header
+
+
 def test_a_profiled_call_runs_in_a_child_under_ncu_with_nsights_flags_and_the_clocks_left_alone(launched):
     tmp_path, ncu, printed = launched
     run_cell = SECTION_PLAN[2]["run"][0]
