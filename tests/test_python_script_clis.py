@@ -148,7 +148,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
     done = subprocess.run([sys.executable, "tools/verified_table.py"], capture_output=True, text=True, cwd=repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert f"{summary} cannot be read" in done.stderr and "scripts/run_headless" in done.stderr, done.stderr
+    assert f"{summary} cannot be read" in done.stderr and "tools/keep_run.py" in done.stderr, done.stderr
     assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
 
 

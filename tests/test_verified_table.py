@@ -34,12 +34,15 @@ def test_readme_links_first_the_kept_run_with_the_most_sections_ok_and_its_run_a
         folder = tmp_path / "docs" / "verified" / name
         folder.mkdir(parents=True)
         environment = {"gpu": "NVIDIA H100", "profiler": "cupti" if ok == 5 else "ncu", "ncu_version": "2025.3.1"}
+        environment |= {"ncu_mode": "launch: ..."} if ok == 10 else {}
         summary = {"environment": environment, "counts": {"ok": ok, "SKIPPED": 10 - ok}, "total_seconds": wall - 5}
         (folder / "summary.json").write_text(json.dumps({**summary, "created_utc": "2026-12-06"}))
         (folder / "run_info.json").write_text(json.dumps({"wall_seconds": wall}))
         (folder / "reading_page.ipynb").write_text("{}")
     link = verified_table.page_link(tmp_path)
-    assert link.startswith("[the notebook as it ran on an NVIDIA H100, measured with Nsight Compute 2025.3.1]"), link
+    assert link.startswith(
+        "[the notebook as it ran on an NVIDIA H100, measured with Nsight Compute 2025.3.1 in launch mode]"
+    ), link
     assert "(docs/verified/h100-ncu-2025.3.1-launch/reading_page.ipynb)" in link and "took 300 s" in link, link
 
 

@@ -43,7 +43,7 @@ HEADER = (
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 # The page a reader opens on GitHub (which renders .ipynb, not .html): a recording's, a headless run's (render_recorded)
 READING_PAGES = ("recorded_sections.ipynb", "reading_page.ipynb")
-WRITTEN_BY = {"run_info.json": "scripts/run_headless", "recording.json": "recording/record_ncu.py"}  # on the GPU runner
+AGAIN = "a run on the GPU runner kept by tools/keep_run.py (docs/maintainers.md)"
 
 
 class UnreadableFile(Exception):
@@ -51,11 +51,9 @@ class UnreadableFile(Exception):
 
 
 def unreadable(path: Path, error: Exception) -> UnreadableFile:
-    again = WRITTEN_BY.get(path.name, "scripts/run_headless (a recording's: tools/render_recorded.py)")
     return UnreadableFile(
         f"{path} cannot be read ({type(error).__name__}: {error}); restore it (git checkout -- "
-        f"{safe_io.quoted(path)}) or write it again with {again}, then run "
-        "tools/verified_table.py"
+        f"{safe_io.quoted(path)}) or replace its folder by {AGAIN}, then run tools/verified_table.py"
     )
 
 
@@ -73,9 +71,7 @@ def summary_paths(root: Path) -> list[Path]:
         names = ", ".join(str(folder.relative_to(root)) for folder in lacking)
         raise UnreadableFile(
             f"{names} holds no summary.json, so its row would be left out of the tables: restore it "
-            "(git checkout -- <folder>/summary.json), write it again (a headless run: "
-            "scripts/run_headless writes it; a recording: tools/render_recorded.py <folder>), or "
-            "move the folder out of docs/verified"
+            f"(git checkout -- <folder>/summary.json), replace the folder by {AGAIN}, or move it out of docs/verified"
         )
     return [folder / "summary.json" for folder in folders]
 
@@ -131,7 +127,7 @@ def row_cells(summary_path: Path) -> list:
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
     profiler = env.get("profiler", "?")
     if profiler.startswith("ncu") and env.get("ncu_version"):
-        profiler = f"ncu {env['ncu_version']}{profiler[3:]}"
+        profiler = f"ncu {env['ncu_version']}{profiler[3:]}" + (" (launch mode)" if env.get("ncu_mode") else "")
     wall = f"{summary['total_seconds']:.0f} s in sections"
     if (folder / "run_info.json").exists():  # the whole run, installs and kernel start included
         run_info = read_json(folder / "run_info.json")
@@ -145,10 +141,18 @@ def row_cells(summary_path: Path) -> list:
     link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
     return [
-        env.get("gpu", "?"), env.get("driver", "?"), profiler, env.get("nsight_python", "?"), env.get("torch", "?"),
-        summary["created_utc"][:10], f"{counts['ok']} / {counts['SKIPPED']} / {failed}", wall, figures,
-        f"[{link}]({link}{'' if page.exists() else '/'})", changed_text(folder),
-    ]  # fmt: skip
+        env.get("gpu", "?"),
+        env.get("driver", "?"),
+        profiler,
+        env.get("nsight_python", "?"),
+        env.get("torch", "?"),
+        summary["created_utc"][:10],
+        f"{counts['ok']} / {counts['SKIPPED']} / {failed}",
+        wall,
+        figures,
+        f"[{link}]({link}{'' if page.exists() else '/'})",
+        changed_text(folder),
+    ]
 
 
 def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
@@ -174,6 +178,7 @@ def page_link(root: Path = ROOT) -> str:
     summary, run_info = summaries[best], read_json(best / "run_info.json")
     environment, skipped = summary["environment"], summary["counts"]["SKIPPED"]
     profiler = "CUPTI" if environment["profiler"] == "cupti" else f"Nsight Compute {environment.get('ncu_version')}"
+    profiler += " in launch mode" if environment.get("ncu_mode") else ""
     link = (best / READING_PAGES[1]).relative_to(root).as_posix()
     left = f", {skipped} sections skipped" if skipped else ""
     return (
@@ -211,11 +216,16 @@ def marker_problems(name: str, page: str, begin: str, end: str) -> list[str]:
 
 def tables() -> list[tuple[str, str, str, bool]]:
     """(begin marker, end marker, generated text, inline) of every table; raises UnreadableFile."""
-    backends = (f"sections {numbers_text(CUPTI_SECTIONS)} run on CUPTI, and {numbers_text(NCU_ONLY_SECTIONS)} "
-                "(which need Nsight Compute) are SKIPPED")  # fmt: skip
-    return [(EVIDENCE_BEGIN, EVIDENCE_END, table(columns=NARROW, header=NARROW_HEADER), False),
-            (BEGIN, END, table(), False), (BACKENDS_BEGIN, BACKENDS_END, backends, True),
-            (PAGE_BEGIN, PAGE_END, page_link(), True)]  # fmt: skip
+    backends = (
+        f"sections {numbers_text(CUPTI_SECTIONS)} run on CUPTI, and {numbers_text(NCU_ONLY_SECTIONS)} "
+        "(which need Nsight Compute) are SKIPPED"
+    )
+    return [
+        (EVIDENCE_BEGIN, EVIDENCE_END, table(columns=NARROW, header=NARROW_HEADER), False),
+        (BEGIN, END, table(), False),
+        (BACKENDS_BEGIN, BACKENDS_END, backends, True),
+        (PAGE_BEGIN, PAGE_END, page_link(), True),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,22 +23,32 @@ def _option(command, name):
 @pytest.mark.parametrize("cache", ["all", "none"])
 def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
     report, metrics = f"{tmp_path}/ncu-output-bench-0.ncu-rep", ["gpu__time_duration.sum", "dram__bytes_read.sum"]
-    attach, log_path = ncu_launch.nsight_attach_command(nsight_ncu.launch_ncu, report, metrics, cache, "none", "kernel",
-                                                        nsight.VerbosityLevel.SILENT)  # fmt: skip
+    attach, log_path = ncu_launch.nsight_attach_command(
+        nsight_ncu.launch_ncu, report, metrics, cache, "none", "kernel", nsight.VerbosityLevel.SILENT
+    )
     command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"])
     assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
     named = ["--cache-control", "--clock-control", "--replay-mode", "--metrics", "--nvtx-include", "-o", "--log-file"]
-    assert [_option(command, o) for o in named] == [cache, "none", "kernel", ",".join(metrics),
-            "regex:nsight-python@.+", report, log_path], "nsight's settings; only nsight's NVTX ranges"  # fmt: skip
+    assert [_option(command, o) for o in named] == [
+        cache,
+        "none",
+        "kernel",
+        ",".join(metrics),
+        "regex:nsight-python@.+",
+        report,
+        log_path,
+    ], "nsight's settings; only nsight's NVTX ranges"
     flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
     assert command[2:-2] == flags, "launch mode: no --mode attach --process-id; every other flag nsight's, in order"
 
 
 @pytest.mark.parametrize(
     ("attach", "refused"),
-    [(["ncu", "--metrics", "x", "-o", "r"], "--mode attach"),  # not nsight's attach command
-     (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "no '--clock-control")],  # ncu's default: base
-)  # fmt: skip
+    [
+        (["ncu", "--metrics", "x", "-o", "r"], "--mode attach"),  # not nsight's attach command
+        (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "no '--clock-control"),
+    ],  # ncu's default: base
+)
 def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
     with pytest.raises(ncu_launch.LaunchError, match=refused):
         ncu_launch.launch_command(attach, "ncu", ["python3"])
@@ -56,10 +66,13 @@ def test_a_call_that_asks_for_base_clocks_is_launched_with_the_clocks_left_as_th
 
 @pytest.mark.parametrize(
     ("attribute", "replacement", "named"),
-    [(None, None, None), ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
-     ("launch_ncu", lambda report_path, metrics, clock_control, cache_control: 0, "launch_ncu takes"),  # swapped
-     ("collect", lambda self, func: 0, "no longer uses begin_profiling.*no longer uses extract_df_from_report")],
-)  # fmt: skip
+    [
+        (None, None, None),
+        ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
+        ("launch_ncu", lambda report_path, metrics, clock_control, cache_control: 0, "launch_ncu takes"),  # swapped
+        ("collect", lambda self, func: 0, "no longer uses begin_profiling.*no longer uses extract_df_from_report"),
+    ],
+)
 def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
     if attribute:
         monkeypatch.setattr(nsight_ncu.NCUCollector if attribute == "collect" else nsight_ncu, attribute, replacement)
@@ -69,9 +82,11 @@ def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, 
 
 @pytest.mark.parametrize(
     ("command", "refused"),
-    [(["sleep", "8"], rf"call 6-0 \(cell {RUN_6}\) did not finish"),  # hung: stopped at 1 s
-     (["sh", "-c", "exit 3"], r"exit 3[\s\S]*the report could not be written")],
-)  # fmt: skip
+    [
+        (["sleep", "8"], rf"call 6-0 \(cell {RUN_6}\) did not finish"),  # hung: stopped at 1 s
+        (["sh", "-c", "exit 3"], r"exit 3[\s\S]*the report could not be written"),
+    ],
+)
 def test_an_ncu_that_hangs_or_exits_non_zero_fails_its_call_naming_it(tmp_path, monkeypatch, command, refused):
     from kernel_session import ends_soon
 
