@@ -6,8 +6,7 @@ import re
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
 # What section 1 leaves for the later sections (recording/record_ncu.py and the recorded page make them too).
-SECTION_ONE_NAMES = ("nsight", "torch", "QUIET", "USE_NCU", "CUPTI_REASON", "ENVIRONMENT", "L2_BYTES", "PEAKS_LABEL",
-                     "PEAKS", "CUPTI_PACKAGES_DIR")  # fmt: skip
+SECTION_ONE_NAMES = ("nsight", "torch", "USE_NCU", "gpu", "needs_ncu", "ENVIRONMENT", "CUPTI_PACKAGES_DIR")
 
 # The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
 GPU_CHECK = "gpu-check"  # section 1's first code cell: shows the GPU (s1-prepare stops without a usable one)
@@ -15,27 +14,34 @@ HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py); t
 SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json
 # Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "torch" on a GPU is needed).
-SECTION_ONE_CELLS = {"prepare": "s1-prepare", "pip": "s1-pip-code", "ncu": "s1-ncu-code", "backend": "s1-backend",
-                     "import": "s1-import-code", "activate": "s1-activate", "torch": "s1-torch-code"}  # fmt: skip
+SECTION_ONE_CELLS = {
+    "prepare": "s1-prepare",
+    "pip": "s1-pip-code",
+    "choose": "s1-choose",
+    "import": "s1-import-code",
+    "check": "s1-check",
+    "magic": "s1-magic-code",
+    "torch": "s1-verdict",
+}
 
 # The recording plan, per section that profiles: "run" cells call the profiler (the recorders keep what each printed
 # and bound; the recorded page shows that output), "define" cells only define what they use ("gpu_define": those that
 # read the GPU through NVML, whose bound values stand in on a CPU). Other code cells are analysis, run on a CPU.
 SECTION_PLAN = {
-    2: {"define": ("s2-tools", "s2-define", "s2-strict"), "run": ("s2-run", "s2-error")},
+    2: {"define": ("s2-define", "s2-strict"), "run": ("s2-run", "s2-error")},
     3: {"define": ("s3-define", "s3-why-define"), "run": ("s3-run", "s3-why-run")},
-    4: {"define": ("s4-define", "s4-calls"), "gpu_define": ("s4-sizes",), "run": ("s4-run",)},
+    4: {"define": ("s4-define",), "gpu_define": ("s4-sizes",), "run": ("s4-run",)},
     5: {"define": ("s5-define",), "run": ("s5-run",)},
     6: {"define": ("s6-define",), "run": ("s6-run",)},
     7: {"define": ("s7-define",), "run": ("s7-run",)},
     8: {"define": ("s8-define",), "gpu_define": ("s8-collectors",), "run": ("s8-run", "s8-pause-run")},
-    9: {"define": ("s9-define", "s9-child"), "run": ("s9-ncu", "s9-cupti")},
+    9: {"define": ("s9-define",), "run": ("s9-install", "s9-child", "s9-ncu", "s9-cupti")},
     10: {"define": ("s10-define",), "run": ("s10-run", "s10-profile")},
-}  # fmt: skip
+}
 # Names a section's define cells bind for later sections: a recorder runs those cells before any section it records.
-SHARED_NAMES = ("QUIET", "EVERY_CALL", "add")
+SHARED_NAMES = ("quiet", "add")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
-NOT_UNDER_NCU = ("s9-cupti", "s10-profile")
+NOT_UNDER_NCU = ("s9-install", "s9-child", "s9-cupti", "s10-profile")
 # Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
 REPORT_FOLDERS = {"s10_softmax": 10, "s10_sections": 10}
 # Section -> the sections whose values it reads (each section now profiles what it shows: none reads another's).
@@ -55,8 +61,17 @@ def reads_report_folders(number):
 
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
-UNNUMBERED_CELLS = {"tutorial-title": None, "overview": None, GPU_CHECK: 1, "helpers-title": 1, HARNESS: 1,
-                    SETUP_HELPERS: 1, "summary-heading": None, SUMMARY: None, "takeaways": None}  # fmt: skip
+UNNUMBERED_CELLS = {
+    "tutorial-title": None,
+    "overview": None,
+    GPU_CHECK: 1,
+    "helpers-title": 1,
+    HARNESS: 1,
+    SETUP_HELPERS: 1,
+    "summary-heading": None,
+    SUMMARY: None,
+    "takeaways": None,
+}
 SECTION_CELL_ID = re.compile(r"^s(\d+)(?:-[a-z0-9-]+)?$")
 
 

@@ -1,17 +1,21 @@
-"""Each section's status from a headless run's executed notebook (errors allowed, so every cell ran), merged into
-the summary.json it wrote: an error output marks its section FAILED with the section's first error. It says where a
-run failed too: each code cell's time (nbmake records when each cell started and ended) and the outputs of each cell
-that raised or never finished. Imports neither torch nor nsight: the run is judged after the kernel is gone."""
+"""Each section's status and verdict from a headless run's executed notebook, merged into the summary.json its
+folded summary cell wrote (the environment, each section's files, the figures from nsight's CSVs). A section is ok
+once it printed a verdict ("On this <GPU>: ..."), FAILED at its first error, SKIPPED when its cells only said they
+need Nsight Compute, else NOT RUN. It says where a run failed too: each code cell's time (nbmake records when each
+cell started and ended) and the outputs of each cell that raised or never finished. Imports neither torch nor
+nsight: the run is judged after the kernel is gone."""
 
 import json
 import re
 from datetime import datetime
 from pathlib import Path
 
-from plumbing.cells import SECTION_COUNT, section_of
+from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks; a log and summary.json want the text
+VERDICT = "On this "  # how every section's verdict line starts
+SKIPPED = "skipped: "  # how %%needs_ncu's line starts, where it did not run a cell (any case: runs before 2026-12-06)
 OUTPUT_LIMIT = 4000  # characters of a failing cell's outputs kept, from the end: where its traceback says what raised
 
 
@@ -117,39 +121,73 @@ def run_report(summary):
     return "\n".join(lines)
 
 
-def _unwritten_summary():
-    """What the run tells when the notebook wrote no summary.json (it never reached its summary cell)."""
-    not_run = {"status": "NOT RUN", "reason": "no summary.json: the notebook stopped before its end",
-               "environment_limit": False, "headline": "", "seconds": None}  # fmt: skip
-    sections = [{"number": number, **not_run} for number in range(1, SECTION_COUNT + 1)]
-    return {"environment": {}, "sections": sections, "figures": [], "summary_written": False}
+def printed_lines(cell):
+    """The lines a code cell printed (its stdout), colours removed."""
+    text = "".join(output_text(o) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+    return ANSI.sub("", text).splitlines()
+
+
+def section_entries(notebook):
+    """[{"number", "status", "reason", "environment_limit", "headline", "seconds"}] for sections 1..10, read from the
+    executed notebook: headline is the section's verdict lines, joined."""
+    cells = {number: [] for number in range(1, SECTION_COUNT + 1)}
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") == "code" and (number := section_or_none(cell.get("id"))) is not None:
+            cells[number].append(cell)
+    errors, entries = first_errors(notebook), []
+    for number, code in cells.items():
+        lines = [line for cell in code for line in printed_lines(cell)]
+        verdicts = [line for line in lines if line.startswith(VERDICT)]
+        seconds = [cell_seconds(cell) for cell in code]
+        entry = {
+            "number": number,
+            "status": "ok",
+            "reason": "",
+            "environment_limit": False,
+            "headline": "; ".join(verdicts),
+            "seconds": round(sum(s or 0 for s in seconds), 2),
+        }
+        if number in errors:
+            entry.update(status="FAILED", reason=f"{errors[number]['error']} (cell {errors[number]['cell']})")
+        elif not verdicts and number in NCU_ONLY_SECTIONS and any(line.lower().startswith(SKIPPED) for line in lines):
+            entry.update(status="SKIPPED", reason="needs Nsight Compute; the run measured with CUPTI")
+            entry["environment_limit"] = True
+        elif not verdicts:
+            entry.update(status="NOT RUN", reason="it printed no verdict", seconds=None)
+        entries.append(entry)
+    return entries
 
 
 def merge_failures(summary, notebook):
-    """summary (None when none was written) with each section that raised FAILED, errors outside the sections listed
-    under "errors_outside_sections", and the counts made again."""
-    merged = json.loads(json.dumps(summary)) if summary else _unwritten_summary()
+    """summary (None when none was written) with each section's status, verdict and time from the notebook, errors
+    outside the sections listed under "errors_outside_sections", and the counts made again."""
+    merged = json.loads(json.dumps(summary)) if summary else {"environment": {}, "figures": []}
+    merged["summary_written"] = summary is not None
+    files = {section["number"]: section.get("files", []) for section in merged.get("sections", [])}
+    merged["sections"] = [entry | {"files": files.get(entry["number"], [])} for entry in section_entries(notebook)]
     errors = first_errors(notebook)
-    by_number = {section["number"]: section for section in merged["sections"]}
-    for number, error in errors.items():
-        if number is not None:
-            reason = f"{error['error']} (cell {error['cell']})"
-            by_number[number].update(status="FAILED", reason=reason, environment_limit=False)
     merged["errors_outside_sections"] = [errors[None]] if None in errors else []
     merged["cells"], merged["failing_cells"] = cell_times(notebook), failing_cells(notebook)
     statuses = [section["status"] for section in merged["sections"]]
     merged["counts"] = {status: statuses.count(status) for status in STATUSES}
+    merged["total_seconds"] = round(sum(section["seconds"] or 0 for section in merged["sections"]), 1)
     merged["suspect_figures"] = sum(figure.get("check") == "SUSPECT" for figure in merged.get("figures", []))
     return merged
 
 
 def run_problems(summary):
     """What fails a headless run: a FAILED or NOT RUN section, a SUSPECT figure, an error outside the sections."""
-    problems = [f"section {s['number']} {s['status']}: {s['reason']}" for s in summary["sections"]
-                if s["status"] in ("FAILED", "NOT RUN")]  # fmt: skip
+    problems = [
+        f"section {s['number']} {s['status']}: {s['reason']}"
+        for s in summary["sections"]
+        if s["status"] in ("FAILED", "NOT RUN")
+    ]
     suspect = [f for f in summary["figures"] if f["check"] == "SUSPECT"]
-    problems += [f"SUSPECT figure in section {f['section']}: {f['name']} = {f['value']} {f['unit']} "
-                 f"({f['pct_of_peak']}% of peak {f['peak']})" for f in suspect]  # fmt: skip
+    problems += [
+        f"SUSPECT figure in section {f['section']}: {f['name']} = {f['value']} {f['unit']} "
+        f"({f['pct_of_peak']}% of peak {f['peak']})"
+        for f in suspect
+    ]
     return problems + [f"cell {e['cell']}: {e['error']}" for e in summary.get("errors_outside_sections", [])]
 
 

@@ -1,6 +1,8 @@
-"""Bookkeeping for the sections, the figures and summary.json; no torch, nsight or CUDA, no wrapping of a learner's
-cell. A section is ok once its verdict cell calls `verdict`; FAILED comes from the executed notebook
-(plumbing/executed_run.py). Importing it does nothing; run as the notebook's cell it creates the output folder.
+"""The run's bookkeeping, read from what the run left: the files each section's profiled calls wrote (folders named
+s<N> or s<N>_<what>), the headline figures computed from nsight's CSVs against the GPU's datasheet peaks, and
+summary.json. No torch, nsight or CUDA, and nothing a learner's cell calls: the notebook's last folded cell calls
+report_summary; plumbing/executed_run.py adds each section's status and verdict from the executed notebook.
+Importing it does nothing; run as the notebook's cell it makes the output folder and works in it.
 """
 
 import datetime
@@ -10,7 +12,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from plumbing.sections import NCU_ONLY_SECTIONS, SECTION_COUNT
@@ -43,6 +44,9 @@ def prepare_output_dir(folder, environ=os.environ):
 OUT_DIR = choose_output_dir()
 
 
+OUT_DIR = choose_output_dir()
+
+
 # Vendor peaks, dense. Each pattern matches only the variant listed: an H200 NVL gets no peaks rather than wrong ones.
 GPU_PEAKS = [
     (r"\bT4\b", "T4", {"fp32_tflops": 8.1, "fp16_tflops": 65.0, "dram_gbs": 320.0}),
@@ -63,67 +67,68 @@ def lookup_peaks(gpu_name):
     return None, None
 
 
-def section_one_values(environment):
-    """(L2_BYTES, PEAKS_LABEL, PEAKS) from section 1's environment (which notes whose datasheet the peaks are)."""
-    label, peaks = lookup_peaks(environment.get("gpu"))
-    environment["peaks_from"] = label or "n/a (GPU not in the datasheet table)"
-    return environment["l2_bytes"], label, peaks
+ENVIRONMENT = {}  # section 1's attempts (setup_helpers), then the machine's facts: written to summary.json
+SUSPECT_FLOOR_PCT = 5.0  # see check_figure
+SECTION_FOLDER = re.compile(r"s(\d+)(?:_\w+)?")  # a profiled call's output_prefix folder: s3, s5_sweep, ...
 
 
-SECTIONS = {}  # number -> {"status", "reason", "environment_limit", "headline", "findings", "started", "seconds"}
-FIGURES = []  # headline figures with a datasheet counterpart, checked against the GPU's peaks
-ENVIRONMENT = {}  # filled by section 1, written to summary.json
-SUSPECT_FLOOR_PCT = 5.0  # see record_figure
-CLOCK = {"section": None, "at": time.perf_counter()}  # the last verdict: a section's time runs from the one before
-
-
-def verdict(number, finding):
-    """Print "On this <GPU>: finding", mark the section ok; verdicts in a row join its headline, a return restarts."""
-    if CLOCK["section"] != number or number not in SECTIONS:
-        SECTIONS[number] = {"status": "ok", "reason": "", "environment_limit": False, "findings": [],
-                            "started": CLOCK["at"]}  # fmt: skip
-    info = SECTIONS[number]
-    info["findings"] = [*(f for f in info["findings"] if f != finding), finding]
-    CLOCK.update(section=number, at=time.perf_counter())
-    info.update(headline="; ".join(info["findings"]), seconds=round(CLOCK["at"] - info["started"], 2))
-    print(f"On this {ENVIRONMENT.get('gpu') or 'GPU'}: {finding}")
-
-
-def section_entry(number):
-    """ok after its verdict; else SKIPPED if it needs Nsight Compute and section 1 chose CUPTI, else NOT RUN."""
-    if number in SECTIONS:
-        return {key: value for key, value in SECTIONS[number].items() if key not in ("started", "findings")}
-    if number in NCU_ONLY_SECTIONS and ENVIRONMENT.get("profiler") == "cupti":
-        reason = "needs Nsight Compute (see the CUPTI banner at the end of section 1)"
-        return {"status": "SKIPPED", "reason": reason, "environment_limit": True, "headline": "", "seconds": 0.0}
-    return {
-        "status": "NOT RUN",
-        "reason": "its verdict cell did not run",
-        "environment_limit": False,
-        "headline": "",
-        "seconds": None,
-    }
-
-
-def record_figure(number, name, value, unit, peak_key):
-    """Keep a headline figure with its % of the GPU's datasheet peak: SUSPECT above 100% (the wrong kernel or count)
-    or below SUSPECT_FLOOR_PCT (a unit slip, a timed region far larger than the kernel); 'unchecked' on unknown GPUs.
-    """
-    label, peaks = lookup_peaks(ENVIRONMENT.get("gpu"))
+def check_figure(number, name, value, unit, peak_key, gpu):
+    """A headline figure with its % of the GPU's datasheet peak: SUSPECT above 100% (the wrong kernel or count) or
+    below SUSPECT_FLOOR_PCT (a unit slip, a timed region far larger than the kernel); 'unchecked' on unknown GPUs."""
+    label, peaks = lookup_peaks(gpu)
     peak = peaks[peak_key] if peaks else None
     pct = 100.0 * value / peak if peak else None
     plausible = pct is not None and math.isfinite(pct) and SUSPECT_FLOOR_PCT <= pct <= 100.0
     check = "unchecked" if pct is None else "ok" if plausible else "SUSPECT"
-    figure = {"section": number, "name": name, "value": round(float(value), 3), "unit": unit, "peak": peak,
-              "peak_kind": peak_key, "peak_gpu": label, "pct_of_peak": None if pct is None else round(pct, 1),
-              "check": check}  # fmt: skip
-    FIGURES[:] = [f for f in FIGURES if (f["section"], f["name"]) != (number, name)] + [figure]
-    return figure
+    return {
+        "section": number,
+        "name": name,
+        "value": round(float(value), 3),
+        "unit": unit,
+        "peak": peak,
+        "peak_kind": peak_key,
+        "peak_gpu": label,
+        "pct_of_peak": None if pct is None else round(pct, 1),
+        "check": check,
+    }
 
 
-def check_figure(number, name, value, unit, peak_key):
-    """Record a headline figure for summary.json and print it against the datasheet peak."""
-    print(f"{name}: {describe_figure(record_figure(number, name, value, unit, peak_key))}")
+def last_csv(folder, kind):
+    """The last call's `kind` CSV (processed_data or profiled_data) in folder, as a frame; None if none. nsight
+    numbers a decorated function's calls: <kind>-<function>-<call>.csv."""
+    import pandas as pd  # here: scripts that import this module need no pandas
+
+    written = sorted(Path(folder).glob(f"{kind}-*.csv"), key=lambda path: int(path.stem.rsplit("-", 1)[1]))
+    return pd.read_csv(written[-1]) if written else None
+
+
+def headline_figures(out_dir, gpu):
+    """The figures with a datasheet counterpart, from the CSVs the profiled calls wrote into out_dir: section 2's
+    fp32 product + ReLU, section 5's float16 product at its largest size, section 6's x * 2.0 streaming rate."""
+    out_dir, figures = Path(out_dir), []
+    if (summed := last_csv(out_dir / "s2_summed", "processed_data")) is not None:
+        n, time_ns = summed.n[0], summed.AvgValue[0]
+        tflops = 2 * n**3 / time_ns / 1e3  # 2 n^3 FLOPs over ns: GFLOP/s, then TFLOP/s
+        figures.append(check_figure(2, f"fp32 product + ReLU, n={n}", tflops, "TFLOP/s", "fp32_tflops", gpu))
+    if (runs := last_csv(out_dir / "s5_sweep", "profiled_data")) is not None:
+        rates = runs[(runs.Metric == "matmul_tflops") & (runs.Annotation == "float16")]  # raw, not normalized
+        name = f"float16 product, n={rates.n.max()}"
+        figures.append(check_figure(5, name, rates.Value.mean(), "TFLOP/s", "fp16_tflops", gpu))
+    if (bound := last_csv(out_dir / "s6_bound", "processed_data")) is not None:
+        row = bound[(bound.Annotation == "x * 2.0") & (bound.Metric == "gpu__time_duration.sum")].iloc[0]
+        rate = 8 * 2**26 / row.AvgValue  # 2^26 float32 read and written, bytes per ns: GB/s
+        figures.append(check_figure(6, "x * 2.0, bytes it must move / time", rate, "GB/s", "dram_gbs", gpu))
+    return figures
+
+
+def section_files(out_dir):
+    """{section number: [the files its profiled calls wrote, relative to out_dir]}."""
+    found = {}
+    for folder in sorted(Path(out_dir).iterdir()) if Path(out_dir).is_dir() else []:
+        if folder.is_dir() and (match := SECTION_FOLDER.fullmatch(folder.name)):
+            files = sorted(str(path.relative_to(out_dir)) for path in folder.rglob("*") if path.is_file())
+            found.setdefault(int(match[1]), []).extend(files)
+    return found
 
 
 def describe_figure(figure):
@@ -136,81 +141,62 @@ def describe_figure(figure):
     return text + ("  <- SUSPECT" if figure["check"] == "SUSPECT" else "")
 
 
-def build_summary():
-    """summary.json's content: the environment, every section's status and headline, and the figures."""
-    sections = [{"number": number, **section_entry(number)} for number in range(1, SECTION_COUNT + 1)]
-    statuses = [s["status"] for s in sections]
+def kernel_status(number, files, use_ncu):
+    """What the kernel can tell of a section: its calls left files; it needs Nsight Compute and the run measured
+    with CUPTI; or nothing yet (executed_run.py reads the executed notebook for the final word)."""
+    if number in NCU_ONLY_SECTIONS and not use_ncu:
+        return "SKIPPED", "needs Nsight Compute; this run measured with CUPTI (section 1 says why)"
+    return ("ok", "") if files or number == 1 else ("NOT RUN", "its profiled calls left no files")
+
+
+def build_summary(environment, out_dir):
+    """summary.json's content from the run's files: the environment, each section's files and status, the figures."""
+    files, use_ncu = section_files(out_dir), environment.get("profiler") == "ncu"
+    sections = []
+    for number in range(1, SECTION_COUNT + 1):
+        status, reason = kernel_status(number, files.get(number), use_ncu)
+        entry = {"number": number, "status": status, "reason": reason, "environment_limit": status == "SKIPPED"}
+        sections.append(entry | {"headline": "", "seconds": None, "files": files.get(number, [])})
+    statuses = [section["status"] for section in sections]
     return {
         "notebook": "nsight_python_t4_tutorial.ipynb",
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "environment": ENVIRONMENT,
+        "environment": environment,
         "sections": sections,
-        "figures": list(FIGURES),
+        "figures": headline_figures(out_dir, environment.get("gpu")),
         "counts": {status: statuses.count(status) for status in ("ok", "SKIPPED", "FAILED", "NOT RUN")},
-        "total_seconds": round(sum(s["seconds"] or 0 for s in sections), 1),
     }
 
 
 def summary_table(summary):
-    """One row a section: its status, seconds and headline figures against the datasheet (its verdict is above)."""
-    import pandas as pd  # here: scripts that import this module (make_wheelhouse.py) need no pandas
+    """One row a section: its status, how many files it left, its figures against the datasheet."""
+    import pandas as pd  # here: scripts that import this module need no pandas
 
     figures = {}
     for figure in summary["figures"]:
         figures.setdefault(figure["section"], []).append(f"{figure['name']}: {describe_figure(figure)}")
-    rows = [(s["status"], s["seconds"], "; ".join(figures.get(s["number"], [])),
-             "" if s["status"] == "ok" else s["reason"]) for s in summary["sections"]]  # fmt: skip
-    columns = ["status", "seconds", "figures", "why not ok"]
-    return pd.DataFrame(rows, columns=columns, index=[s["number"] for s in summary["sections"]]).rename_axis("section")
+    rows = [(s["status"], len(s["files"]), "; ".join(figures.get(s["number"], []))) for s in summary["sections"]]
+    index = pd.Index([s["number"] for s in summary["sections"]], name="section")
+    return pd.DataFrame(rows, columns=["status", "files", "figures"], index=index)
 
 
-def report_summary():
-    """The notebook's last cell: write summary.json and show one row a section (the verdicts stay where they ran)."""
-    summary = build_summary()
-    path = OUT_DIR / "summary.json"
-    path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    print(f"{summary['counts']['ok']} sections ok in {summary['total_seconds']:.0f} s on {ENVIRONMENT.get('gpu')}")
+def report_summary(facts):
+    """The notebook's last cell, given the machine's facts (setup_helpers.environment_facts): summary.json written
+    into the output folder, one row a section shown (each verdict stays where it printed)."""
     from IPython.display import display  # outside a kernel it prints the table
 
+    ENVIRONMENT.update(facts)
+    summary = build_summary(ENVIRONMENT, OUT_DIR)
+    (OUT_DIR / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print(f"summary.json in {OUT_DIR}, for {ENVIRONMENT['gpu']} measured with {ENVIRONMENT['profiler']}")
     display(summary_table(summary))
     return summary
 
 
-class CellFailed(Exception):
-    """Raised by %%needs_ncu after the cell it ran failed, so that Run all and nbmake stop at that cell."""
-
-    def _render_traceback_(self):  # IPython prints this instead of a second traceback: the first is above
-        return [str(self)]
-
-
-SKIPS = []  # the reasons %%needs_ncu skipped cells for, one a cell
-
-
-def needs_ncu(line, cell):
-    """The cell magic %%needs_ncu: run the cell as typed when Nsight Compute measures; under CUPTI print that it
-    was skipped, and why. A learner copying the cell deletes the magic's line."""
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    if not shell.user_ns.get("USE_NCU"):
-        why = shell.user_ns.get("CUPTI_REASON") or "section 1 chose CUPTI"  # said in full once, then referred to
-        print(f"SKIPPED: needs Nsight Compute ({'CUPTI mode; why: above' if SKIPS else why}).")
-        SKIPS.append(why)
-        return None
-    # In its own history entry, as if typed alone: IPython reads a trailing ";" and sets _ from that entry.
-    if not shell.run_cell(cell, store_history=True).success:
-        raise CellFailed("The cell above failed under %%needs_ncu; its traceback is printed above.")
-    return None
-
-
-if __name__ == "__main__":  # the notebook's cell: make the output folder, work in it, register %%needs_ncu
-    import pandas as pd  # here: scripts that import this module (make_wheelhouse.py) need no pandas
-    from IPython import get_ipython
+if __name__ == "__main__":  # the notebook's cell: make the output folder and work in it
+    import pandas as pd  # here: scripts that import this module need no pandas
 
     prepare_output_dir(OUT_DIR)
-    STARTED_IN = Path.cwd()  # the notebook's own folder, for paths given relative to it (the recorded pages)
-    os.chdir(OUT_DIR)  # a profiled call's relative output_prefix, and nsight's plots, land in the output folder
+    os.chdir(OUT_DIR)  # a profiled call's relative output_prefix, and its pictures, land in the output folder
     pd.set_option("display.width", 120, "display.max_columns", 12)  # tables fit a 120-character page
-    if get_ipython() is not None:  # a recorder runs this cell outside IPython, and drops the magic's line itself
-        get_ipython().register_magic_function(needs_ncu, "cell")
     print(f"Output folder: {OUT_DIR} (now the working folder)")

@@ -1,6 +1,6 @@
 """Section 1's helpers: what a learner's copy of section 1 would not type. The settings of headless runs, the
-Nsight Compute versions to try and the probe that decides between them (nsight_compute_packages), the CUPTI fallback
-and the facts section 1 records. Nothing here imports torch or nsight, or touches CUDA.
+Nsight Compute versions to try and the probe that decides between them (choose_backend), the CUPTI fallback and the
+facts the summary records. Nothing here imports torch or nsight, or touches CUDA.
 """
 
 import ctypes
@@ -22,7 +22,7 @@ from pathlib import Path
 from plumbing.harness import ENVIRONMENT, OUT_DIR
 
 # Seconds before a step is given up, said by name. An update reads indexes; a probe attaches to one tiny kernel.
-TIME_LIMITS_S = {"apt-get update": 300, "probe": 300, "pip": 1200, "cupti_child": 900}
+TIME_LIMITS_S = {"apt-get update": 300, "apt-get install": 1800, "probe": 300, "pip": 1200, "cupti_child": 900}
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the version a wheelhouse must be made for
 
 
@@ -190,7 +190,11 @@ def accepted_ncu_path(environ=os.environ):
 
 
 def cuda_started(modules=sys.modules, maps=Path("/proc/self/maps")):
-    """What shows that CUDA (or nsight) already started in this process: Nsight Compute can no longer attach."""
+    """What shows that CUDA started in this process before nsight was imported: Nsight Compute can then no longer
+    attach. nsight imported before torch (sys.modules keeps import order) is a second Run all, and fine."""
+    order = list(modules)
+    if "nsight" in modules and ("torch" not in modules or order.index("nsight") < order.index("torch")):
+        return []
     signs = [f"{name} is imported" for name in ("torch", "nsight") if name in modules]
     mapped = maps.read_text(errors="replace") if maps.is_file() else ""
     return signs + (["the CUDA driver (libcuda) is loaded"] if "libcuda.so" in mapped else [])
@@ -223,8 +227,8 @@ def prepare_installs(environ=os.environ):
     environ.update(PIP_CONSTRAINT=str(constraints), DEBIAN_FRONTEND="noninteractive")
     for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS"):
         environ.pop(name, None)
-    if wheelhouse:
-        environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse))
+    if wheelhouse:  # the CUPTI set's wheels too, for section 9's own pip install
+        environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=f"{wheelhouse} {wheelhouse / 'cupti'}")
     print(f"profiler: {choice}; installs from: {wheelhouse or 'PyPI and apt'}")
 
 
@@ -304,9 +308,6 @@ def probe_ncu(ncu_path, prefix, log_path):
     return "ok", "profiled a kernel"
 
 
-NCU_DECISION = {}  # nsight_compute_packages' answer: use_ncu, reason, done
-
-
 def attempted(tried, label, version, kind, said):
     """One attempt, said in one line and kept for summary.json."""
     tried.append({"ncu": label, "version": version, "outcome": kind, "said": said})
@@ -314,13 +315,10 @@ def attempted(tried, label, version, kind, said):
 
 
 def try_ncu(ncu, label, tried):
-    """Probe `ncu` (first on PATH by now) and say the outcome; True once the backend is decided."""
+    """Probe `ncu` (first on PATH by now) and say the outcome; True once the backend is decided: it profiled, or
+    failed in a way another version would not fix (counters refused, a hang, no injection)."""
     kind, said = probe_ncu(ncu, f"{OUT_DIR / 's1_probe'}/", OUT_DIR / "ncu_probe.log")
-    attempted(tried, label, version := version_text(ncu_version_of(ncu)), kind, said)
-    if kind == "ok":
-        NCU_DECISION["use_ncu"] = True
-    elif kind != "driver":  # counters refused, a hang, no injection: another version would fare no better
-        NCU_DECISION.update(reason=f"Nsight Compute {version}: {said}")
+    attempted(tried, label, version_text(ncu_version_of(ncu)), kind, said)
     return kind != "driver"
 
 
@@ -345,22 +343,15 @@ def apt_candidates(tried):
     return [name for name in listed if name not in done]
 
 
-def last_shell_status():
-    """The exit status of the notebook's last `!` command (IPython keeps it as _exit_code); None outside IPython."""
-    from IPython import get_ipython
-
-    return get_ipython().user_ns.get("_exit_code") if get_ipython() else None
-
-
 def try_package(package, tried, environ):
-    """try_ncu on the package's ncu once the loop put it first on PATH; a package that gave none is said, and an
-    apt-get that `timeout` stopped (exit 124) as such."""
-    ncu = package_ncu(package)
-    if ncu is not None and shutil.which("ncu", path=environ["PATH"]) == str(ncu):
+    """apt-get install the package (bounded, into apt.log), put its ncu first on PATH and probe it; True once the
+    backend is decided. A package that gave no ncu is said, and an apt-get that ran out of time as such."""
+    print(f"apt-get install {package} (300 to 400 MB; log: {OUT_DIR / 'apt.log'})")
+    status = run_logged(["apt-get", "install", "--yes", package], OUT_DIR / "apt.log", TIME_LIMITS_S["apt-get install"])
+    if (ncu := package_ncu(package)) is not None:
+        put_first_on_path(ncu.parent, environ)
         return try_ncu(ncu, package, tried)
-    status = last_shell_status()
-    said = "apt-get install ran out of time (timeout's exit 124)" if status == 124 else f"exit {status}"
-    said = f"apt-get gave no ncu ({said}; its output is above)" if ncu is None else f"{ncu} is not first on PATH"
+    said = f"apt-get gave no ncu ({ended(status, 'apt-get install')}): {log_tail(OUT_DIR / 'apt.log', 2)}"
     attempted(tried, package, package.removeprefix("nsight-compute-"), "no ncu", said)
     return False
 
@@ -390,33 +381,30 @@ def check_pip_installed(environ=os.environ):
         )
 
 
-def nsight_compute_packages(environ=os.environ):
-    """The Nsight Compute packages for section 1's loop to install, newest accepted first; the loop puts each one's
-    ncu first on PATH, and then the probe says whether it profiles: the loop ends once one does, or once another
-    version would not help. An ncu already there (NCU_PATH, a re-run) is tried first, without apt; offline, or with
-    NSPY_TUTORIAL_PROFILER=cupti, nothing is installed. The answer goes to NCU_DECISION, the attempts to ENVIRONMENT."""
-    NCU_DECISION.clear()
-    NCU_DECISION.update(use_ncu=False, reason="", done=False)
+def decide_ncu(environ=os.environ):
+    """Try Nsight Compute versions, newest accepted first, until the probe profiles with one or another version
+    would not help: an ncu already there (NCU_PATH, a re-run) first, without apt; then apt's. Offline, or with
+    NSPY_TUTORIAL_PROFILER=cupti, nothing is installed. (use_ncu, reason); the attempts go to ENVIRONMENT."""
     check_pip_installed(environ)
     tried, choice = ENVIRONMENT.setdefault("ncu_attempts", []), read_profiler_choice(environ)
     tried.clear()
-    decided = choice == "cupti"
-    NCU_DECISION["reason"] = "NSPY_TUTORIAL_PROFILER=cupti" if decided else ""
+    decided, reason = choice == "cupti", "NSPY_TUTORIAL_PROFILER=cupti" if choice == "cupti" else ""
     for ncu, label in [] if decided else ready_ncus(environ):
         put_first_on_path(ncu.parent, environ)
         if decided := try_ncu(ncu, label, tried):
             break
     online = not (decided or read_ncu_path(environ) or read_wheelhouse(environ))
     for package in apt_candidates(tried) if online else []:
-        yield package
         if decided := try_package(package, tried, environ):
             break
-    if not decided:
-        NCU_DECISION["reason"] = no_ncu_reason(tried, environ)
-    if choice == "ncu" and not NCU_DECISION["use_ncu"]:
-        fix = "Set NCU_PATH, or NSPY_TUTORIAL_PROFILER=auto"
-        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {NCU_DECISION['reason']}. {fix}")
-    NCU_DECISION["done"] = True
+    use_ncu = any(attempt["outcome"] == "ok" for attempt in tried)
+    last = tried[-1] if tried and not use_ncu else {"outcome": "none"}
+    if not (use_ncu or reason):  # a version's own failure, else why none was usable
+        own = last["outcome"] not in ("none", "driver", "no ncu")
+        reason = f"Nsight Compute {last['version']}: {last['said']}" if own else no_ncu_reason(tried, environ)
+    if choice == "ncu" and not use_ncu:
+        raise RuntimeError(f"NSPY_TUTORIAL_PROFILER=ncu, but {reason}. Set NCU_PATH, or NSPY_TUTORIAL_PROFILER=auto")
+    return use_ncu, reason
 
 
 def versions_in(folders):
@@ -480,25 +468,22 @@ def cupti_check_kernel(n):  # the kernel a child times under CUPTI before the no
         x * 2.0
 
 
-def settle_backend(environ=os.environ):
-    """(USE_NCU, CUPTI_REASON, libcupti) after the install loop. The CUPTI set goes into its folder either way
-    (section 9's child reads it from NSPY_TUTORIAL_CUPTI_DIR). Nsight Compute if the probe profiled with it; else
-    CUPTI, once a child process timed one kernel with it, and NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out of
-    the `import nsight` that follows."""
-    if not NCU_DECISION.get("done"):
-        raise RuntimeError("the Nsight Compute cell above did not run to its end: run it again, then this one")
+BACKEND = {}  # choose_backend's answer: use_ncu, cupti_reason, libcupti
+
+
+def choose_backend(environ=os.environ):
+    """Section 1's folded choice: Nsight Compute if the probe profiled with one (decide_ncu); else CUPTI, once its
+    set is in its folder and a child process timed one kernel with it. Then NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight
+    Compute out of the `import nsight` that follows, and this process's libcupti is the CUPTI set's."""
     environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
-    wheelhouse, reason = read_wheelhouse(environ), NCU_DECISION["reason"]
-    print(
-        f"backend: Nsight Compute, {shutil.which('ncu')}"
-        if NCU_DECISION["use_ncu"]
-        else f"backend: CUPTI, because {reason}"
-    )
+    use_ncu, reason = decide_ncu(environ)
+    BACKEND.update(use_ncu=use_ncu, cupti_reason=reason, libcupti=None)
+    if use_ncu:
+        return print(f"Measuring with Nsight Compute: {shutil.which('ncu')}")
+    print(f"Measuring with CUPTI, because {reason}")
+    wheelhouse = read_wheelhouse(environ)
     have = versions_in([entry for entry in sys.path if entry != str(CUPTI_PACKAGES_DIR)])
     install_pins(cupti_pins(have), CUPTI_PACKAGES_DIR, wheelhouse and wheelhouse / "cupti", OUT_DIR / "pip.log")
-    environ["NSPY_TUTORIAL_CUPTI_DIR"] = str(CUPTI_PACKAGES_DIR)
-    if NCU_DECISION["use_ncu"]:
-        return True, "", None
     try:
         timed = run_cupti_child(cupti_check_kernel, [1 << 16], OUT_DIR / "s1_cupti")
         check_kernel_times([row["AvgValue"] for row in timed["rows"]])
@@ -506,38 +491,53 @@ def settle_backend(environ=os.environ):
         why = f"Nsight Compute: {reason}. CUPTI: {error}"
         raise RuntimeError(f"Neither backend can time a kernel here. {why}") from None
     environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
-    return False, reason, preload_libcupti(CUPTI_PACKAGES_DIR)
+    BACKEND["libcupti"] = preload_libcupti(CUPTI_PACKAGES_DIR)
 
 
-def check_backend(nsight, use_ncu, libcupti, environ=os.environ):
-    """After `import nsight`: the pinned nsight-python; Nsight Compute loaded, as the probe said; or CUPTI resolved
-    the preloaded libcupti (nsight.activate writes the file it resolved into NVTX_INJECTION64_PATH)."""
+def check_backend(nsight, use_ncu, environ=os.environ):
+    """After `import nsight`: the pinned nsight-python, and the backend choose_backend chose: Nsight Compute loaded,
+    or CUPTI bound to the preloaded libcupti (nsight.activate writes the file it resolved into
+    NVTX_INJECTION64_PATH)."""
     if (version := nsight.__version__) != PINS["nsight-python"]:
         raise RuntimeError(f"nsight-python {version}, not {PINS['nsight-python']}, was imported: see the pip cell")
-    resolved = environ.get("NVTX_INJECTION64_PATH", "")
-    if use_ncu and nsight.get_active_tool() != nsight.Tool.NCU:
+    if use_ncu != BACKEND["use_ncu"]:
         error = nsight.collection.ncu.injection_load_error
-        raise RuntimeError(f"nsight did not load Nsight Compute ({error}), though the probe could: Runtime > "
-                           "Restart session, then Run all, or set NSPY_TUTORIAL_PROFILER=cupti")  # fmt: skip
+        raise RuntimeError(
+            f"nsight measures with {'Nsight Compute' if use_ncu else f'CUPTI ({error})'}, but the cell above chose "
+            "the other: Runtime > Restart session, then Run all, or set NSPY_TUTORIAL_PROFILER=cupti"
+        )
+    resolved, libcupti = environ.get("NVTX_INJECTION64_PATH", ""), BACKEND["libcupti"]
     if not use_ncu and not (resolved and Path(resolved).exists() and os.path.samefile(resolved, libcupti)):
-        raise RuntimeError(f"CUPTI resolved {resolved or 'no library'}, not the preloaded {libcupti}: Runtime > "
-                           "Restart session, then Run all, running no other cell first")  # fmt: skip
+        raise RuntimeError(
+            f"CUPTI resolved {resolved or 'no library'}, not the preloaded {libcupti}: Runtime > Restart session, "
+            "then Run all, running no other cell first"
+        )
 
 
-def environment_facts(torch, nsight, use_ncu, cupti_reason, libcupti):
-    """What summary.json and the recordings say about this machine (torch and nsight passed in, imported in order)."""
+def environment_facts(torch, nsight):
+    """What summary.json says about this machine (torch and nsight as the notebook imported them)."""
     props, ncu = torch.cuda.get_device_properties(0), shutil.which("ncu")
     driver = command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).split("\n")[0]
+    use_ncu = nsight.get_active_tool() == nsight.Tool.NCU
     return {
-        "gpu": props.name, "driver": driver or "?", "compute_capability": f"{props.major}.{props.minor}",
-        "sms": props.multi_processor_count, "l2_bytes": props.L2_cache_size,
-        "memory_gib": round(props.total_memory / 2**30, 1), "ncu_path": ncu,
+        "gpu": props.name,
+        "driver": driver or "?",
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sms": props.multi_processor_count,
+        "l2_bytes": props.L2_cache_size,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "ncu_path": ncu,
         "ncu_version": version_text(ncu_version_of(ncu)),
-        "nsight_python": nsight.__version__, "active_tool": str(nsight.get_active_tool()),
-        "profiler": "ncu" if use_ncu else "cupti", "cupti_reason": cupti_reason, "libcupti": str(libcupti or ""),
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32, "python": sys.version.split()[0],
-    }  # fmt: skip
+        "nsight_python": nsight.__version__,
+        "active_tool": str(nsight.get_active_tool()),
+        "profiler": "ncu" if use_ncu else "cupti",
+        "cupti_reason": BACKEND.get("cupti_reason", ""),
+        "libcupti": str(BACKEND.get("libcupti") or ""),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "python": sys.version.split()[0],
+    }
 
 
 CHILD_IMPORTS = "import ctypes\nimport json\nimport os\nimport sys\nimport time\nfrom pathlib import Path\n\n"
@@ -591,10 +591,3 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
 
 
 CUPTI_PACKAGES_DIR = read_cupti_dir()
-# A CUPTI child's first lines (section 9): section 1's CUPTI set, its libcupti before torch's; no machine's path in it
-CUPTI_PRELOAD = """import ctypes, glob, os, sys
-sys.path.insert(0, folder := os.environ.get("NSPY_TUTORIAL_CUPTI_DIR", ""))
-libcupti = glob.glob(folder + "/nvidia/*/lib/libcupti.so.13*")
-assert libcupti, "no libcupti.so.13 in section 1's CUPTI folder (NSPY_TUTORIAL_CUPTI_DIR): run section 1 again"
-ctypes.CDLL(libcupti[0], mode=os.RTLD_GLOBAL)
-"""

@@ -3,8 +3,7 @@
 import fakes
 import nbformat
 import pytest
-import recordings
-from support import NOTEBOOK, RecordedNotebook
+from support import NOTEBOOK
 
 from plumbing.cells import SECTION_PLAN
 
@@ -38,11 +37,3 @@ def patched(tmp_path, ncu_work):
     calls.where = (4, SECTION_PLAN[4]["run"][0])
     yield calls, log, work
     calls.uninstall()
-
-
-@pytest.fixture(scope="session", params=recordings.recording_folders(), ids=lambda folder: folder.name)
-def recorded(request, tmp_path_factory):
-    """The notebook on a committed recording in a real kernel (support.RecordedNotebook), one per recording."""
-    kernel = RecordedNotebook(request.param, tmp_path_factory.mktemp(request.param.name))
-    yield kernel
-    kernel.session.close()

@@ -86,8 +86,9 @@ class KernelSession:
             elif kind == "error":
                 done.errors.append(body)
 
-        reply = self.client.execute_interactive(code, store_history=True, allow_stdin=False, stop_on_error=True,
-                                                timeout=timeout, output_hook=receive)  # fmt: skip
+        reply = self.client.execute_interactive(
+            code, store_history=True, allow_stdin=False, stop_on_error=True, timeout=timeout, output_hook=receive
+        )
         done.content, done.status = reply["content"], reply["content"]["status"]
         return done
 

@@ -11,10 +11,9 @@ import subprocess
 import sys
 
 import embed_modules
-import notebook_cells
 import pytest
 from fakes import fresh_clone
-from support import NOTEBOOK, ROOT
+from support import NOTEBOOK, ROOT, load_cells
 
 from plumbing.cells import section_of
 
@@ -39,7 +38,7 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
 def test_a_reading_page_shows_the_lesson_code_but_not_the_plumbing(run):
     text = (run / "reading_page.ipynb").read_text()
-    folded = [cell["source"] for cell in notebook_cells.load_cells() if cell["source"].lstrip().startswith("# @title")]
+    folded = [cell["source"] for cell in load_cells() if cell["source"].lstrip().startswith("# @title")]
     lines = [line for source in folded for line in source.splitlines()]
     definitions = {line.split("(")[0] for line in lines if re.match(r"(def|class) \w+", line)}
     assert definitions, "today's notebook has no folded cell that defines a function: look for another sign"

@@ -5,14 +5,12 @@ import builtins
 import inspect
 import json
 import os
-import subprocess
 import symtable
-import sys
 
 import nsight
 import numpy as np
 import pytest
-from fakes import build_fake_injection_library, build_shared_library, cupti_child_python
+from fakes import build_fake_injection_library, cupti_child_python
 from nsight import extraction, transformation, utils
 
 from plumbing import setup_helpers
@@ -55,8 +53,12 @@ def test_the_child_runs_its_program_on_the_benchmark_with_a_clean_environment_an
     program, benchmark = str(folder / "cupti_child.py"), str(folder / "benchmark.py")
     assert argv[1:] == [program, benchmark, "product", "[512, 1024]", f"{folder}/"], argv
     assert not [k for k in env if k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))], "Nsight Compute's leftovers"
-    wanted = {"PYTHONPATH": f"{tmp_path / 'cupti'}{os.pathsep}/packages", "NSPY_NCU_INIT_AT_IMPORT": "0",
-              "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}  # fmt: skip
+    wanted = {
+        "PYTHONPATH": f"{tmp_path / 'cupti'}{os.pathsep}/packages",
+        "NSPY_NCU_INIT_AT_IMPORT": "0",
+        "NSPY_TUTORIAL_LIBCUPTI": str(libcupti),
+        "MPLBACKEND": "Agg",
+    }
     assert wanted.items() <= env.items(), "CUPTI's packages first, its libcupti, no Nsight Compute"
     tree, namespace = ast.parse(source := (folder / "cupti_child.py").read_text()), {}
     assert ast.unparse(tree.body[-1]) == "cupti_child(*sys.argv[1:])", "the program must call cupti_child"
@@ -90,29 +92,27 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
     given = next(node for node in ast.walk(tree) if isinstance(node, ast.Assign) and node.targets[0].id == "options")
     options = eval(compile(ast.Expression(given.value), "cupti_child", "eval"))  # noqa: S307 - the child's own dict
     runs, silent = options["runs"], nsight.VerbosityLevel.SILENT
-    records = {"product": [
-        utils.ActionData(name=name, values=np.array([ns]), compute_clock=1, memory_clock=1, gpu="H200", units=["ns"])
-        for n in SIZES for run in range(runs) for name, ns in (("gemm", GEMM_NS[n] + run), ("splitk", REDUCE_NS))
-    ]}  # fmt: skip
-    raw = extraction.extract_df_from_data(records, ["gpu__time_duration.sum"], [(n,) for n in SIZES], runs, product,
-                                          None, silent, options["combine_kernel_metrics"])  # fmt: skip
+    records = {
+        "product": [
+            utils.ActionData(
+                name=name, values=np.array([ns]), compute_clock=1, memory_clock=1, gpu="H200", units=["ns"]
+            )
+            for n in SIZES
+            for run in range(runs)
+            for name, ns in (("gemm", GEMM_NS[n] + run), ("splitk", REDUCE_NS))
+        ]
+    }
+    raw = extraction.extract_df_from_data(
+        records,
+        ["gpu__time_duration.sum"],
+        [(n,) for n in SIZES],
+        runs,
+        product,
+        None,
+        silent,
+        options["combine_kernel_metrics"],
+    )
     rows = transformation.aggregate_data(raw, product, None, silent).to_dict("records")
     expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum
     assert {row["n"]: row["AvgValue"] for row in rows} == pytest.approx(expected), "not the kernels' sum"
     assert all(row["Kernel"] == "gemm|splitk" and row["RelativeStdDevPct"] > 0 for row in rows), "both kernels' spread"
-
-
-def test_a_cupti_childs_first_lines_import_from_section_ones_folder_and_load_its_libcupti_or_say_to_run_it(tmp_path):
-    cupti_dir = tmp_path / "cupti"
-    libcupti = build_shared_library(cupti_dir / "nvidia/cu13/lib/libcupti.so.13")
-    if libcupti is None:
-        pytest.skip("no C compiler here to build a stand-in libcupti.so.13")
-    (cupti_dir / "cupti_set_marker.py").write_text("")  # stands for cupti-python, installed into that folder
-    child = setup_helpers.CUPTI_PRELOAD + "import cupti_set_marker\nprint(open('/proc/self/maps').read())\n"
-    env = {**os.environ, "NSPY_TUTORIAL_CUPTI_DIR": str(cupti_dir)}  # section 1 sets it; the child inherits it
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"the preload failed where section 1 left its CUPTI set:\n{done.stderr}"
-    assert str(libcupti) in done.stdout, "the child must hold section 1's libcupti.so.13 before torch loads its own"
-    libcupti.unlink()
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode != 0 and "run section 1 again" in done.stderr, f"say what to do: {done.stderr}"

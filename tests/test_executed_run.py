@@ -7,13 +7,13 @@ import shutil
 import subprocess
 import sys
 
+import evidence
 import nbformat
 import pytest
-from cupti_evidence import CUPTI_RUN
 from fakes import fresh_clone, nvidia_smi
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
-from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, SECTION_PLAN, SUMMARY
+from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, run_problems
 
 
@@ -23,10 +23,12 @@ def load(path):
 
 S2_RUN, S3_RUN, S3_LATER = SECTION_PLAN[2]["run"][0], *SECTION_PLAN[3]["run"]
 BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-tflops: a made-up one of section 2)
+    "s1-verdict": "print('On this Tesla T4: set up')",
     SECTION_PLAN[2]["define"][-1]: "section = 2",
     S2_RUN: "1 / 0",  # section 2's first error
     "s2-tflops": "first_row['AvgValue']",  # a NameError that follows from it: not the cause
-    S3_RUN: "print('section 3 ran')",
+    S3_RUN: "print('section 3 ran')\nprint('On this Tesla T4: the add spread')",
+    "s4-run": "print('Skipped: this cell needs Nsight Compute, and this runtime measures with CUPTI.')",
     SECTION_PLAN[5]["define"][0]: "def broken(:\n    pass",
     SECTION_PLAN[8]["run"][0]: "import sys\nsys.exit(2)",
     SUMMARY: "report_summary()",  # an error outside the sections
@@ -48,50 +50,69 @@ def _statuses(summary):
     return {section["number"]: section["status"] for section in summary["sections"]}
 
 
-def test_the_committed_cupti_run_keeps_its_statuses_and_is_clean():
-    merged = merge_failures(load(CUPTI_RUN / "summary.json"), load(CUPTI_RUN / "nsight_python_t4_tutorial.ipynb"))
+def test_the_committed_cupti_run_keeps_its_statuses_and_verdicts_and_is_clean():
+    folder = evidence.run_with("s2_summed")
+    merged = merge_failures(load(folder / "summary.json"), load(folder / evidence.EXECUTED))
     assert _statuses(merged) == {n: "SKIPPED" if n in NCU_ONLY_SECTIONS else "ok" for n in range(1, 11)}
     assert run_problems(merged) == [], "a clean real run must have no problems"
+    said = [line for line in evidence.printed_lines(folder) if line.startswith(f"On this {evidence.gpu(folder)}: ")]
+    headlines = "\n".join(section["headline"] for section in merged["sections"])
+    assert said and all(line in headlines for line in said), "every verdict printed is its section's headline"
+    assert all(section["headline"] for section in merged["sections"] if section["status"] == "ok")
 
 
-def test_each_section_that_raised_fails_with_its_first_error_and_the_run_with_errors_outside_them(executed):
-    assert "section 3 ran" in json.dumps(executed["cells"][3]["outputs"]), "a cell after an error must still run"
-    summary = load(CUPTI_RUN / "summary.json")
+def test_each_section_is_judged_by_what_its_cells_printed_and_its_first_error(executed):
+    assert "section 3 ran" in json.dumps(executed["cells"][4]["outputs"]), "a cell after an error must still run"
+    summary = {"environment": {"gpu": "Tesla T4"}, "figures": [], "sections": [{"number": 3, "files": ["s3/a.csv"]}]}
     before = json.dumps(summary)
     merged = merge_failures(summary, executed)
     assert json.dumps(summary) == before, "the summary read from disk must not be changed in place"
     by_number = {section["number"]: section for section in merged["sections"]}
     assert by_number[2]["reason"] == f"ZeroDivisionError: division by zero (cell {S2_RUN})", "its FIRST error"
     assert by_number[5]["reason"].startswith("SyntaxError") and by_number[8]["reason"].startswith("SystemExit: 2")
-    assert _statuses(merged) == {n: "FAILED" if n in (2, 5, 8) else "SKIPPED" if n in NCU_ONLY_SECTIONS else "ok"
-                                 for n in range(1, 11)}  # fmt: skip
-    assert merged["counts"] == {"ok": 2, "SKIPPED": 5, "FAILED": 3, "NOT RUN": 0}
+    expected = {1: "ok", 2: "FAILED", 3: "ok", 4: "SKIPPED", 5: "FAILED", 8: "FAILED"}
+    assert _statuses(merged) == {n: expected.get(n, "NOT RUN") for n in range(1, 11)}
+    assert (by_number[3]["headline"], by_number[3]["files"]) == ("On this Tesla T4: the add spread", ["s3/a.csv"])
+    assert by_number[4]["environment_limit"] and not by_number[6]["environment_limit"], "only a skip is a limit"
     problems = run_problems(merged)
-    assert problems[:3] == [f"section {n} FAILED: {by_number[n]['reason']}" for n in (2, 5, 8)], problems
-    assert problems[3:] == [f"cell {SUMMARY}: NameError: name 'report_summary' is not defined"], "outside sections"
+    in_sections = [f"section {n} {by_number[n]['status']}: {by_number[n]['reason']}" for n in (2, 5, 6, 7, 8, 9, 10)]
+    assert problems[:-1] == in_sections and "it printed no verdict" in in_sections[2], problems
+    assert problems[-1] == f"cell {SUMMARY}: NameError: name 'report_summary' is not defined", "outside sections"
 
 
 def test_a_run_that_wrote_no_summary_names_every_section_and_rewrites_summary_json(executed, tmp_path):
     (tmp_path / "executed.ipynb").write_text(json.dumps(executed))
     merged = finish_run(tmp_path / "executed.ipynb", tmp_path / "summary.json")
-    assert load(tmp_path / "summary.json") == merged
-    assert _statuses(merged) == {n: "FAILED" if n in (2, 5, 8) else "NOT RUN" for n in range(1, SECTION_COUNT + 1)}
-    assert "no summary.json" in merged["sections"][0]["reason"] and not merged["summary_written"]
+    assert load(tmp_path / "summary.json") == merged and not merged["summary_written"]
+    assert _statuses(merged)[2] == "FAILED" and merged["figures"] == [] and merged["environment"] == {}
 
 
 def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_skipped_sections_do_not():
-    summary = load(CUPTI_RUN / "summary.json")
-    summary["sections"][7].update(status="NOT RUN", reason="its verdict cell did not run")
-    summary["figures"][0].update(value=900.0, unit="GB/s", check="SUSPECT", pct_of_peak=281.2, peak=320.0)
-    figure = summary["figures"][0]
+    figure = {
+        "section": 6,
+        "name": "x",
+        "value": 900.0,
+        "unit": "GB/s",
+        "check": "SUSPECT",
+        "pct_of_peak": 281.2,
+        "peak": 320.0,
+    }
     error = {"output_type": "error", "ename": "KeyError", "evalue": "'x'\nmore"}
-    cells = [{"cell_type": "code", "id": cell_id, "outputs": [{**error, "evalue": cell_id}, error]}
-             for cell_id in (S3_RUN, S3_LATER, "my-own-cell", "my-other-cell")]  # fmt: skip
-    merged = merge_failures(summary, {"cells": cells})
+    said = lambda text: [{"output_type": "stream", "name": "stdout", "text": text}]  # noqa: E731
+    cells = [
+        {"cell_type": "code", "id": cell_id, "outputs": [{**error, "evalue": cell_id}, error]}
+        for cell_id in (S3_RUN, S3_LATER, "my-own-cell", "my-other-cell")
+    ]
+    cells += [{"cell_type": "code", "id": f"s{n}-verdict", "outputs": said(f"On this T4: {n}\n")} for n in (1, 2, 5)]
+    cells += [
+        {"cell_type": "code", "id": f"s{n}-run", "outputs": said("Skipped: this cell needs Nsight Compute, and")}
+        for n in NCU_ONLY_SECTIONS
+    ]
+    merged = merge_failures({"figures": [figure]}, {"cells": cells})
     assert run_problems(merged) == [
         f"section 3 FAILED: KeyError: {S3_RUN} (cell {S3_RUN})",  # the first error of a section, not a later one
-        "section 8 NOT RUN: its verdict cell did not run",
-        f"SUSPECT figure in section {figure['section']}: {figure['name']} = 900.0 GB/s (281.2% of peak 320.0)",
+        "section 8 NOT RUN: it printed no verdict",
+        "SUSPECT figure in section 6: x = 900.0 GB/s (281.2% of peak 320.0)",
         "cell my-own-cell: KeyError: my-own-cell",  # a cell the table does not know: outside the sections, reported
     ]
     assert merged["suspect_figures"] == 1 and merged["counts"]["SKIPPED"] == len(NCU_ONLY_SECTIONS)
@@ -99,13 +120,23 @@ def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_ski
 
 S2_DEFINE = SECTION_PLAN[2]["define"][-1]
 FAILS_IN_ONE_CELL = {  # (a small run's cells, its cell timeout): what a cell printed before it failed must be shown
-    "raises": ({S2_DEFINE: "import time\ntime.sleep(0.5)\nprint('settings made')",
-                S2_RUN: "print('profiling the product')\nprint('.' * 9000)\nraise RuntimeError('the profiler stopped')",
-                S3_RUN: "print('section 3 ran')"}, 60),
-    "runs past its timeout": ({S2_DEFINE: "print('settings made')",
-                               S2_RUN: "print('profiling the product', flush=True)\nimport time\ntime.sleep(60)",
-                               S3_RUN: "print('section 3 ran')"}, 3),
-}  # fmt: skip
+    "raises": (
+        {
+            S2_DEFINE: "import time\ntime.sleep(0.5)\nprint('settings made')",
+            S2_RUN: "print('profiling the product')\nprint('.' * 9000)\nraise RuntimeError('the profiler stopped')",
+            S3_RUN: "print('section 3 ran')",
+        },
+        60,
+    ),
+    "runs past its timeout": (
+        {
+            S2_DEFINE: "print('settings made')",
+            S2_RUN: "print('profiling the product', flush=True)\nimport time\ntime.sleep(60)",
+            S3_RUN: "print('section 3 ran')",
+        },
+        3,
+    ),
+}
 STATUS_OF = {"raises": ("ok", "error", "ok"), "runs past its timeout": ("ok", "unfinished", "not run")}
 
 
@@ -121,8 +152,12 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in cells.items()]
     (clone / NOTEBOOK.name).write_text(nbformat.writes(notebook))
     nvidia_smi(tmp_path / "bin", "NVIDIA H200")
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-           "NSPY_TUTORIAL_OUT": str(tmp_path / "out"), "NSPY_TUTORIAL_CELL_TIMEOUT": str(timeout_s)}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "NSPY_TUTORIAL_OUT": str(tmp_path / "out"),
+        "NSPY_TUTORIAL_CELL_TIMEOUT": str(timeout_s),
+    }
     command = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_notebook_gpu.py", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr

@@ -1,5 +1,6 @@
 """The headless GPU run (scripts/run_headless): nbmake runs every cell, plumbing/executed_run.py judges it."""
 
+import json
 import os
 import subprocess
 
@@ -49,3 +50,15 @@ def test_the_run_is_clean_and_every_section_run_or_skipped_as_the_backend_requir
     profiler = summary["environment"].get("profiler")
     skipped = {s["number"] for s in summary["sections"] if s["status"] == "SKIPPED"}  # an ncu-only one under CUPTI
     assert profiler in ("ncu", "cupti") and skipped == (NCU_ONLY_SECTIONS if profiler == "cupti" else set()), profiler
+
+
+def test_every_picture_the_run_drew_carries_alt_text_and_sections_3_and_8_drew_one(executed):
+    copy = choose_output_dir(os.environ, on_colab=False) / NOTEBOOK.name
+    pictures = {}  # cell id -> the alt text of each PNG it showed
+    for cell in json.loads(copy.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            if "image/png" in output.get("data", {}):
+                alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
+                pictures.setdefault(cell["id"], []).append(alt)
+    assert {"s3-run", "s8-plot"} <= set(pictures), f"the run drew in {sorted(pictures)}"
+    assert all(all(alts) for alts in pictures.values()), f"a picture without alt text: {pictures}"

@@ -14,15 +14,14 @@ import nsight
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from notebook_format import is_folded
-from recordings import without_cell_magic
-from support import ROOT, module_level_names
+from support import ROOT, module_level_names, without_magic
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
 
 def python(source: str) -> str:
     """A cell's Python as IPython runs it: %%needs_ncu's body as typed, other magics and shell escapes as calls."""
-    return TransformerManager().transform_cell(without_cell_magic(source))
+    return TransformerManager().transform_cell(without_magic(source))
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
@@ -32,7 +31,15 @@ def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
 def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:
     """Every code cell, and the Python programs held in their string constants (the probe, section 9's child)."""
     trees = [ast.parse(python(cell.source)) for cell in code_cells(nb)]
-    constants = [node.value for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Constant)]
+    pieces = {
+        id(part) for tree in trees for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values
+    }  # an f-string's literal pieces are no program of their own
+    constants = [
+        node.value
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and id(node) not in pieces
+    ]
     return trees + [ast.parse(text) for text in constants if isinstance(text, str) and "import nsight" in text]
 
 
@@ -147,10 +154,10 @@ def test_every_benchmark_uses_options_nsight_accepts_and_writes_in_the_output_fo
     folders = [ast.unparse(call.args[2]) for call, _ in calls_to(all_trees(notebook), "run_cupti_child")]
     inside = all(f.startswith(("out_prefix(", "OUT_DIR /")) for f in folders)  # section 1's check: OUT_DIR / 's1_cupti'
     assert folders and inside, f"a CUPTI child writes to {folders}"
-    timed = [call.args[0] for call, _ in calls_to(all_trees(notebook), "timed") if call.args]  # section 9's helper
-    folders = [arg.value for arg in timed if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    swept = [call.args[0] for call, _ in calls_to(all_trees(notebook), "sweep") if call.args]  # section 9's helper
+    folders = [arg.value for arg in swept if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
     assert folders and all(f.endswith("/") and not f.startswith(("/", "~", "..")) for f in folders), (
-        f"section 9's timed(prefix, n) must be given a folder inside the working folder: {folders}"
+        f"section 9's sweep(folder) must be given a folder inside the working folder: {folders}"
     )
 
 
@@ -183,22 +190,42 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
     long_cells = [c.get("id") for c in visible if sum(bool(line.strip()) for line in c.source.splitlines()) > 40]
     assert not long_cells, f"visible code cells over 40 lines (split them, or fold plumbing): {long_cells}"
     bookkeeping = {"record_figure", "build_summary", "report_summary", "section_entry"}
-    calls = {cell.get("id"): names for cell in visible if section_of(cell.get("id")) and (names := bookkeeping & {
-        node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)})}  # fmt: skip
+    calls = {
+        cell.get("id"): names
+        for cell in visible
+        if section_of(cell.get("id"))
+        and (
+            names := bookkeeping
+            & {node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)}
+        )
+    }
     assert not calls, f"visible section code calls harness bookkeeping; move it to a folded cell: {calls}"
 
 
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
-def test_each_section_ends_with_a_visible_verdict_cell_that_marks_it_ok(notebook, number):
+def test_each_section_ends_with_a_visible_cell_that_prints_its_verdict(notebook, number):
     last = [cell for cell in code_cells(notebook) if section_of(cell.get("id")) == number][-1]
-    calls = [node for node in ast.walk(ast.parse(python(last.source))) if isinstance(node, ast.Call)]
-    marks = [call for call in calls if dotted(call.func) == "verdict"]
-    assert not is_folded(last) and marks and ast.literal_eval(marks[0].args[0]) == number, (
-        f"section {number}'s last code cell ({last.get('id')}) must be visible and call verdict({number}, ...)"
+    prints = [
+        node for node in ast.walk(ast.parse(python(last.source))) if dotted(getattr(node, "func", None)) == "print"
+    ]
+    verdicts = [
+        call
+        for call in prints
+        if call.args
+        and isinstance(text := call.args[0], ast.JoinedStr)
+        and text.values[0].value == "On this "
+        and ast.unparse(text.values[1].value) == "gpu"
+        and text.values[2].value.startswith(": ")
+    ]
+    assert not is_folded(last) and verdicts, (
+        f'section {number}\'s last code cell ({last.get("id")}) must be visible and print(f"On this {{gpu}}: ...")'
     )
 
 
 def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
-    offenders = {cell.get("id"): names for cell in code_cells(notebook)
-                 if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})}  # fmt: skip
+    offenders = {
+        cell.get("id"): names
+        for cell in code_cells(notebook)
+        if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})
+    }
     assert not offenders, f"these cells bind IPython's output names (it stops updating them): {offenders}"

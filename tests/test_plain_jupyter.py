@@ -3,12 +3,12 @@
 import re
 
 import pytest
-import recordings
 from kernel_session import KernelSession
+from support import cell_source, load_cells
 
-from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
+from plumbing.cells import HARNESS, SECTION_ONE_CELLS, SECTION_PLAN, SETUP_HELPERS
 
-CELLS = recordings.load_cells()
+CELLS = load_cells()
 
 
 @pytest.fixture(scope="module")
@@ -16,8 +16,9 @@ def learner(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plain")
     session = KernelSession(env={"NSPY_TUTORIAL_OUT": str(folder / "out"), "MPLBACKEND": "Agg"}, cwd=folder)
     for cell_id in (HARNESS, SETUP_HELPERS):  # a failed set-up's kernel is killed by KernelSession's finaliser
-        session.run(recordings.cell_source(CELLS, cell_id))
-    session.run(recordings.cpu_section_one_source(recordings.recording_folders()[0]))
+        session.run(cell_source(CELLS, cell_id))
+    session.run("USE_NCU, gpu = False, 'Tesla T4'")  # section 1's names, as its cells leave them without a GPU
+    session.run(cell_source(CELLS, SECTION_ONE_CELLS["magic"]))
     yield session
     session.close()
 
@@ -43,17 +44,16 @@ def test_magics_semicolon_underscore_and_a_raising_cell_behave_as_in_plain_ipyth
 
 
 def test_a_section_that_needs_nsight_compute_is_skipped_under_cupti_and_its_cells_say_so_and_do_nothing(learner):
-    learner.execute("USE_NCU, ENVIRONMENT['profiler'] = False, 'cupti'")  # as section 1 ends without Nsight Compute
-    for cell_id in (SECTION_PLAN[4]["run"][0], recordings.section_steps(CELLS, 4)[-1][0]):  # the verdict
-        reply = learner.execute(recordings.cell_source(CELLS, cell_id))
-        said = reply.stdout.startswith("SKIPPED: needs Nsight Compute") and reply.stdout.count("\n") == 1
+    learner.execute("USE_NCU = False")  # as section 1 ends without Nsight Compute
+    for cell_id in (SECTION_PLAN[4]["run"][0], "s4-verdict"):
+        reply = learner.execute(cell_source(CELLS, cell_id))
+        said = reply.stdout.startswith("Skipped: this cell needs Nsight Compute") and reply.stdout.count("\n") == 1
         assert reply.status == "ok" and said, f"under CUPTI {cell_id} must only say it skipped: {reply.stdout}"
-    assert learner.value("'condition_frames' in globals()") is False
-    assert learner.value("section_entry(4)['status']") == "SKIPPED", "under CUPTI no verdict means SKIPPED here"
+    assert learner.value("'cold' in globals()") is False
 
 
 def test_a_needs_ncu_cell_runs_as_typed_under_nsight_compute_and_says_why_it_is_skipped_under_cupti(learner):
-    learner.execute("USE_NCU, CUPTI_REASON = True, ''")
+    learner.execute("USE_NCU = True")
     shown = learner.execute("%%needs_ncu\nunder_magic = 6 * 7\nunder_magic")
     assert shown.status == "ok" and shown.results == ["42"], f"the cell's last value must show: {shown.results}"
     assert learner.execute("_ + 1").results == ["43"], "_ must hold the value a %%needs_ncu cell showed"
@@ -63,10 +63,8 @@ def test_a_needs_ncu_cell_runs_as_typed_under_nsight_compute_and_says_why_it_is_
     traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(line for error in failed.errors for line in error["traceback"]))
     assert re.search(r"----> 2 raise ValueError", traceback), f"point at the learner's line 2:\n{traceback}"
     assert traceback.count("Traceback") <= 1 and traceback.count("ValueError") <= 3, f"one traceback:\n{traceback}"
-    learner.execute("USE_NCU, CUPTI_REASON = False, 'ncu 2025.3.1 is older than 2026.2.1'\nSKIPS.clear()")
+    learner.execute("USE_NCU = False")
     skipped = learner.execute("%%needs_ncu\nskipped_name = 1\nprint('ran')")
     assert skipped.status == "ok" and "ran" not in skipped.stdout, "under CUPTI the cell must not run"
-    assert "SKIPPED" in skipped.stdout and "ncu 2025.3.1 is older than 2026.2.1" in skipped.stdout, skipped.stdout
-    again = learner.execute("%%needs_ncu\nprint('ran')").stdout
-    assert again == "SKIPPED: needs Nsight Compute (CUPTI mode; why: above).\n", f"the reason is said once: {again}"
+    assert skipped.stdout == "Skipped: this cell needs Nsight Compute, and this runtime measures with CUPTI.\n"
     assert learner.value("'skipped_name' in globals()") is False

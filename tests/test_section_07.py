@@ -1,54 +1,42 @@
-"""Section 7, fusion in bytes, on the recorded rows, with the bytes each region must move counted here."""
+"""Section 7, fusion in bytes: today's table and verdict cells on a real Nsight Compute run's frame."""
 
+import evidence
+import pandas as pd
 from pytest import approx
-from support import frame_rows, parse
+from support import parse, run_cells, verdicts
 
-TIME, READ, WRITTEN = "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"
-PAIR, FUSED = "a + b * c", "addcmul"
-TENSOR = 4 * 2**25  # bytes: 2^25 float32 values
-# In tensors: the pair's product reads b and c and writes t, its add reads a and t and writes the sum; addcmul
-# reads a, b and c and writes one.
-MUST = {PAIR: (4, 2), FUSED: (3, 1)}
-VERDICT = "fusing {} traffic {}x, time {}x"  # DRAM bytes, then time: the pair over addcmul
-FIX = "check section 7's table cell (time, read, written, moved) against the frame's rows and units"
+VERDICT = "the unfused pair moved {}x addcmul's bytes and took {}x its time"
+TRAFFIC = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"]
 
 
-def rows(recorded) -> dict:
-    return frame_rows(recorded.bound(7)["fusion_frame"], 2, 3)  # seconds and bytes
+def fused(frame, gpu="Tesla T4"):
+    namespace = {"pd": pd, "gpu": gpu, "TRAFFIC": TRAFFIC, "fusion_frame": frame}
+    return verdicts(run_cells(["s7-table", "s7-verdict"], namespace)), namespace
 
 
-def test_section_7s_traffic_table_is_each_regions_recorded_time_and_bytes_within_what_it_must_move(recorded):
-    measured = rows(recorded)
-    recorded.section(7)
-    table = recorded.value("traffic.to_dict(orient='index')")
-    for region, (reads, writes) in MUST.items():
-        expected = {
-            "time (ms)": measured[region, TIME] * 1e3,
-            "read (MB)": measured[region, READ] / 1e6,
-            "written (MB)": measured[region, WRITTEN] / 1e6,
-            "moved (MB)": (measured[region, READ] + measured[region, WRITTEN]) / 1e6,
-        }
-        assert table[region] == approx(expected, rel=1e-6), f"{region}: {FIX}"
-        assert reads * 0.97 <= measured[region, READ] / TENSOR <= reads * 1.1, f"{region} read what it must not"
-        assert writes * 0.5 <= measured[region, WRITTEN] / TENSOR <= writes * 1.03, f"{region} wrote what it must not"
+def test_the_verdict_gives_the_pairs_bytes_and_time_over_addcmuls_from_the_summed_kernels():
+    folder = evidence.run_with("s7_fusion")
+    (frame,) = evidence.written(folder, "s7_fusion")
+    said, _ = fused(frame, evidence.gpu(folder))
+    value = frame.set_index(["Annotation", "Metric"]).AvgValue
+    moved = {name: value[name, TRAFFIC[1]] + value[name, TRAFFIC[2]] for name in ("a + b * c", "addcmul")}
+    took = {name: value[name, TRAFFIC[0]] for name in moved}
+    assert parse(VERDICT, said) == [
+        approx(moved["a + b * c"] / moved["addcmul"], abs=0.006),
+        approx(took["a + b * c"] / took["addcmul"], abs=0.006),
+    ], said
+    assert frame[frame.Annotation == "a + b * c"].Kernel.iloc[0].count("|") == 1, "the pair is two kernels, summed"
 
 
-def test_section_7s_verdict_gives_the_measured_traffic_and_time_ratios(recorded):
-    measured = rows(recorded)
-    pair, fused = ((measured[r, READ] + measured[r, WRITTEN]) for r in (PAIR, FUSED))
-    cut, less, longer = recorded.shown(7, VERDICT)
-    assert cut == ("cut" if pair > fused else "did not cut"), "the verb follows the bytes moved"
-    assert [less, longer] == approx([pair / fused, measured[PAIR, TIME] / measured[FUSED, TIME]], abs=0.0051)
-
-
-def test_section_7s_verdict_says_fusing_did_not_cut_when_the_fused_kernel_moves_more(recorded):
-    change = "fusion_frame = fusion_frame.copy()\n"
-    change += f"_f, _p = fusion_frame.Annotation == {FUSED!r}, fusion_frame.Annotation == {PAIR!r}\n"
-    for metric, factor in ((TIME, 1.5), (READ, 2), (WRITTEN, 2)):
-        change += (
-            f"_m = fusion_frame.Metric == {metric!r}\n"
-            f"fusion_frame.loc[_f & _m, 'AvgValue'] = {factor} * fusion_frame.loc[_p & _m, 'AvgValue'].iloc[0]\n"
-        )
-    findings = recorded.altered(7, change)["findings"]
-    cut, less, longer = parse(VERDICT, findings)
-    assert (cut, less, longer) == ("did not cut", 0.5, approx(1 / 1.5, abs=0.01)), f"addcmul moves 2x: {findings}"
+def test_the_table_is_in_milliseconds_and_megabytes_and_moved_is_read_plus_written():
+    rows = {"a + b * c": (180e3, 536.9e6, 228.7e6), "addcmul": (120e3, 402.7e6, 120.9e6)}
+    frame = pd.DataFrame(
+        [
+            {"Annotation": name, "Metric": metric, "AvgValue": value}
+            for name, triple in rows.items()
+            for metric, value in zip(TRAFFIC, triple, strict=True)
+        ]
+    )
+    said, namespace = fused(frame)
+    assert namespace["traffic"].loc["addcmul"].tolist() == approx([0.12, 402.7, 120.9, 523.6])
+    assert parse(VERDICT, said) == [approx(765.6 / 523.6, abs=0.006), approx(1.5)], said

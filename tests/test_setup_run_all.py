@@ -4,10 +4,10 @@ STAND_IN_PROBE profiles by running the ncu first on PATH, and the machine's ncu 
 
 import shutil
 
-import notebook_cells
 import pytest
 from fakes import STAND_IN_PROBE, FakeMachine, build_fake_injection_library, clean_environment, make_wheelhouse
 from kernel_session import CellError, KernelSession
+from support import cell_source, load_cells
 
 from plumbing.cells import GPU_CHECK, HARNESS, SECTION_ONE_CELLS, SETUP_HELPERS
 from plumbing.setup_helpers import CUPTI_PINS, PINS
@@ -24,7 +24,7 @@ def apt_ncu(version: str) -> str:
 class Run:
     """A kernel on a simulated machine that runs the notebook's cells by id until one raises."""
 
-    def __init__(self, notebook: list[dict], machine: FakeMachine, env: dict[str, str]):  # notebook_cells.load_cells()
+    def __init__(self, notebook: list[dict], machine: FakeMachine, env: dict[str, str]):  # support.load_cells()
         self.notebook, self.machine, self.env, self.outputs = notebook, machine, env, {}
         self.kernel = KernelSession(env, machine.root / "cwd", base_env=clean_environment())
         self.all = [cell["id"] for cell in notebook if cell["type"] == "code"]
@@ -35,7 +35,7 @@ class Run:
         self.stopped_at = self.error = None
         for cell_id in ids:
             try:
-                self.outputs[cell_id] = self.kernel.run(notebook_cells.cell_source(self.notebook, cell_id), timeout=300)
+                self.outputs[cell_id] = self.kernel.run(cell_source(self.notebook, cell_id), timeout=300)
                 if cell_id == SETUP_HELPERS and setup:
                     self.kernel.run(f"# @title test set-up\n{setup}")
             except CellError as error:
@@ -54,7 +54,7 @@ class Run:
 
     def assert_stopped_at_backend_naming(self, *said: str) -> None:
         """On a CPU the CUPTI check's child cannot time a kernel: section 1 stops, naming both reasons."""
-        assert self.stopped_at == ROLE["backend"], f"stopped at {self.stopped_at}: {self.error}\n{self.printed()}"
+        assert self.stopped_at == ROLE["choose"], f"stopped at {self.stopped_at}: {self.error}\n{self.printed()}"
         message = self.error.evalue
         assert message.startswith("Neither backend can time a kernel here") and "CUPTI child failed" in message
         assert all(text in message for text in said), f"the stop must name {said}: {message}"
@@ -62,7 +62,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
-    notebook, started = notebook_cells.load_cells(), []
+    notebook, started = load_cells(), []
 
     def begin(name: str, kernel_env: dict | None = None, machine: FakeMachine | None = None, **options) -> Run:
         machine = machine or FakeMachine(tmp_path_factory.mktemp(name), **options)
@@ -92,16 +92,13 @@ def test_of_several_listed_versions_the_newest_accepted_is_installed_first_on_pa
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "the newest that ncu-report reads, once"
     assert run.first_ncu() == str(root / apt_ncu("2026.3.1")), "apt's ncu must come first on PATH"
     assert {call["DEBIAN_FRONTEND"] for call in run.machine.calls("apt-get")} == {"noninteractive"}
-    assert "Nsight Compute 2026.3.1 (nsight-compute-2026.3.1): ok" in run.outputs[ROLE["ncu"]], run.printed()
+    assert "Nsight Compute 2026.3.1 (nsight-compute-2026.3.1): ok" in run.outputs[ROLE["choose"]], run.printed()
     attempts = run.kernel.value("ENVIRONMENT['ncu_attempts']")
     assert [(a["ncu"], a["outcome"]) for a in attempts] == [("nsight-compute-2026.3.1", "ok")], "summary.json's"
-    assert run.kernel.value("USE_NCU") is True and run.kernel.value("CUPTI_REASON") == ""
-    pip, cupti = run.machine.calls("pip")
+    assert run.kernel.value("BACKEND") == {"use_ncu": True, "cupti_reason": "", "libcupti": None}
+    (pip,) = run.machine.calls("pip")  # with Nsight Compute, section 1 installs no CUPTI set (section 9 does)
     assert "nsight-python==1.1.0" in pip["argv"] and pip["PIP_CONSTRAINT"], "the pins, as pip's constraints"
     assert pip["PIP_NO_INDEX"] is None, "online, pip uses PyPI"
-    folder = str(root / "home/.cache/nspy_tutorial/cupti13")  # section 9's child reads the CUPTI set from there
-    assert "cupti-python==13.4.0" in cupti["argv"] and cupti["argv"][cupti["argv"].index("--target") + 1] == folder
-    assert run.kernel.value("os.environ['NSPY_TUTORIAL_CUPTI_DIR']") == folder
     if HAVE_CC:  # nsight loaded the fake injection library, so only torch is missing here
         assert run.stopped_at == ROLE["torch"] and run.error.ename == "ModuleNotFoundError", run.error
         assert run.kernel.value("str(nsight.get_active_tool())") == "Tool.NCU"
@@ -113,17 +110,41 @@ def test_a_rerun_after_a_restart_uses_the_installed_nsight_compute_without_apt(s
     run = start("rerun", kernel_env=colab.env, machine=colab.machine).cells(colab.section_1, STAND_IN)
     assert run.counts()["apt-get"] == before, "an installed current Nsight Compute needs no apt-get at all"
     assert run.first_ncu() == str(run.machine.root / apt_ncu("2026.3.1"))
-    assert "(installed nsight-compute-2026.3.1): ok" in run.outputs[ROLE["ncu"]], run.printed()
-    assert run.kernel.value("USE_NCU") is True
+    assert "(installed nsight-compute-2026.3.1): ok" in run.outputs[ROLE["choose"]], run.printed()
+    assert run.kernel.value("BACKEND['use_ncu']") is True, "the chooser's answer"
+
+
+STAND_IN_TORCH = """import sys, types
+torch = types.ModuleType("torch")  # stands in for torch where no GPU is: imported after nsight, as section 1 does
+torch.__version__, torch.cuda = "2.11.0", types.SimpleNamespace(get_device_name=lambda: "Tesla T4")
+sys.modules["torch"] = torch
+"""
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler to build the fake injection library nsight loads")
+def test_run_all_a_second_time_in_the_same_kernel_runs_section_one_through_again(start):
+    run = start("twice", profiles={"2026.3.1": "works"}, injection="loadable")
+    before_torch = run.section_1[: run.section_1.index(ROLE["torch"])]
+    run.cells(before_torch, STAND_IN).kernel.run(f"# @title test set-up\n{STAND_IN_TORCH}")
+    run.cells([ROLE["torch"]])
+    assert (
+        run.stopped_at is None
+        and "On this Tesla T4: nsight-python 1.1.0 loaded before torch 2.11.0" in (run.outputs[ROLE["torch"]])
+    ), run.printed()
+    installs = run.counts()["apt-get"]
+    run.cells(run.section_1, STAND_IN)  # Run all again: nsight and torch are imported, nsight first
+    assert run.stopped_at is None, f"the second Run all stopped at {run.stopped_at}: {run.error}"
+    assert run.counts()["apt-get"] == installs and run.kernel.value("USE_NCU") is True
+    assert "Nsight Compute measures" in run.outputs[ROLE["torch"]], run.printed()
 
 
 def test_an_older_accepted_version_is_installed_when_the_newest_download_fails(start):
     run = section_one(start, "older", broken=["nsight-compute-2026.3.1"], profiles={"2026.3.0": "works"})
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0"]
-    said = "(nsight-compute-2026.3.1): no ncu, apt-get gave no ncu (exit 1; its output is above)"
-    assert said in run.outputs[ROLE["ncu"]], run.printed()
+    said = "(nsight-compute-2026.3.1): no ncu, apt-get gave no ncu (exit 1)"
+    assert said in run.outputs[ROLE["choose"]], run.printed()
     assert run.first_ncu() == str(run.machine.root / apt_ncu("2026.3.0"))
-    assert run.kernel.value("USE_NCU") is True
+    assert run.kernel.value("BACKEND['use_ncu']") is True, "the chooser's answer"
 
 
 def test_only_versions_from_the_floor_to_ncu_reports_are_tried_never_the_unversioned_name(start):
@@ -135,24 +156,31 @@ def test_only_versions_from_the_floor_to_ncu_reports_are_tried_never_the_unversi
 
 def test_a_failing_apt_get_update_is_reported_and_the_install_still_tried(start):
     run = section_one(start, "update", apt="update fails", profiles={"2026.3.1": "works"})
-    assert "apt-get update failed (exit 100" in run.outputs[ROLE["ncu"]] and "trying anyway" in run.outputs[ROLE["ncu"]]
-    assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"] and run.kernel.value("USE_NCU") is True
+    assert (
+        "apt-get update failed (exit 100" in run.outputs[ROLE["choose"]]
+        and "trying anyway" in run.outputs[ROLE["choose"]]
+    )
+    assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"] and run.kernel.value("BACKEND['use_ncu']") is True
 
 
 def test_a_driver_mismatch_moves_to_the_next_version_and_then_to_cupti_naming_the_driver(start):
     versions = ("2026.3.1", "2026.3.0", "2026.2.1")
     run = section_one(start, "driver", driver="580.82.07", profiles=dict.fromkeys(versions, "driver"))
     assert run.machine.apt_installs() == [f"nsight-compute-{version}" for version in versions]
-    assert run.outputs[ROLE["ncu"]].count("does not support the GPU's driver") == 3, run.printed()
-    run.assert_stopped_at_backend_naming("no Nsight Compute tried supports driver 580.82.07 (tried 2026.3.1, "
-                                         "2026.3.0, 2026.2.1)")  # fmt: skip
+    assert run.outputs[ROLE["choose"]].count("does not support the GPU's driver") == 3, run.printed()
+    run.assert_stopped_at_backend_naming(
+        "no Nsight Compute tried supports driver 580.82.07 (tried 2026.3.1, 2026.3.0, 2026.2.1)"
+    )
 
 
 def test_counters_refused_says_it_cannot_be_changed_on_colab_and_goes_to_cupti_without_another_version(start):
     run = section_one(start, "counters", profiles={"2026.3.1": "counters", "2026.3.0": "works"})
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "another version cannot lift the permission"
-    said = ["does not allow GPU performance counters to this process", "cannot be changed from the notebook",
-            "an administrator can"]  # fmt: skip
+    said = [
+        "does not allow GPU performance counters to this process",
+        "cannot be changed from the notebook",
+        "an administrator can",
+    ]
     run.assert_stopped_at_backend_naming(*said)
 
 
@@ -186,7 +214,7 @@ def test_the_offline_wheelhouse_run_installs_from_it_tries_no_apt_and_says_so(st
     run = section_one(start, "offline", env={"NSPY_TUTORIAL_WHEELHOUSE": str(wheels)})
     assert run.machine.calls("apt-get") == [], "offline, apt-get cannot reach NVIDIA"
     pip, cupti = run.machine.calls("pip")
-    assert (pip["PIP_NO_INDEX"], pip["PIP_FIND_LINKS"]) == ("1", str(wheels)), "the pip cell installs offline"
+    assert (pip["PIP_NO_INDEX"], pip["PIP_FIND_LINKS"]) == ("1", f"{wheels} {wheels / 'cupti'}"), "pip is offline"
     assert {"--no-index", "--find-links", str(wheels / "cupti")} <= set(cupti["argv"]), "the CUPTI set too"
     run.assert_stopped_at_backend_naming("offline (NSPY_TUTORIAL_WHEELHOUSE), so apt-get was not tried")
 
@@ -196,9 +224,9 @@ def test_profiler_cupti_installs_no_nsight_compute_and_activates_cupti_with_nsig
     cupti_child = "run_cupti_child = lambda benchmark, sizes, folder: {'rows': [{'AvgValue': 812.0}]}"
     run.cells(run.section_1, f"{cupti_child}\npreload_libcupti = lambda folder: folder / 'libcupti.so.13'")
     assert run.machine.calls("apt-get") == [] and not (run.machine.root / "out/ncu_probe.log").exists()
-    assert run.kernel.value("CUPTI_REASON") == "NSPY_TUTORIAL_PROFILER=cupti"
+    assert run.kernel.value("BACKEND['cupti_reason']") == "NSPY_TUTORIAL_PROFILER=cupti"
     assert run.kernel.value("os.environ['NSPY_NCU_INIT_AT_IMPORT']") == "0", "Nsight Compute must stay out"
-    assert run.stopped_at == ROLE["activate"] and "cupti-python is required" in run.error.evalue, run.error
+    assert run.stopped_at == ROLE["import"] and "cupti-python is required" in run.error.evalue, run.error
     assert run.kernel.value("nsight.collection.ncu.injection_load_error is None"), "nsight tried to load ncu"
     assert run.kernel.value("'torch' in sys.modules") is False, "torch must come after the backend is chosen"
 
@@ -214,7 +242,7 @@ def no_gpu(start):
     run.machine.gpu = "Tesla K80, 3.7"
     run.machine.save()
     with pytest.raises(CellError, match="compute capability 3.7; nsight-python supports 7.5"):
-        run.kernel.run(notebook_cells.cell_source(run.notebook, ROLE["prepare"]))
+        run.kernel.run(cell_source(run.notebook, ROLE["prepare"]))
     run.machine.gpu, run.machine.apt = "Tesla T4, 7.5", "unreachable"
     run.machine.save()
     return run
@@ -224,7 +252,7 @@ STOPS = {  # setting (a T4, apt unreachable) -> (the cell that stops, what the e
     "NCU_PATH no file": ({"NCU_PATH": "{root}/none"}, ROLE["prepare"], "NCU_PATH={root}/none"),
     "NCU_PATH too old": ({"NCU_PATH": "{old}"}, ROLE["prepare"], "NCU_PATH={old}"),
     "profiler typo": ({"NSPY_TUTORIAL_PROFILER": "nsys"}, ROLE["prepare"], "NSPY_TUTORIAL_PROFILER='nsys'"),
-    "profiler ncu, no ncu": ({"NSPY_TUTORIAL_PROFILER": "ncu"}, ROLE["ncu"], "NSPY_TUTORIAL_PROFILER=ncu, but"),
+    "profiler ncu, no ncu": ({"NSPY_TUTORIAL_PROFILER": "ncu"}, ROLE["choose"], "NSPY_TUTORIAL_PROFILER=ncu, but"),
 }
 
 
