@@ -20,15 +20,13 @@ from plumbing.cells import section_of  # noqa: E402
 
 
 class LaunchLayer:
-    """The kernel's hooks: which cell runs (for the call keys), section 1's decision, the patches once nsight is in."""
+    """The kernel's hooks: which cell runs (for the call keys), section 1's decision, nsight loaded for launch mode."""
 
     def __init__(self, shell, ncu: str, out: Path):
-        self.shell, self.ncu = shell, ncu
+        self.shell, self.ncu, self.decided = shell, ncu, False
         self.ids = {cell["source"]: cell["id"] for cell in ncu_launch.load_cells() if cell["type"] == "code"}
-        work = Path(tempfile.mkdtemp(prefix="nspy-launch-"))  # the frames handed to the inners: never kept
+        work = Path(tempfile.mkdtemp(prefix="nspy-launch-"))  # the frames handed to the children: never kept
         self.calls = ncu_launch.ProfiledCalls(work, "outer", ncu=ncu, out=out)
-        self.installed = False
-        os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
         out.mkdir(parents=True, exist_ok=True)
         ncu_launch.query_t4_metrics(ncu, out)
         ncu_launch.NcuGuard(ncu).install()
@@ -36,33 +34,27 @@ class LaunchLayer:
         shell.events.register("post_run_cell", self.after)
 
     def before(self, info) -> None:
-        cell_id = self.ids.get(info.raw_cell)
-        self.calls.where = (section_of(cell_id) if cell_id else None, cell_id)
+        if cell_id := self.ids.get(info.raw_cell):  # else a cell run inside one (%%needs_ncu): still that one's
+            self.calls.where = (section_of(cell_id), cell_id)
         namespace = self.shell.user_ns
-        if "nsight_compute_packages" in namespace and namespace["nsight_compute_packages"] is not self.packages:
-            self.decide = namespace["NCU_DECISION"], namespace["ENVIRONMENT"]
-            namespace["nsight_compute_packages"] = self.packages
+        if namespace.get(ncu_launch.DECISION, self.decide) is not self.decide:  # once section 1's helpers exist
+            self.environment = namespace["ENVIRONMENT"]
+            namespace[ncu_launch.DECISION] = self.decide
 
-    def packages(self, environ=os.environ):
-        """Section 1's install loop in launch mode: nothing to install; Nsight Compute is the launch-mode ncu."""
-        decision, environment = self.decide
+    def decide(self, environ=os.environ):
+        """Section 1's choice in launch mode: Nsight Compute, the launch-mode ncu first on PATH; nothing installed."""
         folder = str(Path(self.ncu).parent)
         environ["PATH"] = os.pathsep.join([folder, *(p for p in environ["PATH"].split(os.pathsep) if p != folder)])
-        decision.update(use_ncu=True, reason="", done=True)
-        environment["ncu_mode"] = ncu_launch.MODE
-        print(f"Nsight Compute at {self.ncu}, in launch mode: {ncu_launch.MODE}")
-        yield from ()
+        self.environment["ncu_mode"] = ncu_launch.MODE
+        said = f"launch mode: {ncu_launch.MODE}"
+        self.environment.setdefault("ncu_attempts", []).append({"ncu": self.ncu, "outcome": "ok", "said": said})
+        print(f"Nsight Compute at {self.ncu}, in {said}")
+        self.decided = True
+        return True, ""
 
     def after(self, result) -> None:
-        if "nsight" not in sys.modules:  # settle_backend drops the setting; nsight must load nothing at import
-            os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
-        elif not self.installed:
-            from nsight import tools_manager
-
-            ncu_launch.check_nsight_internals()
-            self.calls.install()
-            tools_manager._active_tool = tools_manager.Tool.NCU  # measuring with ncu; it runs each call's process
-            self.installed = True
+        if self.decided and "nsight" not in sys.modules:  # before the cell that imports nsight: loaded, patched
+            ncu_launch.load_nsight(self.calls)
 
 
 LaunchLayer(get_ipython(), os.environ["NSPY_TUTORIAL_LAUNCH_NCU"], Path(os.environ["NSPY_TUTORIAL_OUT"]))  # noqa: F821

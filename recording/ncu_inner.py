@@ -18,16 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu launched this process
     from IPython.core.interactiveshell import InteractiveShell
-    from ncu_launch import (
-        InnerDone,
-        ProfiledCalls,
-        check_nsight_internals,
-        inner_cell_ids,
-        load_cells,
-        section_one_names,
-    )
+    from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight
 
-    from plumbing.cells import SETUP_HELPERS
+    from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
 
     section, cells = int(args.call.split("-")[0]), load_cells()
     shell, calls = InteractiveShell.instance(), ProfiledCalls(args.work, "inner", target=args.call)
@@ -35,16 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     for cell_id in inner_cell_ids(cells, section):
         calls.where = (section, cell_id)
         result = shell.run_cell(sources[cell_id], store_history=False)
-        if isinstance(result.error_in_exec, InnerDone):
+        if calls.done:  # its call ran under ncu (InnerDone stopped the cell)
             return 0
         if not result.success:
             print(f"[launch inner] cell {cell_id} failed before call {args.call}", file=sys.stderr)
             return 4
-        if cell_id == SETUP_HELPERS:  # then section 1's names, before any cell uses them
-            section_one_names(shell.user_ns)
-            check_nsight_internals()
-            calls.install()
-    print(f"[launch inner] section {section}'s cells ended before profiled call {args.call}", file=sys.stderr)
+        if cell_id == SETUP_HELPERS:  # nsight loaded for launch mode before section 1's `import nsight`
+            load_nsight(calls)
+    missing = [name for name in SECTION_ONE_NAMES if name not in shell.user_ns]
+    print(
+        f"[launch inner] section {section}'s cells ended before call {args.call} (unbound: {missing})", file=sys.stderr
+    )
     return 3
 
 

@@ -10,6 +10,7 @@ report with nsight's own extraction. Every ncu the kernel starts must pass `--cl
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
@@ -29,7 +30,7 @@ if str(ROOT) not in sys.path:  # the plumbing package, when this file runs from 
 from plumbing.cells import (  # noqa: E402
     HARNESS,
     NOT_UNDER_NCU,
-    SECTION_ONE_NAMES,
+    SECTION_ONE_CELLS,
     SECTION_PLAN,
     SETUP_HELPERS,
     SHARED_NAMES,
@@ -44,6 +45,10 @@ INNER = Path(__file__).resolve().parent / "ncu_inner.py"
 RUNNER_CLOCK_CONTROL = "none"
 NCU_CALL_TIMEOUT_S = 300  # one profiled call under ncu, the replay of its section's cells included
 MODE = "launch: each profiled call in a child Python under `ncu --clock-control none` (recording/)"
+DECISION = "decide_ncu"  # section 1's helper that says whether Nsight Compute is used (plumbing/setup_helpers.py)
+# Section 1's visible cells a child replays after nsight is loaded (plumbing/cells.py's SECTION_ONE_CELLS roles): the
+# import, the %%needs_ncu magic and torch; never the installs or the checks of what was installed.
+SECTION_ONE_REPLAYED = ("import", "magic", "torch")
 
 # NCUCollector.collect runs unchanged; these functions it calls are replaced (module, name, parameters relied on).
 PATCHED_FUNCTIONS = (
@@ -174,14 +179,17 @@ def ncu_run(wait=lambda: 0):  # what collect waits on: the ncu running the inner
     return types.SimpleNamespace(wait=wait)
 
 
-def child_env(work: Path) -> dict:
-    return {
-        **os.environ,
+def child_env() -> dict:
+    """The child's environment: its output folder is the kernel's working folder, where nsight's relative
+    output_prefix resolves, because the child writes files there that the kernel's extraction reads (an info
+    collector's collected_info.pkl)."""
+    env = {
         "NSPY_NCU_INIT_AT_IMPORT": "0",
-        "NSPY_TUTORIAL_OUT": str(work / "out"),
+        "NSPY_TUTORIAL_OUT": os.getcwd(),
         "MPLBACKEND": "Agg",
         "PYTHONUNBUFFERED": "1",
     }
+    return {**os.environ, **env}  # Agg: the kernel's inline backend means nothing in the child
 
 
 class ProfiledCalls:
@@ -192,7 +200,7 @@ class ProfiledCalls:
         self, work: Path, role: str, target: str | None = None, ncu: str | None = None, out: Path | None = None
     ):
         self.work, self.role, self.target, self.ncu, self.out = work, role, target, ncu, out
-        self.key, self.where = "", (None, None)  # the call "<section>-<k>"; (section, cell id) running now
+        self.key, self.where, self.done = "", (None, None), False  # the call "<section>-<k>"; the running cell
         self.per_section, self.calls, self.original = {}, [], {}  # calls started per section; what each did (outer)
 
     def install(self):
@@ -242,7 +250,7 @@ class ProfiledCalls:
         self.calls.append(call)
         output = self.work / f"{self.key}.out"
         with open(output, "w") as sink:
-            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(self.work))
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=child_env())
         started = time.perf_counter()
         return ncu_run(lambda: self.finished(call, process, output, started)), report_path, log_path
 
@@ -254,6 +262,7 @@ class ProfiledCalls:
             import torch
 
             torch.cuda.synchronize()
+            self.done = True  # a %%needs_ncu cell re-raises InnerDone as its own failure: this flag says it ran
             raise InnerDone()
 
     def finished(self, call: dict, process, output: Path, started: float) -> int:
@@ -320,35 +329,38 @@ def load_cells(path: Path = NOTEBOOK) -> list[dict]:
     return [{"id": cell.get("id"), "type": cell["cell_type"], "source": "".join(cell["source"])} for cell in cells]
 
 
+def binds_at_top(source: str, names) -> bool:
+    """Whether a cell defines or assigns one of `names` at its top level (a cell with magics binds none)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    defined = {node.name for node in body if isinstance(node, ast.FunctionDef)}
+    assigned = {t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+    return bool((defined | assigned) & set(names))
+
+
 def inner_cell_ids(cells: list[dict], section: int) -> list[str]:
-    """What the inner replays for a call of `section`: the harness cells, the later sections' cells that bind
-    SHARED_NAMES, then the section's define and run cells (plumbing/cells.py's SECTION_PLAN), in notebook order;
-    section 1's other cells never (section_one_names stands in for them)."""
+    """What the inner replays for a call of `section`: the harness cells, section 1's import, magic and torch cells,
+    the later sections' cells that bind SHARED_NAMES, then the section's define and run cells (plumbing/cells.py's
+    SECTION_PLAN), in notebook order; never section 1's installs and checks."""
     code = [cell for cell in cells if cell["type"] == "code" and section_of(cell["id"]) not in (None, 1)]
-    shared = [cell["id"] for cell in code if any(f"{name} =" in cell["source"] for name in SHARED_NAMES)]
+    shared = [cell["id"] for cell in code if binds_at_top(cell["source"], SHARED_NAMES)]
     plan = SECTION_PLAN.get(section, {})
     own = {cell_id for role in ("define", "gpu_define", "run") for cell_id in plan.get(role, ())} - set(NOT_UNDER_NCU)
-    ids = [HARNESS, SETUP_HELPERS] + [cell["id"] for cell in code if cell["id"] in set(shared) | own]
+    first = [SECTION_ONE_CELLS[role] for role in SECTION_ONE_REPLAYED]
+    ids = [HARNESS, SETUP_HELPERS, *first] + [cell["id"] for cell in code if cell["id"] in set(shared) | own]
     if missing := own - set(ids):
         raise LaunchError(f"SECTION_PLAN in plumbing/cells.py names cells {sorted(missing)} that {NOTEBOOK.name} lacks")
     return list(dict.fromkeys(ids))
 
 
-def section_one_names(namespace: dict) -> None:
-    """Section 1's names in the inner, made by section 1's own functions: ncu launched this process."""
-    import matplotlib
+def load_nsight(calls: ProfiledCalls) -> None:
+    """Import nsight with nothing loaded, patch it for launch mode and make Nsight Compute its tool: ncu runs each
+    call's process from outside, so nothing is loaded here (and the notebook's `import nsight` finds it so)."""
+    os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
+    from nsight import tools_manager
 
-    matplotlib.use("Agg")
-    import nsight  # NSPY_NCU_INIT_AT_IMPORT=0: nothing is loaded; ncu runs this process from outside
-    import numpy as np
-    import pandas as pd
-    import torch
-
-    facts = namespace["environment_facts"](torch, nsight, True, "", None)
-    namespace["ENVIRONMENT"].update({**facts, "ncu_mode": MODE})
-    namespace.update(nsight=nsight, torch=torch, pd=pd, np=np, QUIET=nsight.VerbosityLevel.SILENT)
-    namespace.update(USE_NCU=True, CUPTI_REASON="", LIBCUPTI=None)
-    values = namespace["section_one_values"](namespace["ENVIRONMENT"])
-    namespace.update(zip(("L2_BYTES", "PEAKS_LABEL", "PEAKS"), values, strict=True))
-    if missing := [name for name in SECTION_ONE_NAMES if name not in namespace]:
-        raise LaunchError(f"section 1's names {missing} are not made in the inner: update section_one_names")
+    check_nsight_internals()
+    calls.install()
+    tools_manager._active_tool = tools_manager.Tool.NCU

@@ -98,3 +98,9 @@ def test_an_ncu_that_hangs_or_exits_non_zero_fails_its_call_naming_it(tmp_path, 
     with pytest.raises(ncu_launch.LaunchError, match=refused):
         calls.finished(call, process, tmp_path / "6-0.out", started=0.0)
     assert ends_soon(process.pid), "the hung ncu lives on after its time limit"
+
+
+def test_a_child_works_in_the_kernels_folder_where_nsight_reads_what_the_child_writes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the harness's OUT_DIR, the kernel's working folder
+    env = ncu_launch.child_env()
+    assert env["NSPY_TUTORIAL_OUT"] == str(tmp_path) and env["NSPY_NCU_INIT_AT_IMPORT"] == "0", env
