@@ -5,7 +5,7 @@ import re
 
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
-# What section 1 leaves for the later sections (recording/record_ncu.py and the recorded page make them too).
+# What section 1 leaves for the later sections (a launch-mode child, recording/ncu_inner.py, checks them).
 SECTION_ONE_NAMES = ("nsight", "torch", "USE_NCU", "gpu", "needs_ncu", "ENVIRONMENT", "CUPTI_PACKAGES_DIR")
 
 # The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
@@ -24,9 +24,8 @@ SECTION_ONE_CELLS = {
     "torch": "s1-verdict",
 }
 
-# The recording plan, per section that profiles: "run" cells call the profiler (the recorders keep what each printed
-# and bound; the recorded page shows that output), "define" cells only define what they use ("gpu_define": those that
-# read the GPU through NVML, whose bound values stand in on a CPU). Other code cells are analysis, run on a CPU.
+# Per section that profiles: "run" cells call the profiler, "define" cells only define what they use ("gpu_define":
+# those that read the GPU). A launch-mode child (recording/) replays a section's define and run cells up to its call.
 SECTION_PLAN = {
     2: {"define": ("s2-define", "s2-strict"), "run": ("s2-run", "s2-error")},
     3: {"define": ("s3-define", "s3-why-define"), "run": ("s3-run", "s3-why-run")},
@@ -38,27 +37,10 @@ SECTION_PLAN = {
     9: {"define": ("s9-define",), "run": ("s9-install", "s9-child", "s9-ncu", "s9-cupti")},
     10: {"define": ("s10-define",), "run": ("s10-run", "s10-profile")},
 }
-# Names a section's define cells bind for later sections: a recorder runs those cells before any section it records.
+# Names a section's define cells bind for later sections: a launch-mode child runs those cells before its section's.
 SHARED_NAMES = ("quiet", "add")
 # Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
 NOT_UNDER_NCU = ("s9-install", "s9-child", "s9-cupti", "s10-profile")
-# Folders (out_prefix names) whose files the recorded page shows or a later section reads: the section writing each.
-REPORT_FOLDERS = {"s10_softmax": 10, "s10_sections": 10}
-# Section -> the sections whose values it reads (each section now profiles what it shows: none reads another's).
-SECTION_DEPENDENCY = {}
-
-
-def report_folders_of(number):
-    """The report folders section `number`'s own cells write (REPORT_FOLDERS)."""
-    return [name for name, section in REPORT_FOLDERS.items() if section == number]
-
-
-def reads_report_folders(number):
-    """Whether section `number`'s cells read files from report folders (an earlier section's, or its own): where
-    its cells run on a recording, those folders are restored first."""
-    return number in SECTION_DEPENDENCY or bool(report_folders_of(number))
-
-
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
 UNNUMBERED_CELLS = {

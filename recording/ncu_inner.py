@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""What ncu launches for one profiled call N-k of recording/record_ncu.py (never run by hand): replays section N up to
-call k (ncu_launch.inner_plan), runs call k with nsight's own session, exits 0; 3 when the cells ended before it."""
+"""What ncu launches for profiled call N-k of a launch-mode run (never run by hand): replays section N's cells up to
+call k in an IPython shell, as the kernel ran them (ncu_launch.inner_cell_ids), runs call k in nsight's own session,
+exits 0; 3 when the cells ended before it, 4 when a cell failed."""
 
 from __future__ import annotations
 
@@ -12,21 +13,32 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, required=True, help="the outer recorder's scratch folder")
+    parser.add_argument("--work", type=Path, required=True, help="the kernel's scratch folder for launch mode")
     parser.add_argument("--call", required=True, help="the profiled call: <section>-<k>")
     args = parser.parse_args(argv)
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu launched this process
-    from ncu_launch import InnerDone, ProfiledCalls, check_nsight_internals, inner_plan, replay
-    from recordings import load_cells
+    from IPython.core.interactiveshell import InteractiveShell
+    from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight
 
-    check_nsight_internals()
-    section = int(args.call.split("-")[0])
-    try:
-        calls = ProfiledCalls(args.work, "inner", target=args.call)
-        replay(inner_plan(load_cells(), section), calls, log=lambda *_: None)  # what it prints: the call's output
-    except InnerDone:
-        return 0
-    print(f"[record inner] section {section}'s cells ended before profiled call {args.call}", file=sys.stderr)
+    from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
+
+    section, cells = int(args.call.split("-")[0]), load_cells()
+    shell, calls = InteractiveShell.instance(), ProfiledCalls(args.work, "inner", target=args.call)
+    sources = {cell["id"]: cell["source"] for cell in cells}
+    for cell_id in inner_cell_ids(cells, section):
+        calls.where = (section, cell_id)
+        result = shell.run_cell(sources[cell_id], store_history=False)
+        if calls.done:  # its call ran under ncu (InnerDone stopped the cell)
+            return 0
+        if not result.success:
+            print(f"[launch inner] cell {cell_id} failed before call {args.call}", file=sys.stderr)
+            return 4
+        if cell_id == SETUP_HELPERS:  # nsight loaded for launch mode before section 1's `import nsight`
+            load_nsight(calls)
+    missing = [name for name in SECTION_ONE_NAMES if name not in shell.user_ns]
+    print(
+        f"[launch inner] section {section}'s cells ended before call {args.call} (unbound: {missing})", file=sys.stderr
+    )
     return 3
 
 

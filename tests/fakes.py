@@ -426,7 +426,7 @@ def fresh_clone(folder: Path) -> Path:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, folder / name)
     # whole, as a clone has them: a script may import any of its neighbours, and the folders beside its own
-    for code in ("scripts", "tools", "recording", "plumbing"):
+    for code in ("scripts", "tools", "plumbing"):
         shutil.copytree(ROOT / code, folder / code, ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 

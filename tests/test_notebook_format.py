@@ -11,16 +11,15 @@ import sys
 import embed_modules
 import notebook_format
 import pytest
-import recordings
 import safe_io
 from fakes import fresh_clone, requirement_pins
-from support import NOTEBOOK, ROOT
+from support import NOTEBOOK, ROOT, load_cells
 
 from plumbing.cells import HARNESS, SECTION_PLAN, SETUP_HELPERS
 
 
 def _cells(path=NOTEBOOK):
-    return {cell["id"]: cell["source"] for cell in recordings.load_cells(path)}
+    return {cell["id"]: cell["source"] for cell in load_cells(path)}
 
 
 def _edited(tmp_path, change):

@@ -13,15 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeMachine, fresh_clone, make_wheelhouse, real_python
+from fakes import fresh_clone
 from support import ROOT
 
 # Each Python command and the folder it lives in: the recording wing, the commands, the notebook's tools.
 SCRIPTS = {
-    "record_ncu": "recording",
+    "keep_run": "tools",
     "make_wheelhouse": "scripts",
     "notebook_format": "tools",
-    "page_size": "tools",
     "verified_table": "tools",
     "render_recorded": "tools",
 }
@@ -41,7 +40,7 @@ def command_line(monkeypatch, script: str, *args) -> int:
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(script, monkeypatch, capsys):
     assert command_line(monkeypatch, script, "--help") == 0 and capsys.readouterr().out.startswith("usage: ")
-    unknown = ["--check", "--no-such-option"] if script == "notebook_format" else ["--no-such-option"]
+    unknown = {"notebook_format": ["--check"], "keep_run": ["out"]}.get(script, []) + ["--no-such-option"]
     refuse = f"{SCRIPTS[script]}/{script}.py must refuse an unknown argument"
     assert command_line(monkeypatch, script, *unknown) == 2, refuse
     assert "--no-such-option" in capsys.readouterr().err
@@ -71,32 +70,6 @@ def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_
     assert (done.returncode == 0) == ok and "Traceback" not in done.stderr and said in done.stdout + done.stderr, done
 
 
-@pytest.mark.parametrize(
-    ("name", "content", "said"),
-    [
-        (None, "", "{folder} is not a folder"),
-        ("", "", "{folder} holds no recording.json"),
-        ("recording.json", '{"format": 2, "cells": {"a-cell": {"sou', "{folder}/recording.json cannot be read as a"),
-        ("recording.json", '{"format": 1, "cells": {}}', "{folder}/recording.json is recording format 1, not 2"),
-        ("run.ipynb", '{"cells": [{"cell_type": "code", "source": "imp', "{folder}/run.ipynb: not a readable notebook"),
-    ],
-)
-def test_render_recorded_names_an_input_it_cannot_read_and_how_to_make_it_again(
-    name, content, said, tmp_path, monkeypatch, capsys
-):
-    folder = tmp_path / "recording"
-    if name is not None:
-        folder.mkdir()
-    if name:
-        (folder / name).write_text(content)
-    before = sorted(tmp_path.rglob("*"))
-    executed = name is not None and name.endswith(".ipynb")  # a headless run's notebook, cut short
-    assert command_line(monkeypatch, "render_recorded", *(["--executed", folder / name] if executed else [folder]))
-    err, fix = capsys.readouterr().err, "scripts/run_headless" if executed else "recording/record_ncu.py"
-    assert said.format(folder=folder) in err and fix in err, f"name it and how to make it again: {err}"
-    assert sorted(tmp_path.rglob("*")) == before, "nothing may be written for an input that cannot be read"
-
-
 CUPTI_RUN = {
     "environment": {
         "gpu": "Tesla T4",
@@ -114,10 +87,11 @@ CUPTI_RUN = {
     "total_seconds": 24.9,
 }
 RECORDING = {
-    "sections": {  # the wall time its row sums: the ncu processes and the timed ncu wall time
+    "cells": {"s5-run": {"source": "an older s5-run"}},
+    "sections": {  # its cells: what ran; the wall time
         "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
         "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}},
-    }
+    },
 }
 NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own summary cell on the recording
     "environment": {
@@ -142,7 +116,7 @@ def table_repo(tmp_path) -> Path:
     (repo / "tools").mkdir()
     for script in ("verified_table.py", "safe_io.py"):
         shutil.copy2(ROOT / "tools" / script, repo / "tools")
-    for page in ("README.md", "docs/maintainers.md"):
+    for page in ("README.md", "docs/maintainers.md", "nsight_python_t4_tutorial.ipynb"):
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
     run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
@@ -159,6 +133,7 @@ def table_repo(tmp_path) -> Path:
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
         for name, content in files.items():
             (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content) if content else "")
+    shutil.copy2(ROOT / "nsight_python_t4_tutorial.ipynb", repo / "docs/verified/t4-cupti")  # ran as it is today
     return repo
 
 
@@ -175,20 +150,22 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     assert done.returncode == 0, done.stderr
     rows = {row["GPU"]: row for row in rows_after(repo / "docs/maintainers.md", "verified-table:begin")}
     cupti, ncu = rows["Tesla T4"], rows["NVIDIA L4"]
-    assert cupti == {
-        "GPU": "Tesla T4",
-        "driver": "580.1",
-        "profiler": "cupti",
-        "nsight-python": "1.1.0",
-        "torch": "2.9.0",
-        "date (UTC)": "2026-11-30",
-        "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
-        "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
-        # SUSPECT beside that one alone; the run: the reading page, which GitHub renders
-        "headline figures (% of datasheet peak)": "fp16 matmul: 795.1 TFLOP/s (80.4%); "
-        "fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",
-        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
-    }
+    assert (
+        cupti
+        == {
+            "GPU": "Tesla T4",
+            "driver": "580.1",
+            "profiler": "cupti",
+            "nsight-python": "1.1.0",
+            "torch": "2.9.0",
+            "date (UTC)": "2026-11-30",
+            "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
+            "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
+            "headline figures (% of datasheet peak)": "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
+            "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",  # GitHub renders
+            "code cells changed since that run": "since abcdef0: none",
+        }
+    )
     page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
         "GPU": "NVIDIA L4",
@@ -201,6 +178,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456, fedcba9)",
         "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
         "run": f"[docs/verified/{page}](verified/{page})",  # a recording's row links its page
+        "code cells changed since that run": "since 0123456, fedcba9: s5-run",  # only the cells it ran
     }
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
@@ -213,7 +191,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
     done = subprocess.run([sys.executable, "tools/verified_table.py"], capture_output=True, text=True, cwd=repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert f"{summary} cannot be read" in done.stderr and "scripts/run_headless" in done.stderr, done.stderr
+    assert f"{summary} cannot be read" in done.stderr and "tools/keep_run.py" in done.stderr, done.stderr
     assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
 
 
@@ -246,34 +224,6 @@ def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_us
     assert advice.startswith("Fix with: python "), advice
     fixed = subprocess.run([sys.executable, *advice.removeprefix("Fix with: python ").split()], cwd=tmp_path)
     assert fixed.returncode == 0 and subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0
-
-
-def test_readme_rerecording_recipe_installs_from_the_wheelhouse_and_records_with_it(tmp_path):
-    """docs/maintainers.md's recipe verbatim, with a recorder that reports what it would import and from where."""
-    section = (ROOT / "docs/maintainers.md").read_text().split("### Re-recording the Nsight Compute data", 1)[1]
-    recipe = section.split("```bash\n", 1)[1].split("```")[0]
-    env = FakeMachine(tmp_path / "machine").build()
-    clone = fresh_clone(tmp_path / "clone")
-    from make_wheelhouse import read_requirements
-
-    main, cupti = (dict(pin.split("==") for pin in pins) for pins in read_requirements(ROOT / "requirements.txt"))
-    make_wheelhouse(clone / "wheelhouse", main, cupti)
-    (clone / "recording" / "record_ncu.py").write_text(
-        "import importlib.metadata as m, json, os, pathlib\n"
-        "found = {}\n"
-        "for d in m.distributions():  # the first on sys.path wins, as for imports\n"
-        "    found.setdefault(d.metadata['Name'], str(d.locate_file('')))\n"
-        "cupti = pathlib.Path(os.environ['NSPY_TUTORIAL_CUPTI_DIR'])\n"
-        "print(json.dumps({'found': found, 'libcupti': [str(p) for p in cupti.glob('nvidia/*/lib/libcupti.so.13')]}))\n"
-    )
-    env["PATH"] = f"{real_python(tmp_path / 'python_bin' / 'python3').parent}{os.pathsep}{env['PATH']}"
-    done = subprocess.run(["bash", "-c", recipe], cwd=clone, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"the re-recording recipe failed:\n{done.stdout}\n{done.stderr}"
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    wrong = [name for name in main if Path(report["found"].get(name, "")).name != "packages"]
-    assert not wrong, f"the recorder did not import {wrong} from record_env/packages"
-    assert report["libcupti"], "the CUPTI set (libcupti.so.13) is not in NSPY_TUTORIAL_CUPTI_DIR"
-    assert all("--no-deps" in call["argv"] for call in FakeMachine(tmp_path / "machine").calls("pip"))
 
 
 def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:

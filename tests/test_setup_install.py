@@ -6,12 +6,12 @@ import sys
 from importlib.metadata import distribution
 
 import pytest
-import recordings
 from fakes import FakeMachine, make_wheelhouse, ncu
 from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
 from packaging.version import Version
+from support import cell_source, load_cells
 
 from plumbing import setup_helpers as helpers
 from plumbing.cells import SECTION_ONE_CELLS, section_of
@@ -87,7 +87,7 @@ def test_the_packages_tried_are_the_accepted_versioned_ones_newest_first():
 
 
 def test_the_visible_pip_cell_installs_requirements_txts_pins():
-    source = recordings.cell_source(recordings.load_cells(), SECTION_ONE_CELLS["pip"])
+    source = cell_source(load_cells(), SECTION_ONE_CELLS["pip"])
     pinned = dict(arg.split("==") for arg in source.split() if "==" in arg)
     assert pinned and all(helpers.PINS.get(name) == version for name, version in pinned.items()), (
         f"the pip cell installs {pinned}; requirements.txt pins {helpers.PINS}: make them agree"
@@ -165,7 +165,7 @@ def test_section_ones_visible_install_path_is_short_plain_code_reading_one_folde
     from IPython.core.inputtransformer2 import TransformerManager
     from support import free_names, module_level_names
 
-    cells = [cell for cell in recordings.load_cells() if cell["type"] == "code" and section_of(cell["id"]) == 1]
+    cells = [cell for cell in load_cells() if cell["type"] == "code" and section_of(cell["id"]) == 1]
     folded = [cell for cell in cells if cell["source"].startswith("# @title")]
     install = [cell for cell in cells[1:] if cell not in folded and cell["id"] != "s1-verdict"]
     lines = [line for cell in install for line in cell["source"].splitlines() if line.strip()]

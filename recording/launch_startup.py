@@ -1,0 +1,60 @@
+"""Launch mode in the notebook's kernel: IPython runs this file at kernel start because recording/run_launch_mode
+sets PYTHONSTARTUP to it (a plain `python` running a script never reads PYTHONSTARTUP, so ncu's children do not).
+
+Section 1 runs as written but decides for Nsight Compute in launch mode (the ncu in NSPY_TUTORIAL_LAUNCH_NCU), nsight is
+imported with nothing loaded, and then every profiled call runs under that ncu in a child (ncu_launch.py). Any
+failure here stops the cell it happens in, never passes silently: run_launch_mode also sets
+NSPY_TUTORIAL_PROFILER=ncu, so a kernel without this layer stops in section 1 instead of measuring with CUPTI.
+"""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(os.environ["NSPY_LAUNCH_WING"])))  # recording/, set by run_launch_mode
+
+import ncu_launch  # noqa: E402
+
+from plumbing.cells import section_of  # noqa: E402
+
+
+class LaunchLayer:
+    """The kernel's hooks: which cell runs (for the call keys), section 1's decision, nsight loaded for launch mode."""
+
+    def __init__(self, shell, ncu: str, out: Path):
+        self.shell, self.ncu, self.decided = shell, ncu, False
+        self.ids = {cell["source"]: cell["id"] for cell in ncu_launch.load_cells() if cell["type"] == "code"}
+        work = Path(tempfile.mkdtemp(prefix="nspy-launch-"))  # the frames handed to the children: never kept
+        self.calls = ncu_launch.ProfiledCalls(work, "outer", ncu=ncu, out=out)
+        out.mkdir(parents=True, exist_ok=True)
+        ncu_launch.query_t4_metrics(ncu, out)
+        ncu_launch.NcuGuard(ncu).install()
+        shell.events.register("pre_run_cell", self.before)
+        shell.events.register("post_run_cell", self.after)
+
+    def before(self, info) -> None:
+        if cell_id := self.ids.get(info.raw_cell):  # else a cell run inside one (%%needs_ncu): still that one's
+            self.calls.where = (section_of(cell_id), cell_id)
+        namespace = self.shell.user_ns
+        if namespace.get(ncu_launch.DECISION, self.decide) is not self.decide:  # once section 1's helpers exist
+            self.environment = namespace["ENVIRONMENT"]
+            namespace[ncu_launch.DECISION] = self.decide
+
+    def decide(self, environ=os.environ):
+        """Section 1's choice in launch mode: Nsight Compute, the launch-mode ncu first on PATH; nothing installed."""
+        folder = str(Path(self.ncu).parent)
+        environ["PATH"] = os.pathsep.join([folder, *(p for p in environ["PATH"].split(os.pathsep) if p != folder)])
+        self.environment["ncu_mode"] = ncu_launch.MODE
+        said = f"launch mode: {ncu_launch.MODE}"
+        self.environment.setdefault("ncu_attempts", []).append({"ncu": self.ncu, "outcome": "ok", "said": said})
+        print(f"Nsight Compute at {self.ncu}, in {said}")
+        self.decided = True
+        return True, ""
+
+    def after(self, result) -> None:
+        if self.decided and "nsight" not in sys.modules:  # before the cell that imports nsight: loaded, patched
+            ncu_launch.load_nsight(self.calls)
+
+
+LaunchLayer(get_ipython(), os.environ["NSPY_TUTORIAL_LAUNCH_NCU"], Path(os.environ["NSPY_TUTORIAL_OUT"]))  # noqa: F821

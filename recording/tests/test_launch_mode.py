@@ -1,0 +1,154 @@
+"""Launch mode on a CPU: the layer in a real kernel (PYTHONSTARTUP) with the runner's ncu faked, the wrapper's
+refusals, and the inner's replay. Nothing imitates nsight: its real collect runs through the patches."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import fakes
+import pytest
+from kernel_session import CellError, KernelSession
+
+from plumbing.cells import HARNESS, NOT_UNDER_NCU, SECTION_ONE_CELLS, SECTION_PLAN, SETUP_HELPERS, SHARED_NAMES
+
+WING = Path(__file__).resolve().parent.parent
+ROOT = WING.parent
+CELLS = {
+    cell.get("id"): "".join(cell["source"])
+    for cell in json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())["cells"]
+}
+
+
+def launch_env(tmp_path: Path, ncu: Path) -> dict[str, str]:
+    """What recording/run_launch_mode exports for the kernel."""
+    return {
+        "PYTHONSTARTUP": str(WING / "launch_startup.py"),
+        "NSPY_LAUNCH_WING": str(WING),
+        "NSPY_TUTORIAL_LAUNCH_NCU": str(ncu),
+        "NSPY_TUTORIAL_OUT": str(tmp_path / "out"),
+        "NSPY_TUTORIAL_PROFILER": "ncu",
+        "MPLBACKEND": "Agg",
+    }
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """A kernel in launch mode that ran section 1's decision, `import nsight`, and section 2's first profiled call."""
+    tmp_path = tmp_path_factory.mktemp("launch")
+    ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
+    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    printed = {}
+    for cell_id in (HARNESS, SETUP_HELPERS, SECTION_ONE_CELLS["choose"], SECTION_ONE_CELLS["import"]):
+        printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
+    printed["decision"] = session.value("[USE_NCU, str(nsight.get_active_tool()), ENVIRONMENT.get('ncu_mode')]")
+    for cell_id in (*SECTION_PLAN[2]["define"][:2], SECTION_PLAN[2]["run"][0], "magic", *SECTION_PLAN[6]["define"]):
+        try:
+            printed[cell_id] = session.run(CELLS.get(cell_id) or CELLS[SECTION_ONE_CELLS[cell_id]], timeout=300)
+        except CellError as error:  # the run cell: no GPU here, so ncu wrote no report for nsight to read
+            printed[cell_id] = error
+    shutil.copy(tmp_path / "ncu_args.json", tmp_path / "ncu_args_2.json")
+    with pytest.raises(CellError):  # a run cell under %%needs_ncu: its call is still section 6's
+        session.run(CELLS[SECTION_PLAN[6]["run"][0]], timeout=300)
+    yield tmp_path, ncu, printed
+    session.close()
+
+
+def test_section_1_decides_for_nsight_compute_in_launch_mode_with_nothing_loaded_in_the_kernel(launched):
+    _, ncu, printed = launched
+    decision, active_tool, mode = printed["decision"]
+    assert decision is True and active_tool == "Tool.NCU", f"section 1 must use Nsight Compute: {printed['decision']}"
+    assert "launch" in mode, f"summary.json's environment must say launch mode: {mode}"
+    said = printed[SECTION_ONE_CELLS["choose"]]
+    assert f"Nsight Compute at {ncu}, in launch mode" in said and "Measuring with Nsight Compute" in said, said
+
+
+def test_the_run_lists_the_t4s_metrics_for_every_base_the_notebook_asks_for(launched):
+    tmp_path, _, _ = launched
+    header = (tmp_path / "out" / "tu104_metric_suffixes.txt").read_text().splitlines()[0]
+    assert "--chip tu104" in header and "dram__bytes_read," in header and "gpu__time_duration" in header, header
+
+
+def test_a_profiled_call_runs_in_a_child_under_ncu_with_nsights_flags_and_the_clocks_left_alone(launched):
+    tmp_path, ncu, printed = launched
+    run_cell = SECTION_PLAN[2]["run"][0]
+    assert isinstance(printed[run_cell], CellError), f"no GPU, no report: the call must fail here: {printed}"
+    argv = json.loads((tmp_path / "ncu_args_2.json").read_text())
+    assert argv[0] == "--nvtx" and argv[argv.index("--clock-control") + 1] == "none", argv
+    report = Path(argv[argv.index("-o") + 1])
+    assert report.is_absolute() and report.parent == tmp_path / "out" / "s2_summed", "where the kernel reads it"
+    assert "--mode" not in argv and "--process-id" not in argv, f"launch mode: ncu starts the process: {argv}"
+    assert argv[-6:-4] == [sys.executable, str(WING / "ncu_inner.py")] and argv[-2:] == ["--call", "2-0"], argv
+    calls = json.loads((tmp_path / "out" / "ncu_launch_calls.json").read_text())
+    six = SECTION_PLAN[6]["run"][0]
+    assert [(call["call"], call["cell"], call["ncu_exit"]) for call in calls] == [("2-0", run_cell, 0), ("6-0", six, 0)]
+
+
+def test_an_ncu_started_by_a_cell_without_clock_control_none_is_refused_in_the_kernel(launched, tmp_path):
+    _, ncu, _ = launched
+    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    try:
+        with pytest.raises(CellError, match="without --clock-control none"):
+            session.run(f"import subprocess\nsubprocess.run([{str(ncu)!r}, '-o', 'r', 'python3'])")
+        assert "2025.3.1" in session.run(
+            f"print(subprocess.run([{str(ncu)!r}, '--version'], capture_output=True, text=True).stdout)"
+        )
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize(("version", "status"), [("2024.3.1", 2), (None, 2)])
+def test_the_wrapper_refuses_an_ncu_too_old_for_launch_mode_or_missing_before_anything_runs(tmp_path, version, status):
+    ncu = fakes.ncu(tmp_path, version) if version else tmp_path / "no-ncu"
+    env = {**fakes.clean_environment(), "NSPY_TUTORIAL_LAUNCH_NCU": str(ncu), "HOME": str(tmp_path)}
+    done = subprocess.run([WING / "run_launch_mode", str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    assert done.returncode == status and "NSPY_TUTORIAL_LAUNCH_NCU" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists(), "nothing may run or be written"
+
+
+def test_the_inner_replays_the_harness_section_1s_names_the_shared_cells_and_its_sections_define_and_run_cells():
+    from ncu_launch import SECTION_ONE_REPLAYED, binds_at_top, inner_cell_ids, load_cells
+
+    cells = load_cells()
+    replayed, plan = inner_cell_ids(cells, 9), SECTION_PLAN[9]
+    first = [SECTION_ONE_CELLS[role] for role in SECTION_ONE_REPLAYED]
+    assert replayed[:5] == [HARNESS, SETUP_HELPERS, *first], f"nsight, the magic and torch first: {replayed}"
+    shared = [cell["id"] for cell in cells if binds_at_top(cell["source"], SHARED_NAMES)]
+    assert shared and set(shared) <= set(replayed), f"the cells binding {SHARED_NAMES}: {shared}"
+    assert set(plan["define"]) <= set(replayed) and not set(NOT_UNDER_NCU) & set(replayed), replayed
+    assert not [cell for cell in replayed if cell.startswith("s9-")] == [], replayed
+
+
+@pytest.mark.parametrize("section", [2, 3, 5, 6, 7, 9, 10])  # 4 and 8 read the GPU in their define cells
+def test_a_child_replays_its_section_up_to_its_call_and_runs_it_in_nsights_own_session(section, tmp_path, monkeypatch):
+    """ncu_inner.main in this process, as ncu would start it, with torch faked (no GPU here) and nsight's session
+    recorded instead of run: every cell before the call must run, and the call must be the section's first."""
+    import importlib
+
+    import ncu_inner
+    import ncu_launch
+    from nsight import tools_manager
+    from nsight.collection import core
+    from nsight.collection import ncu as nsight_ncu
+
+    for module_name, name, _ in ncu_launch.PATCHED_FUNCTIONS:  # the child patches nsight for good: undone here
+        module = importlib.import_module(module_name)
+        monkeypatch.setattr(module, name, getattr(module, name))
+    monkeypatch.setattr(tools_manager, "_active_tool", None)
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # this process has no ncu to load
+    sessions = []
+
+    def session(func, configs, runs, *_, **__):  # nsight's parameters, as the child's internals check requires
+        sessions.append(func.__name__)
+
+    monkeypatch.setattr(core, "run_profile_session", session)
+    cuda = types.SimpleNamespace(get_device_name=lambda *_: "Tesla T4", synchronize=lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.9.0", cuda=cuda))
+    monkeypatch.setenv("NSPY_TUTORIAL_OUT", str(tmp_path / "out"))
+    monkeypatch.chdir(tmp_path)
+    assert ncu_inner.main(["--work", str(tmp_path), "--call", f"{section}-0"]) == 0, "its cells failed or never called"
+    assert len(sessions) == 1, f"the child must run exactly its own call: {sessions}"

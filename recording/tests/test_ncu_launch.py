@@ -1,0 +1,106 @@
+"""recording/ncu_launch.py on a CPU: the ncu command from nsight's own, the internals check, a call's ncu ending."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+
+import ncu_launch
+import nsight
+import pytest
+from nsight.collection import ncu as nsight_ncu
+
+from plumbing.cells import SECTION_PLAN
+
+RUN_6 = SECTION_PLAN[6]["run"][0]
+
+
+def _option(command, name):
+    return command[command.index(name) + 1]
+
+
+@pytest.mark.parametrize("cache", ["all", "none"])
+def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
+    report, metrics = f"{tmp_path}/ncu-output-bench-0.ncu-rep", ["gpu__time_duration.sum", "dram__bytes_read.sum"]
+    attach, log_path = ncu_launch.nsight_attach_command(
+        nsight_ncu.launch_ncu, report, metrics, cache, "none", "kernel", nsight.VerbosityLevel.SILENT
+    )
+    command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"])
+    assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
+    named = ["--cache-control", "--clock-control", "--replay-mode", "--metrics", "--nvtx-include", "-o", "--log-file"]
+    assert [_option(command, o) for o in named] == [
+        cache,
+        "none",
+        "kernel",
+        ",".join(metrics),
+        "regex:nsight-python@.+",
+        report,
+        log_path,
+    ], "nsight's settings; only nsight's NVTX ranges"
+    flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
+    assert command[2:-2] == flags, "launch mode: no --mode attach --process-id; every other flag nsight's, in order"
+
+
+@pytest.mark.parametrize(
+    ("attach", "refused"),
+    [
+        (["ncu", "--metrics", "x", "-o", "r"], "--mode attach"),  # not nsight's attach command
+        (["ncu", "--mode", "attach", "--process-id", "1", "python3"], "no '--clock-control"),
+    ],  # ncu's default: base
+)
+def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
+    with pytest.raises(ncu_launch.LaunchError, match=refused):
+        ncu_launch.launch_command(attach, "ncu", ["python3"])
+
+
+def test_a_call_that_asks_for_base_clocks_is_launched_with_the_clocks_left_as_they_are(tmp_path):
+    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
+    asked = ("all", "base", "kernel", nsight.VerbosityLevel.SILENT)  # cache, clock, replay, verbosity
+    attach, _ = ncu_launch.nsight_attach_command(nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum"], *asked)
+    assert _option(attach, "--clock-control") == "base", "nsight's own command asks for base clocks"
+    command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3"])
+    assert _option(command, "--clock-control") == "none", f"the shared runner's clocks must stay: {command}"
+    assert command.count("--clock-control") == 1, command
+
+
+@pytest.mark.parametrize(
+    ("attribute", "replacement", "named"),
+    [
+        (None, None, None),
+        ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
+        ("launch_ncu", lambda report_path, metrics, clock_control, cache_control: 0, "launch_ncu takes"),  # swapped
+        ("collect", lambda self, func: 0, "no longer uses begin_profiling.*no longer uses extract_df_from_report"),
+    ],
+)
+def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
+    if attribute:
+        monkeypatch.setattr(nsight_ncu.NCUCollector if attribute == "collect" else nsight_ncu, attribute, replacement)
+    with pytest.raises(ncu_launch.LaunchError, match=named) if named else contextlib.nullcontext():
+        ncu_launch.check_nsight_internals()  # unchanged: the installed nsight has all that the recorder patches
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        (["sleep", "8"], rf"call 6-0 \(cell {RUN_6}\) did not finish"),  # hung: stopped at 1 s
+        (["sh", "-c", "exit 3"], r"exit 3[\s\S]*the report could not be written"),
+    ],
+)
+def test_an_ncu_that_hangs_or_exits_non_zero_fails_its_call_naming_it(tmp_path, monkeypatch, command, refused):
+    from kernel_session import ends_soon
+
+    monkeypatch.setattr(ncu_launch, "NCU_CALL_TIMEOUT_S", 1)
+    calls = ncu_launch.ProfiledCalls(tmp_path, "outer", ncu="ncu", out=tmp_path)
+    (tmp_path / "6-0.out").write_text("==ERROR== the report could not be written\n")
+    process = subprocess.Popen(command)
+    call = {"call": "6-0", "cell": RUN_6, "report": "r.ncu-rep"}
+    with pytest.raises(ncu_launch.LaunchError, match=refused):
+        calls.finished(call, process, tmp_path / "6-0.out", started=0.0)
+    assert ends_soon(process.pid), "the hung ncu lives on after its time limit"
+
+
+def test_a_child_works_in_the_kernels_folder_where_nsight_reads_what_the_child_writes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the harness's OUT_DIR, the kernel's working folder
+    env = ncu_launch.child_env()
+    assert env["NSPY_TUTORIAL_OUT"] == str(tmp_path) and env["NSPY_NCU_INIT_AT_IMPORT"] == "0", env

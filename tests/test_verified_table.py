@@ -1,0 +1,53 @@
+"""tools/verified_table.py's rows: one line each, and no 'nan' figure (issue 45)."""
+
+import json
+
+import verified_table
+
+
+def test_a_figure_that_is_not_a_number_reads_not_measured_never_nan():
+    figure = {"name": "fp32 product", "value": float("nan"), "unit": "TFLOP/s", "pct_of_peak": None, "check": "ok"}
+    assert verified_table.figure_text(figure) == "fp32 product: not measured"
+    assert verified_table.figure_text({**figure, "value": 50.68}) == "fp32 product: 50.7 TFLOP/s (n/a)"
+
+
+def test_a_gpu_name_holding_a_newline_stays_in_one_row(tmp_path, monkeypatch):
+    folder = tmp_path / "docs" / "verified" / "t4-cupti"
+    folder.mkdir(parents=True)
+    summary = {
+        "environment": {"gpu": "Tesla\nT4", "profiler": "cupti"},
+        "counts": {"ok": 1, "SKIPPED": 0},
+        "total_seconds": 1.0,
+        "created_utc": "2026-12-06",
+        "figures": [],
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "wall_seconds": 2}))
+    (folder / verified_table.NOTEBOOK.name).write_text(verified_table.NOTEBOOK.read_text())
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
+    rows = verified_table.table(tmp_path).splitlines()[2:]
+    assert len(rows) == 1 and rows[0].startswith("| Tesla T4 |"), rows
+
+
+def test_readme_links_first_the_kept_run_with_the_most_sections_ok_and_its_run_all_time(tmp_path):
+    for name, ok, wall in (("h100-cupti", 5, 22), ("h100-ncu-2025.3.1-launch", 10, 300)):
+        folder = tmp_path / "docs" / "verified" / name
+        folder.mkdir(parents=True)
+        environment = {"gpu": "NVIDIA H100", "profiler": "cupti" if ok == 5 else "ncu", "ncu_version": "2025.3.1"}
+        environment |= {"ncu_mode": "launch: ..."} if ok == 10 else {}
+        summary = {"environment": environment, "counts": {"ok": ok, "SKIPPED": 10 - ok}, "total_seconds": wall - 5}
+        (folder / "summary.json").write_text(json.dumps({**summary, "created_utc": "2026-12-06"}))
+        (folder / "run_info.json").write_text(json.dumps({"wall_seconds": wall}))
+        (folder / "reading_page.ipynb").write_text("{}")
+    link = verified_table.page_link(tmp_path)
+    assert link.startswith(
+        "[the notebook as it ran on an NVIDIA H100, measured with Nsight Compute 2025.3.1 in launch mode]"
+    ), link
+    assert "(docs/verified/h100-ncu-2025.3.1-launch/reading_page.ipynb)" in link and "took 300 s" in link, link
+
+
+def test_readme_links_the_readers_page_before_anything_else_and_names_section_1s_download():
+    readme = (verified_table.ROOT / "README.md").read_text()
+    first = readme.split("](", 2)[1].split(")")[0]  # the Colab badge is an <a>, not a markdown link
+    assert first.endswith("/reading_page.ipynb") and (verified_table.ROOT / first).is_file(), first
+    assert "300 to 400 MB" in readme and "scripts/run_headless" in readme and "scripts/run_tests" in readme
