@@ -150,22 +150,21 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     assert done.returncode == 0, done.stderr
     rows = {row["GPU"]: row for row in rows_after(repo / "docs/maintainers.md", "verified-table:begin")}
     cupti, ncu = rows["Tesla T4"], rows["NVIDIA L4"]
-    assert (
-        cupti
-        == {
-            "GPU": "Tesla T4",
-            "driver": "580.1",
-            "profiler": "cupti",
-            "nsight-python": "1.1.0",
-            "torch": "2.9.0",
-            "date (UTC)": "2026-11-30",
-            "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
-            "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
-            "headline figures (% of datasheet peak)": "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
-            "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",  # GitHub renders
-            "code cells changed since that run": "since abcdef0: none",
-        }
-    )
+    assert cupti == {
+        "GPU": "Tesla T4",
+        "driver": "580.1",
+        "profiler": "cupti",
+        "nsight-python": "1.1.0",
+        "torch": "2.9.0",
+        "date (UTC)": "2026-11-30",
+        "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
+        "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
+        # SUSPECT beside that one figure alone
+        "headline figures (% of datasheet peak)": "fp16 matmul: 795.1 TFLOP/s (80.4%); "
+        "fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",
+        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
+        "code cells changed since that run": "since abcdef0: none",
+    }
     page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
         "GPU": "NVIDIA L4",
