@@ -1,7 +1,6 @@
 """Section 1's settings and installs: each setting read or refused naming itself; which Nsight Compute versions
 are tried, in which order; apt-get update's time limit; the pins the visible pip cell and the CUPTI set install."""
 
-import re
 import sys
 from importlib.metadata import distribution
 
@@ -14,7 +13,7 @@ from packaging.version import Version
 from support import cell_source, load_cells
 
 from plumbing import setup_helpers as helpers
-from plumbing.cells import SECTION_ONE_CELLS, section_of
+from plumbing.cells import SECTION_ONE_CELLS
 from plumbing.setup_helpers import accepted_ncu_path, newest_first, read_ncu_path, read_wheelhouse
 
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
@@ -157,26 +156,6 @@ def test_a_pip_cell_that_left_no_pinned_nsight_stops_the_loop_saying_where_to_lo
         helpers.decide_ncu(environ)
     fix = "NSPY_TUTORIAL_WHEELHOUSE may lack a wheel: make_wheelhouse.py" if wheelhouse else "check the network"
     assert fix in str(raised.value), str(raised.value)
-
-
-def test_section_ones_visible_install_path_is_short_plain_code_reading_one_folded_only_name():
-    """The recipe a learner copies: at most 15 non-blank lines after the GPU check, and at most one name that only
-    a folded cell defines (a copy replaces it with a list of package names)."""
-    from IPython.core.inputtransformer2 import TransformerManager
-    from support import free_names, module_level_names
-
-    cells = [cell for cell in load_cells() if cell["type"] == "code" and section_of(cell["id"]) == 1]
-    folded = [cell for cell in cells if cell["source"].startswith("# @title")]
-    install = [cell for cell in cells[1:] if cell not in folded and cell["id"] != "s1-verdict"]
-    lines = [line for cell in install for line in cell["source"].splitlines() if line.strip()]
-    assert len(lines) <= 15, f"section 1's install path is {len(lines)} lines: {lines}"
-    folded_names = set().union(*(module_level_names(TransformerManager().transform_cell(c["source"])) for c in folded))
-    visible = [TransformerManager().transform_cell(c["source"]) for c in [cells[0], *install]]  # the GPU check too
-    shell = " ".join(re.findall(r"get_ipython\(\)\.system\((.*)\)", "\n".join(visible)))  # IPython expands {name}
-    read = set().union(*map(free_names, visible), re.findall(r"\{(\w+)", shell))
-    read -= set().union(*map(module_level_names, visible)) | {"get_ipython"}
-    assert len(read & folded_names) <= 1, f"the install path reads {sorted(read & folded_names)} from folded cells"
-    assert {"nsight", "torch"} <= set().union(*map(module_level_names, visible)), "import nsight, then torch"
 
 
 @pytest.mark.parametrize(("status", "said"), [(None, "apt-get install did not end within"), (100, "exit 100")])
