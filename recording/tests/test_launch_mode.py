@@ -43,12 +43,13 @@ def launched(tmp_path_factory):
     ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
     session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
     printed = {}
-    for cell_id in (HARNESS, SETUP_HELPERS, SECTION_ONE_CELLS["choose"], SECTION_ONE_CELLS["import"]):
+    section_one = [SECTION_ONE_CELLS[role] for role in ("choose", "import", "check", "magic")]  # no GPU, no pip here
+    for cell_id in (HARNESS, SETUP_HELPERS, *section_one):
         printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
     printed["decision"] = session.value("[USE_NCU, str(nsight.get_active_tool()), ENVIRONMENT.get('ncu_mode')]")
-    for cell_id in (*SECTION_PLAN[2]["define"][:2], SECTION_PLAN[2]["run"][0], "magic", *SECTION_PLAN[6]["define"]):
+    for cell_id in (*SECTION_PLAN[2]["define"][:2], SECTION_PLAN[2]["run"][0], *SECTION_PLAN[6]["define"]):
         try:
-            printed[cell_id] = session.run(CELLS.get(cell_id) or CELLS[SECTION_ONE_CELLS[cell_id]], timeout=300)
+            printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
         except CellError as error:  # the run cell: no GPU here, so ncu wrote no report for nsight to read
             printed[cell_id] = error
     shutil.copy(tmp_path / "ncu_args.json", tmp_path / "ncu_args_2.json")
