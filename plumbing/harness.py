@@ -10,39 +10,10 @@ import json
 import math
 import os
 import re
-import sys
-import tempfile
 from pathlib import Path
 
+from plumbing.folders import OUTPUT_FOLDER, choose_output_dir, prepare_output_dir  # noqa: F401  (one set of rules)
 from plumbing.sections import NCU_ONLY_SECTIONS, SECTION_COUNT
-
-ON_COLAB = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
-
-
-OUTPUT_FOLDER = "nspy_tutorial_out"  # the default output folder, for the notebook and scripts/run_headless alike
-
-
-def choose_output_dir(environ=os.environ, on_colab=ON_COLAB):
-    """NSPY_TUTORIAL_OUT, else OUTPUT_FOLDER under /content on Colab, else in the current folder."""
-    if environ.get("NSPY_TUTORIAL_OUT"):
-        return Path(environ["NSPY_TUTORIAL_OUT"]).expanduser().resolve()
-    return Path("/content", OUTPUT_FOLDER) if on_colab else Path(OUTPUT_FOLDER).resolve()
-
-
-def prepare_output_dir(folder, environ=os.environ):
-    """Create the output folder and check that files can be written there; say which setting to fix if not."""
-    setting = f"NSPY_TUTORIAL_OUT={environ['NSPY_TUTORIAL_OUT']}" if environ.get("NSPY_TUTORIAL_OUT") else str(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=folder).close()  # a file can be written there (and is gone again)
-    except OSError as error:
-        why = "a file, not a folder" if folder.is_file() else f"cannot write there ({error.strerror or error})"
-        raise RuntimeError(f"{setting}: {why}. Set NSPY_TUTORIAL_OUT to a folder you can write to.") from None
-    return folder
-
-
-OUT_DIR = choose_output_dir()
-
 
 OUT_DIR = choose_output_dir()
 

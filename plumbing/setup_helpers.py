@@ -15,10 +15,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from plumbing.folders import setting_folder
 from plumbing.harness import ENVIRONMENT, OUT_DIR
 
 # Seconds before a step is given up, said by name. An update reads indexes; a probe attaches to one tiny kernel.
@@ -88,27 +88,10 @@ def read_ncu_path(environ=os.environ):
     return path
 
 
-def can_make_folder(path):
-    """Whether a folder can be made at `path` (tried in its nearest existing parent: /proc refuses even root)."""
-    try:
-        os.rmdir(tempfile.mkdtemp(dir=next(folder for folder in Path(path).parents if folder.exists())))
-        return True
-    except OSError:
-        return False
-
-
-INSTALL_ROOT = Path.home() / ".cache" / "nspy_tutorial"
-
-
 def read_cupti_dir(environ=os.environ):
-    """NSPY_TUTORIAL_CUPTI_DIR: the folder the CUPTI backend's packages go into (made if missing)."""
-    given = environ.get("NSPY_TUTORIAL_CUPTI_DIR")
-    path = Path(given).expanduser().resolve() if given else INSTALL_ROOT / "cupti13"
-    if given and (path.is_file() or not (path.is_dir() or can_make_folder(path))):
-        problem = "is a file, not a folder" if path.is_file() else "cannot be made"
-        raise ValueError(f"NSPY_TUTORIAL_CUPTI_DIR={given}: {path} {problem}. It names the folder for the CUPTI "
-                         "backend's packages: set a folder you can write to, or unset it for the default.")  # fmt: skip
-    return path
+    """NSPY_TUTORIAL_CUPTI_DIR (default ~/.cache/nspy_tutorial/cupti13) by the folder rules (plumbing/folders.py):
+    pip installs there with --upgrade, which deletes each same-named folder it replaces. Made and marked."""
+    return setting_folder("NSPY_TUTORIAL_CUPTI_DIR", Path.home() / ".cache/nspy_tutorial/cupti13", environ)
 
 
 REQUIREMENTS = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()  # the cell embeds it
@@ -481,7 +464,8 @@ def choose_backend(environ=os.environ):
     if use_ncu:
         return print(f"Measuring with Nsight Compute: {shutil.which('ncu')}")
     print(f"Measuring with CUPTI, because {reason}")
-    wheelhouse = read_wheelhouse(environ)
+    global CUPTI_PACKAGES_DIR  # read here, where it is used: a bad value never breaks another tool's import
+    CUPTI_PACKAGES_DIR, wheelhouse = read_cupti_dir(environ), read_wheelhouse(environ)
     have = versions_in([entry for entry in sys.path if entry != str(CUPTI_PACKAGES_DIR)])
     install_pins(cupti_pins(have), CUPTI_PACKAGES_DIR, wheelhouse and wheelhouse / "cupti", OUT_DIR / "pip.log")
     try:
@@ -590,4 +574,4 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
     return result
 
 
-CUPTI_PACKAGES_DIR = read_cupti_dir()
+CUPTI_PACKAGES_DIR = None  # choose_backend reads NSPY_TUTORIAL_CUPTI_DIR

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(os.environ["NSPY_LAUNCH_WING"])))  # recording/, set
 import ncu_launch  # noqa: E402
 
 from plumbing.cells import section_of  # noqa: E402
+from plumbing.folders import prepare_output_dir  # noqa: E402
 
 
 class LaunchLayer:
@@ -27,7 +28,7 @@ class LaunchLayer:
         self.ids = {cell["source"]: cell["id"] for cell in ncu_launch.load_cells() if cell["type"] == "code"}
         work = Path(tempfile.mkdtemp(prefix="nspy-launch-"))  # the frames handed to the children: never kept
         self.calls = ncu_launch.ProfiledCalls(work, "outer", ncu=ncu, out=out)
-        out.mkdir(parents=True, exist_ok=True)
+        prepare_output_dir(out)  # made and marked by the folder rules, as the harness cell will find it
         ncu_launch.query_t4_metrics(ncu, out)
         ncu_launch.NcuGuard(ncu).install()
         shell.events.register("pre_run_cell", self.before)

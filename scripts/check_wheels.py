@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))  # run as a script: its neighbour make_wheelhouse.py
-from make_wheelhouse import PLATFORMS, read_requirements  # noqa: E402
+from make_wheelhouse import PIP_LIMIT_S, PLATFORMS, python_version, read_requirements  # noqa: E402
 
 VERSIONS = ("3.12", "3.13")  # the runner's Python, Colab's since 2026-08-25 (environments.md)
 
@@ -30,14 +30,17 @@ def missing_wheels(pins: list[str], python_version: str) -> str:
         wheels_only = ["--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
         platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
         command = [sys.executable, "-m", "pip", "download", *quiet, *wheels_only, *platforms, "--dest", folder, *pins]
-        done = subprocess.run(command, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            return f"pip download did not end within {PIP_LIMIT_S} s"
     errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
     return "" if done.returncode == 0 else "\n".join(errors) or done.stderr.strip() or f"pip exit {done.returncode}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python-version", action="append", help="a CPython 3.X to check (default: 3.12 and 3.13)")
+    parser.add_argument("--python-version", action="append", type=python_version, help="a CPython (3.12 and 3.13)")
     args = parser.parse_args(argv)
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
     failed = 0

@@ -7,7 +7,7 @@ On a machine with internet. DEST/: nsight-python, its dependencies, the harness;
 set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.
 --skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins;
 wheels that were in DEST before stay. DEST: a new or empty folder, or a wheelhouse (only wheels, or marked MARKER);
-never HOME, /, the clone or a folder of its tracked files.
+never HOME, /, Python's own folders, a clone, its .git or a folder of its tracked files (plumbing/folders.py).
 """
 
 from __future__ import annotations
@@ -24,39 +24,36 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 import safe_io  # noqa: E402
 
+from plumbing.folders import folder_setting, refusal  # noqa: E402
 from plumbing.setup_helpers import cupti_pins as cupti_set  # noqa: E402  (a plain python3 has what it needs)
 from plumbing.setup_helpers import normalize, pins_from_requirements  # noqa: E402
 
 MARKER = ".nspy_wheelhouse"  # written into DEST: a folder this script fills
-PLATFORMS = [f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31",
-                                                        "_2_34", "1")] + ["linux_x86_64"]  # fmt: skip
-
-
-def tracked_files(folder: Path) -> bool:
-    """Whether git tracks a file in folder of this clone (False where git cannot tell)."""
-    try:
-        listed = subprocess.run(
-            ["git", "-C", str(ROOT), "ls-files", "--", str(folder)], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return listed.returncode == 0 and bool(listed.stdout.strip())
+PIP_LIMIT_S = 3600  # seconds one pip download may take (about 2 GB of wheels on a slow line), then it is given up
+PLATFORMS = [
+    f"manylinux{tag}_x86_64" for tag in ("_2_17", "2014", "_2_24", "_2_25", "_2_27", "_2_28", "_2_31", "_2_34", "1")
+] + ["linux_x86_64"]
 
 
 def wheelhouse_problem(dest: Path, environ=os.environ) -> str | None:
-    """Why DEST is no place for wheels (None: a new or empty folder, a wheelhouse, or one this script marked)."""
-    real, home = Path(os.path.realpath(dest)), environ.get("HOME")
-    if real == Path("/") or (home and real == Path(os.path.realpath(home))) or real in (ROOT, *ROOT.parents):
-        return "is /, HOME, the clone or a folder above it"
-    inside = [real, *real.parents][: len(real.relative_to(ROOT).parts)] if real.is_relative_to(ROOT) else []
-    if any(folder.is_dir() and tracked_files(folder) for folder in inside):
-        return "is in a folder of the clone's tracked files: the wheels would sit among them"
+    """Why DEST is no place for wheels (None: a new or empty folder, a wheelhouse, or one this script marked): the
+    notebook's folder rules (plumbing/folders.py), but that a folder of wheels alone is a wheelhouse already."""
+    real = Path(os.path.realpath(dest))
+    if (place := refusal(real, MARKER, environ)) and not place.startswith("is a file, or holds files"):
+        return place
     if real.is_dir() and not (real / MARKER).exists():
         others = [p.name for p in real.iterdir() if not (p.is_file() and p.suffix == ".whl") and p.name != "cupti"]
         others += [f"cupti/{p.name}" for p in (real / "cupti").glob("*") if p.suffix != ".whl"]
         if others:
             return f"holds files that are no wheels ({', '.join(sorted(others)[:3])}): it is no wheelhouse"
     return None
+
+
+def python_version(text: str) -> str:
+    """A CPython that is, or soon will be (argparse's type): 3.X or 3.X.Y, 3.11 to 3.19."""
+    if not re.fullmatch(r"3\.(1[1-9])(\.\d{1,2})?", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 to 3.19")
+    return text
 
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
@@ -66,60 +63,77 @@ def read_requirements(path: Path) -> tuple[list[str], list[str]]:
 
 
 def read_installed(path: Path | None) -> dict[str, str]:
-    """{normalized name: version or ''} from a pip freeze or a plain list of names."""
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines()) if path else ()
-    matches = (re.match(r"([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line) for line in lines)
-    return {normalize(match.group(1)): match.group(2) or "" for match in matches if match}
+    """{normalized name: version or ''} from a pip freeze or a plain list of names; ValueError at another line."""
+    lines = [line.split("#", 1)[0].strip() for line in safe_io.read_text(path).splitlines()] if path else []
+    matches = [(line, re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line)) for line in lines if line]
+    if bad := [line for line, match in matches if not match]:
+        raise ValueError(f"line {bad[0][:60]!r} is no `name` or `name==version`: it is no pip freeze")
+    return {normalize(match.group(1)): match.group(2) or "" for _, match in matches}
 
 
 def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
-               "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
-               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), *([] if deps else ["--no-deps"]),
-               *requirements]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        python_version,
+        *(arg for platform in PLATFORMS for arg in ("--platform", platform)),
+        *([] if deps else ["--no-deps"]),
+        *requirements,
+    ]
     print("$ " + " ".join(command))
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, timeout=PIP_LIMIT_S)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", default=str(ROOT / ".whl"), help="wheelhouse folder (default: .whl)")
-    parser.add_argument("--python-version", default="3.12", help="target Python, e.g. 3.12 (default) or 3.13")
+    parser.add_argument("--python-version", type=python_version, default="3.12", help="the target's Python (3.12)")
     parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
     args = parser.parse_args(argv)
-    if args.skip_installed is not None and not args.skip_installed.is_file():
-        parser.error(f"--skip-installed {args.skip_installed}: no such file; give the GPU machine's `pip freeze` "
-                     "(the project's runner: scripts/gpu-runner-installed.txt), or leave the option out")  # fmt: skip
-    version = re.fullmatch(r"3\.(\d+)(\.\d+)?", args.python_version)
-    if not version or int(version.group(1)) < 11:
-        parser.error(f"--python-version {args.python_version!r}: give the GPU machine's Python as 3.X or 3.X.Y, 3.11 "
-                     "or newer (the project's runner has 3.12, the default)")  # fmt: skip
+    try:
+        installed = read_installed(args.skip_installed)
+    except (ValueError, safe_io.FileRefused) as error:
+        parser.error(
+            f"--skip-installed {args.skip_installed}: {error}; give the GPU machine's `pip freeze` (the project's "
+            "runner: scripts/gpu-runner-installed.txt), or leave the option out"
+        )
+    fix = "give a new or empty folder, e.g. --dest wheelhouse in the clone (git ignores it)"
     try:  # ~ as a shell expands it: a quoted '~/wh' is not a folder named ~ here
-        args.dest = safe_io.expand_home(args.dest, "--dest")
-    except safe_io.FileRefused as error:
+        given, args.dest = args.dest, folder_setting(f"--dest {args.dest}", args.dest, fix)
+    except ValueError as error:
         parser.error(str(error))
     if problem := wheelhouse_problem(args.dest):
-        parser.error(
-            f"--dest {safe_io.quoted(args.dest)} {problem}; give a new or empty folder, e.g. --dest wheelhouse "
-            "in the clone (git ignores it)"
-        )
+        parser.error(f"--dest {safe_io.quoted(given)} {problem}; {fix}")
     try:  # before pip runs: a --dest that cannot be made (or is a file) is named, not a traceback
         args.dest.mkdir(parents=True, exist_ok=True)
         (args.dest / MARKER).write_text("made by scripts/make_wheelhouse.py: a wheelhouse\n", encoding="utf-8")
     except OSError as error:
-        parser.error(f"--dest {args.dest}: cannot make the wheelhouse folder there ({error.strerror or error})")
+        parser.error(f"--dest {given}: cannot make the wheelhouse folder there ({error.strerror or error})")
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
     main_pins = read_requirements(ROOT / "requirements.txt")[0]
-    installed = read_installed(args.skip_installed)
     try:
         harness = ["-r", str(ROOT / "requirements-harness.txt")]
         download(main_pins + harness, args.dest, args.python_version, deps=True)
         cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
         download(cupti, args.dest / "cupti", args.python_version, deps=False)
-    except subprocess.CalledProcessError as error:
-        print(f"pip download failed (exit {error.returncode}); is PyPI reachable, and are the pins "
-              f"available for Python {args.python_version} on {PLATFORMS[0]}?", file=sys.stderr)  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        ended = f"exit {error.returncode}" if hasattr(error, "returncode") else f"no end within {PIP_LIMIT_S} s"
+        print(
+            f"pip download failed ({ended}); is PyPI reachable, and are the pins "
+            f"available for Python {args.python_version} on {PLATFORMS[0]}?",
+            file=sys.stderr,
+        )
         return 1
     pinned = {normalize(pin.split("==")[0]) for pin in main_pins}
     for wheel in sorted(set(args.dest.glob("*.whl")) - before):

@@ -1,11 +1,19 @@
 # The setting checks run_headless and run_tests share (sourced). Each sets REPLY or calls the caller's refuse.
 
+# check_python's probe runs PYTHON with NSPY_TUTORIAL_PROBE set: a PYTHON that is one of these scripts stops here at
+# once, instead of running itself again from its own probe without end.
+[ -z "${NSPY_TUTORIAL_PROBE:-}" ] || refuse "PYTHON is one of this project's scripts (found when" \
+  "$NSPY_TUTORIAL_PROBE ran it as its Python): set PYTHON to a Python 3.11 or newer, e.g. PYTHON=/usr/bin/python3.12."
+
 PYTHON_ANSWER_S=30   # seconds PYTHON may take to print its version: one that hangs is refused, not waited on for ever
 TORCH_ANSWER_S=180   # seconds PYTHON may take to import torch (a cold disk is slow)
+STEP_S=600           # seconds any other step of PYTHON's may take (a check, the venv, a kernel spec, the reader's page)
+PIP_S=1800           # seconds one pip install may take; timeout ends what it started (its own process group)
 
 # usage: absolute_folder SETTING VALUE   ~ and ~user expanded (the setting quoted them), a relative folder made absolute
 absolute_folder() {
   local value="$2" user home
+  [[ "$value" =~ ^[[:space:]]|[[:space:]]$ ]] && refuse "$1: '$value' starts or ends with a blank: give the folder."
   case "$value" in
     "~" | "~/"*)
       # ${HOME-}: unset under set -u is refused, not a bash error; empty would make ~/o the root's /o
@@ -32,7 +40,8 @@ check_python() {
     refuse "PYTHON=$given: no executable file of that name (a name without a / is a command on PATH). $fix."
   fi
   case "$path" in /*) ;; *) path="$PWD/$path" ;; esac  # not resolving symlinks: a venv's python is one
-  version="$(timeout -k 5 "$PYTHON_ANSWER_S" "$path" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' \
+  version="$(NSPY_TUTORIAL_PROBE="$2" timeout -k 5 "$PYTHON_ANSWER_S" "$path" \
+    -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' \
     2>&1 </dev/null)" || status=$?
   if [ "$status" = 124 ] || [ "$status" = 137 ]; then
     refuse "PYTHON=$given did not answer within $PYTHON_ANSWER_S s (asked for its version). $fix."

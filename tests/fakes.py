@@ -68,8 +68,15 @@ PROFILES = {  # what the fake ncu prints when it profiles, as the real one does 
 }
 
 
-def ncu(folder: Path, version: str, machine: Path | None = None, injection: Path | None = None, log: Path | None = None,
-        report: Path | str = "", mode: int = 0o755) -> Path:  # fmt: skip
+def ncu(
+    folder: Path,
+    version: str,
+    machine: Path | None = None,
+    injection: Path | None = None,
+    log: Path | None = None,
+    report: Path | str = "",
+    mode: int = 0o755,
+) -> Path:
     """folder/ncu, a fake Nsight Compute `version` (2026.3.1: `--version` says 2026.3.1.0). With `machine` it
     profiles as that FakeMachine says; else launch mode's: it notes its command line in `log`, and its -o writes
     `report`. `injection`: the folder it names for nsight's injection library (default: folder/injection)."""
@@ -318,9 +325,12 @@ $2" ;;
 esac
 case "$2" in
   venv) mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit ;;  # failing where python -m venv would
+  ipykernel) exec env -u PYTHONPATH "$FAKE_REAL_PYTHON" "$@" ;;  # a real kernel spec, where told (IPython: installed)
   pip) python="$0"; shift 2; exec "$FAKE_REAL_PYTHON" "$FAKE_PIP" "$python" "$@" ;;
   pytest) [ -n "${NSPY_TUTORIAL_OUT:-}" ] && cp "$FAKE_EXECUTED" "$NSPY_TUTORIAL_OUT/nsight_python_t4_tutorial.ipynb" \
             && cp "$(dirname "$FAKE_EXECUTED")/summary.json" "$NSPY_TUTORIAL_OUT/summary.json"
+          "$FAKE_REAL_PYTHON" -c 'from jupyter_client.kernelspec import KernelSpecManager as Specs
+print("the python3 kernel:", Specs().get_kernel_spec("python3").resource_dir)'
           echo "fake pytest, cell timeout ${NSPY_TUTORIAL_CELL_TIMEOUT:-} s"; exit "${FAKE_PYTEST_EXIT:-0}" ;;
 esac
 exit 0
@@ -352,9 +362,16 @@ def script_pip(python: str, args: list[str]) -> int:
     if args[:1] == ["freeze"]:
         print("torch==2.11.0")  # what the fake python has before anything is installed
         return 0
+    if os.environ.get("FAKE_PIP_FAILS"):  # no network
+        sys.stderr.write("ERROR: Could not find a version that satisfies the requirement pytest==9.1.1\n")
+        return 1
     given = {option: args[args.index(option) + 1] for option in ("-r", "-c", "--find-links") if option in args}
-    record = {"python": python, "index": None if "--no-index" in args else "PyPI", "constraints": {},
-              "find_links": given.get("--find-links")}  # fmt: skip
+    record = {
+        "python": python,
+        "index": None if "--no-index" in args else "PyPI",
+        "constraints": {},
+        "find_links": given.get("--find-links"),
+    }
     record["requirements"] = requirement_pins(Path(given["-r"]), record["constraints"])
     record["constraints"].update(requirement_pins(Path(given["-c"]), record["constraints"]))  # the scripts give both
     for name, version in record["requirements"].items():
@@ -379,14 +396,25 @@ def script_machine(folder: Path, gpu: bool = True) -> dict[str, str]:
     nvidia_smi(bin_dir, "NVIDIA H200" if gpu else None)
     (log := folder / "python.log").touch()
     executed = sorted(ROOT.glob("docs/verified/*-cupti/nsight_python_t4_tutorial.ipynb"))  # a real run's notebook
-    return {**clean_environment(), "PYTHON": str(bin_dir / "python3"), "FAKE_LOG": str(log), "HOME": str(folder),
-            "FAKE_REAL_PYTHON": sys.executable, "FAKE_PIP": __file__, "FAKE_EXECUTED": str(executed[-1]),
-            "FAKE_INSTALLS": str(folder / "pip_installs.jsonl"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
+    return {
+        **clean_environment(),
+        "PYTHON": str(bin_dir / "python3"),
+        "FAKE_LOG": str(log),
+        "HOME": str(folder),
+        "FAKE_REAL_PYTHON": sys.executable,
+        "FAKE_PIP": __file__,
+        "FAKE_EXECUTED": str(executed[-1]),
+        "FAKE_INSTALLS": str(folder / "pip_installs.jsonl"),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
 
 
 def files_of(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
-    """{relative path: content} of the files under folder, but those whose path starts with one of skip."""
-    files = {str(path.relative_to(folder)): path for path in folder.rglob("*") if path.is_file()}
+    """{relative path: content} of the files under folder, but those whose path starts with one of skip, and Python's
+    own bytecode caches: a refused script's import writes __pycache__ unless PYTHONDONTWRITEBYTECODE is set, and that
+    is Python's doing, not a change the script made (CI runs the suite both ways)."""
+    found = (path for path in folder.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
+    files = {str(path.relative_to(folder)): path for path in found}
     return {name: path.read_bytes() for name, path in files.items() if not name.startswith(skip)}
 
 
@@ -442,8 +470,10 @@ def hanging_command(path: Path) -> Path:
 
 
 def call_logger(path: Path) -> Path:
-    """A command that appends its name, arguments, NSPY_TUTORIAL_REQUIRE_ACTIONLINT and PYTHON to $CALLS."""
+    """A command that appends its name, arguments and the settings CI steers (actionlint, PYTHON, the venv,
+    PYTHONDONTWRITEBYTECODE) to $CALLS."""
     said = '$(basename "$0") $* actionlint=${NSPY_TUTORIAL_REQUIRE_ACTIONLINT:-} python=${PYTHON:-}'
+    said += " venv=${NSPY_TUTORIAL_TEST_VENV:-} bytecode=${PYTHONDONTWRITEBYTECODE-unset}"
     return executable(path, f'#!/bin/sh\necho "{said}" >> "$CALLS"\n')
 
 

@@ -9,7 +9,7 @@ from support import NOTEBOOK, ROOT
 
 GUIDE = ROOT / "docs" / "maintainers.md"
 SETTING = re.compile(r"\b(NSPY_(?:TUTORIAL|RECORD)_[A-Z_]+|NCU_PATH)\b")
-INTERNAL = {"NSPY_TUTORIAL_LIBCUPTI"}  # set by the notebook for its own CUPTI child process, never by a user
+INTERNAL = {"NSPY_TUTORIAL_LIBCUPTI", "NSPY_TUTORIAL_PROBE"}  # the code sets them for its own children
 NSIGHT = Path(importlib.util.find_spec("nsight").origin).parent  # the installed nsight-python: its own messages
 
 

@@ -1,14 +1,13 @@
 """scripts/make_wheelhouse.py: the wheels an offline runner needs, the CUPTI set apart, --skip-installed dropping
 only what this run downloaded; its arguments at their edges; the offline recipe."""
 
-import json
 import os
 import subprocess
 import sys
 
 import make_wheelhouse
 import pytest
-from cupti_evidence import CUPTI_RUN
+from evidence import runs, summary
 from fakes import calls, files_of, fresh_clone, pip, pip_installs, real_python, requirement_pins, script_machine
 from fakes import make_wheelhouse as fake_make_wheelhouse
 from support import ROOT
@@ -22,20 +21,25 @@ def connected_machine(tmp_path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("arguments", "said"),
-    [(["--python-version", ""], "--python-version ''"),
-     (["--python-version", "3.10"], "--python-version '3.10'"),
-     (["--python-version", "3.10.14"], "--python-version '3.10.14'"),  # a patch level does not lift 3.10
-     (["--python-version", "3"], "--python-version '3'"),
-     (["--python-version", "3.12."], "--python-version '3.12.'"),
-     (["--dest", "README.md"], "--dest README.md"),  # a file
-     (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels"),
-     (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt"),  # no such file
-     (["--skip-installed", "."], "--skip-installed ."),  # a folder
-     *((["--python-version", version], None) for version in ("3.11", "3.12.3", "3.13"))],  # None: accepted
-)  # fmt: skip
+    [
+        (["--python-version", ""], "--python-version: ''"),
+        (["--python-version", "3.10"], "--python-version: '3.10'"),
+        (["--python-version", "3.10.14"], "--python-version: '3.10.14'"),  # a patch level does not lift 3.10
+        (["--python-version", "3"], "--python-version: '3'"),
+        (["--python-version", "3.12."], "--python-version: '3.12.'"),
+        (["--python-version", "3.99999999999999999999"], "3.11 to 3.19"),  # pip's memory grew without end
+        (["--python-version", "3.20"], "--python-version: '3.20'"),
+        (["--skip-installed", "README.md"], "line 'My own notes.' is no `name` or `name==version`"),  # no pip freeze
+        (["--dest", "README.md"], "--dest README.md"),  # a file
+        (["--dest", "/proc/nspy_no_such/wheels"], "--dest /proc/nspy_no_such/wheels"),
+        (["--skip-installed", "freeze.txt"], "--skip-installed freeze.txt"),  # no such file
+        (["--skip-installed", "."], "--skip-installed ."),  # a folder
+        *((["--python-version", version], None) for version in ("3.11", "3.12.3", "3.13")),
+    ],  # None: accepted
+)
 def test_make_wheelhouse_checks_each_argument_before_pip_runs(arguments, said, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "README.md").write_text("mine")
+    (tmp_path / "README.md").write_text("My own notes.\n")
     asked = []
     monkeypatch.setattr(make_wheelhouse, "download", lambda requirements, dest, python, *a, **k: asked.append(python))
     argv = arguments if "--dest" in arguments else [*arguments, "--dest", str(tmp_path / "w")]
@@ -61,14 +65,16 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
     for name in OWN:  # wheels the user had in --dest before: they stay, whatever they are
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(b"the user's own wheel")
-    done = subprocess.run(["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", make], cwd=clone, env=connected_machine(tmp_path), capture_output=True, text=True
+    )
     assert done.returncode == 0, f"`{make}` failed:\n{done.stdout}{done.stderr}"
-    runner_python = json.loads((CUPTI_RUN / "summary.json").read_text())["environment"]
+    runner_python = summary(runs()[-1])["environment"]  # the newest real run on the runner
     downloads = [call["argv"] for call in calls(tmp_path, "pip")]
     asked = {call[call.index("--python-version") + 1] for call in downloads}
     assert all(runner_python["python"].startswith(f"{v}.") for v in asked), f"wheels for Python {asked}?"
-    assert ["wheelhouse/cupti" in call and "--no-deps" in call for call in downloads] == [False, True], "CUPTI apart"
+    into = [(call[call.index("--dest") + 1], "--no-deps" in call) for call in downloads]
+    assert into == [(str(dest), False), (str(dest / "cupti"), True)], "the CUPTI set apart, without its dependencies"
     main, cupti = ({path.name.split("-")[0] for path in folder.glob("*.whl")} for folder in (dest, dest / "cupti"))
     assert "cuda_core" in main and "numpy" not in main, "the notebook's pins stay, a dependency the runner has goes"
     assert {"cupti_python", "nvidia_cuda_cupti", "pyelftools"} <= cupti, f"the CUPTI set lacks wheels: {cupti}"
@@ -94,11 +100,12 @@ def test_readme_offline_recipe_makes_the_wheelhouse_that_run_headless_then_insta
 @pytest.mark.parametrize(
     ("dest", "home", "said"),
     [
-        ("~/wh", "", "--dest=~/wh: HOME is empty, so ~ names no folder"),
-        ("../mine", "{tmp}/home", "--dest ../mine holds files that are no wheels (README.md)"),
-        ("~", "{tmp}/home", "is /, HOME, the clone or a folder above it"),  # an empty HOME: still not a wheelhouse
-        (".", "{tmp}/home", "is /, HOME, the clone or a folder above it"),
-        ("docs/wh", "{tmp}/home", "is in a folder of the clone's tracked files"),
+        ("~/wh", "", "--dest ~/wh: '~/wh' names no folder (a blank at either end, HOME empty"),
+        ("../mine", "{tmp}/home", "mine holds files that are no wheels (README.md)"),
+        ("~", "{tmp}/home", "is /, HOME or a folder above HOME"),  # an empty HOME: still not a wheelhouse
+        (".", "{tmp}/home", "is a git clone"),
+        ("docs/wh", "{tmp}/home", "in a folder of its tracked files"),
+        (".git/wh", "{tmp}/home", "its .git"),
     ],
 )
 def test_make_wheelhouse_writes_only_into_a_wheelhouse_or_a_new_folder(dest, home, said, tmp_path):
@@ -116,7 +123,7 @@ def test_make_wheelhouse_writes_only_into_a_wheelhouse_or_a_new_folder(dest, hom
     command = [sys.executable, "scripts/make_wheelhouse.py", "--dest", dest]
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and said in done.stderr, f"refuse --dest {dest}, naming why: {done.stderr}"
-    assert "HOME is empty" in said or "give a new or empty folder" in done.stderr, f"say what to give: {done.stderr}"
+    assert "give a new or empty folder" in done.stderr, f"say what to give: {done.stderr}"
     assert files_of(tmp_path) == before and not calls(tmp_path, "pip"), "refused, yet it wrote or ran pip"
 
 

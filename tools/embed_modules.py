@@ -39,12 +39,23 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     return [(parsed["path"], parsed["name"]) for _, parsed in items]
 
 
-def module_code(text: str, constants=()) -> str:
-    """The module's lines less docstrings, those imports and assignments to `constants` (and blank lines after)."""
+def module_code(text: str, constants=(), imported: set | None = None) -> str:
+    """The module's lines less docstrings, those imports, the imports an earlier module of the cell made (`imported`,
+    which grows) and assignments to `constants` (and blank lines after)."""
     tree = ast.parse(text)  # a SyntaxError: the caller names the module
-    dropped = [node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
-               in ("__future__", "plumbing") or isinstance(node, ast.Assign) and any(
-                   isinstance(target, ast.Name) and target.id in constants for target in node.targets)]  # fmt: skip
+    imported = set() if imported is None else imported
+    dropped = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").split(".")[0] in ("__future__", "plumbing")
+        or isinstance(node, ast.Assign)
+        and any(isinstance(target, ast.Name) and target.id in constants for target in node.targets)
+    ]
+    for node in tree.body:  # an import an earlier module of the cell made is made once
+        if isinstance(node, ast.Import | ast.ImportFrom) and node not in dropped:
+            dropped += [node] if ast.unparse(node) in imported else []
+            imported.add(ast.unparse(node))
     for node in ast.walk(tree):
         body = node.body if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
         if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -54,6 +65,9 @@ def module_code(text: str, constants=()) -> str:
     for number, line in enumerate(lines, start=1):
         drop |= {number} if number - 1 in drop and not line.strip() else set()
     kept = [line for number, line in enumerate(lines, start=1) if number not in drop]
+    imports = [index for index, line in enumerate(kept) if line.startswith(("import ", "from "))]
+    if imports and kept[imports[-1] + 1 :][:1] != [""]:  # a blank line after the imports, as ruff wants
+        kept.insert(imports[-1] + 1, "")
     return "\n".join(kept).strip("\n")
 
 
@@ -67,9 +81,9 @@ def module_text(repo: Path, path: str, title: str) -> str:
         raise EmbeddingError(str(error)) from None
 
 
-def python_code(text: str, path: str, constants) -> str:
+def python_code(text: str, path: str, constants, imported: set) -> str:
     try:
-        return module_code(text, constants)
+        return module_code(text, constants, imported)
     except SyntaxError as error:
         raise EmbeddingError(f"{path} line {error.lineno}: {error.msg}; fix the module, then embed again") from None
 
@@ -77,11 +91,12 @@ def python_code(text: str, path: str, constants) -> str:
 def generated_source(source: str, repo: Path = REPO) -> str | None:
     """Title, Source line and modules that an embedding cell must hold; None for other cells."""
     modules = embedded_modules(source)
-    constants = {name for _, name in modules if name}
+    constants, imported = {name for _, name in modules if name}, set()
     parts = []
     for path, name in modules:
         text = module_text(repo, path, source.splitlines()[0])
-        code = python_code(text, path, () if name else constants) if path.endswith(".py") else text.strip("\n")
+        python = path.endswith(".py")
+        code = python_code(text, path, () if name else constants, imported) if python else text.strip("\n")
         if name and ('"""' in code or code.endswith("\\")):
             raise EmbeddingError(f"{path} cannot be embedded as {name}: it holds a triple quote or ends with \\")
         parts.append(f'{name} = r"""\n{code}\n"""' if name else code)

@@ -20,9 +20,12 @@ import safe_io
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_NOTEBOOK = REPO / "nsight_python_t4_tutorial.ipynb"
-CANONICAL_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
-                      "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                      "language_info": {"name": "python"}}  # fmt: skip
+CANONICAL_METADATA = {
+    "accelerator": "GPU",
+    "colab": {"gpuType": "T4", "provenance": []},
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
 FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
 FOLD_TAG = "remove-input"  # the rendered page hides a folded cell's code
 # What a run or a view leaves in a cell's metadata (Colab, Jupyter), not what a user made: dropped with the outputs.
@@ -112,8 +115,11 @@ def load_notebook(path: Path) -> dict:
         if not isinstance(metadata, dict) or not isinstance(metadata.get("tags", []), list):
             broken.append(f"{name} has metadata that is not an object with a list of tags")
         if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
-            broken.append(f"{name} has source {json.dumps(source)[:40]}, not text" if "source" in cell else
-                          f"{name} has no source")  # fmt: skip
+            broken.append(
+                f"{name} has source {json.dumps(source)[:40]}, not text"
+                if "source" in cell
+                else f"{name} has no source"
+            )
     if broken:
         raise NotANotebook(
             f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw, a source "
@@ -140,11 +146,17 @@ def problems(path: Path, notebook: dict | None = None) -> list[str]:
     """What --fix would change in a notebook (notebook: its loaded content), named ([] if canonical)."""
     notebook = load_notebook(path) if notebook is None else notebook
     fixed = canonical(notebook)
-    found = [f"{key} is {notebook.get(key)!r}, expected {fixed[key]!r}" for key in ("nbformat", "nbformat_minor",
-             "metadata") if notebook.get(key) != fixed[key]]  # fmt: skip
+    found = [
+        f"{key} is {notebook.get(key)!r}, expected {fixed[key]!r}"
+        for key in ("nbformat", "nbformat_minor", "metadata")
+        if notebook.get(key) != fixed[key]
+    ]
     for index, (cell, want) in enumerate(zip(notebook["cells"], fixed["cells"], strict=True)):  # id: missing, repeated
-        found += [f"cell {index} ({cell.get('id')}) has {key} {cell.get(key)!r}, expected {want[key]!r}"
-                  for key in want if key != "source" and cell.get(key) != want[key]]  # fmt: skip
+        found += [
+            f"cell {index} ({cell.get('id')}) has {key} {cell.get(key)!r}, expected {want[key]!r}"
+            for key in want
+            if key != "source" and cell.get(key) != want[key]
+        ]
     if not found and read_notebook_text(path) != render(fixed):
         found.append("JSON layout differs from the canonical one")
     return found
@@ -182,6 +194,12 @@ def write_notebook(path: Path, notebook: dict) -> None:
 
 
 def check_or_fix(path: Path, notebook: dict, fix: bool) -> int:
+    ran = sum(len(cell.get("outputs") or []) for cell in notebook["cells"])
+    if fix and (ran or any(cell.get("execution_count") for cell in notebook["cells"])):  # a run's work: never dropped
+        raise NotANotebook(
+            f"holds what a run left ({ran} outputs, execution counts): --fix would delete it, so "
+            "nothing was written. Fix the committed notebook, or a copy whose outputs you cleared"
+        )
     if fix:
         write_notebook(path, canonical(notebook))
     found = [] if fix else problems(path, notebook)

@@ -3,7 +3,8 @@
 - read_text/read_bytes: only a regular file (never a device, FIFO or folder), at most a size limit, UTF-8 whatever
   the locale.
 - write_text/write_files: each file written to a temporary file beside it, then moved over it with os.replace; a set
-  of files is written all or none. On any error (a full disk, Ctrl-C) every target is as it was.
+  of files is written all or none, never through a symbolic link. On any error (a full disk, Ctrl-C) every target is
+  as it was.
 - encodable: the first character UTF-8 cannot write (a lone surrogate), so a caller can name where it is.
 - expand_home: `~` and `~/x` as a shell expands them, refused when HOME is empty or unset.
 
@@ -112,8 +113,13 @@ def new_file_mode() -> int:
 
 
 def writable_target(path: Path, what: str) -> Path:
-    """Where to write `path`: the file a symlink points to (the link stays); a folder or device refused."""
+    """Where to write `path`: the path itself; a symbolic link (anywhere on the way), a folder or device refused."""
     target = Path(os.path.realpath(path))
+    if target != Path(os.path.abspath(path)):  # a write would land in a file this project did not make
+        raise FileRefused(
+            f"{what} {path} is reached through a symbolic link (it is {target}): nothing was written; replace the "
+            f"link by a file of its own (rm {quoted(path)}) or give the file itself"
+        )
     if target.exists() and not target.is_file():
         mode = os.stat(target).st_mode
         raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: nothing was written")

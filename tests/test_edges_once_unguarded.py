@@ -1,0 +1,91 @@
+"""Edges a careless one-line edit once crossed without a test failing (issue 45): a GPU name that holds another's, a GPU
+outside the datasheet table, the probe's time limit, ~user paths, the Colab badges, the suite's own plugins."""
+
+import json
+import os
+import pwd
+import re
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from evidence import VERIFIED
+from fakes import requirement_pins
+from support import NOTEBOOK, ROOT
+
+from plumbing import executed_run, folders, harness, setup_helpers
+
+# A name the datasheet table knows, and a longer name that holds it, of another GPU: the longer one gets no peaks.
+NAMES = {
+    "NVIDIA L4": "L4",
+    "NVIDIA L40": None,
+    "NVIDIA L40S": None,
+    "Tesla T4": "T4",
+    "NVIDIA T400": None,
+    "NVIDIA H100 80GB HBM3": "H100 SXM",
+    "NVIDIA H100 NVL": None,
+    "NVIDIA H200": "H200 SXM",
+    "NVIDIA H200 NVL": None,
+    "NVIDIA A100-SXM4-80GB": "A100 80GB SXM",
+    "NVIDIA A100 80GB PCIe": None,
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_gpu_gets_only_its_own_datasheet_peaks_never_those_of_a_name_inside_its_own(name):
+    assert harness.lookup_peaks(name)[0] == NAMES[name], f"{name}: fix its pattern in harness.GPU_PEAKS"
+
+
+def test_a_gpu_outside_the_datasheet_table_leaves_its_figures_unchecked_and_the_run_clean():
+    figure = harness.check_figure(5, "fp32 matmul", 40.0, "TFLOP/s", "fp32_tflops", "NVIDIA L40")
+    assert figure["check"] == "unchecked" and figure["peak"] is None, figure
+    assert executed_run.run_problems({"sections": [], "figures": [figure]}) == [], "an unknown GPU fails no run"
+    known = harness.check_figure(5, "fp32 matmul", 40.0, "TFLOP/s", "fp32_tflops", "NVIDIA L4")  # 132% of 30.3
+    assert executed_run.run_problems({"sections": [], "figures": [known]}), "a figure above its peak fails a run"
+
+
+def test_the_probe_waits_ten_times_the_slowest_profiled_call_the_runner_recorded():
+    """A probe is one profiled call of a tiny kernel: a cold machine may be far slower than the runner was."""
+    logs = [path.read_text() for path in VERIFIED.glob("*/record_ncu.log")]
+    seconds = [float(s) for log in logs for s in re.findall(r"ncu exit \d+ in ([\d.]+) s", log)]
+    if not seconds:
+        pytest.skip("no committed record_ncu.log times an ncu call")
+    limit = setup_helpers.TIME_LIMITS_S["probe"]
+    assert limit >= 10 * max(seconds), f"the probe's {limit} s is short of ten times {max(seconds)} s"
+
+
+def test_a_home_folder_of_a_named_user_is_expanded_with_the_rest_of_the_path():  # settings.bash: test_settings_bash
+    user = pwd.getpwuid(os.getuid())
+    assert folders.folder_setting("S", f"~{user.pw_name}/a/b", "fix") == Path(user.pw_dir, "a", "b")
+
+
+def colab_badge(text: str) -> str:
+    (found,) = set(re.findall(r"https://colab\.research\.google\.com/github/([^\"')\s]+)", text))
+    return found
+
+
+def test_readmes_colab_badge_opens_the_notebook_that_the_notebooks_own_badge_opens():
+    first_cell = "".join(json.loads(NOTEBOOK.read_text())["cells"][0]["source"])
+    readme, notebook = colab_badge((ROOT / "README.md").read_text()), colab_badge(first_cell)
+    assert readme == notebook, f"README opens {readme}, the notebook's badge {notebook}: one branch and path for both"
+    assert readme.endswith(f"/{NOTEBOOK.name}"), f"the badge opens {readme}, not the notebook"
+
+
+def run_tests_pytest_options() -> list[str]:
+    """The options scripts/run_tests gives pytest, and pyproject.toml's addopts."""
+    given = re.search(r'^"\$venv/bin/python" -m pytest (.*) "\$@"', (ROOT / "scripts/run_tests").read_text(), re.M)
+    assert given, "scripts/run_tests no longer runs pytest as this test reads it: update run_tests_pytest_options"
+    addopts = re.search(r'^addopts = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    return [*given.group(1).split(), *addopts.replace("'not gpu'", "not_gpu").split()]
+
+
+def test_dev_requirements_hold_every_plugin_the_suites_command_line_needs(tmp_path):
+    listed = set(requirement_pins(ROOT / "requirements-dev.txt"))
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    for plugin in entry_points(group="pytest11"):
+        without = [sys.executable, "-m", "pytest", "-p", f"no:{plugin.name}", *run_tests_pytest_options(), "--co"]
+        done = subprocess.run([*without, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+        needed = "unrecognized arguments" in done.stderr
+        assert not needed or plugin.dist.name.lower() in listed, f"requirements-dev.txt lacks {plugin.dist.name}"
