@@ -51,38 +51,23 @@ DECISION = "decide_ncu"  # section 1's helper that says whether Nsight Compute i
 SECTION_ONE_REPLAYED = ("import", "magic", "torch")
 
 # NCUCollector.collect runs unchanged; these functions it calls are replaced (module, name, parameters relied on).
+NCU, CORE, EXTRACTION = "nsight.collection.ncu", "nsight.collection.core", "nsight.extraction"
+LAUNCH_NCU_TAKES = ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"]
 PATCHED_FUNCTIONS = (
     ("nsight.tools_manager", "activate", ["tool"]),
-    ("nsight.collection.ncu", "begin_profiling", []),
-    ("nsight.collection.ncu", "end_profiling", []),
-    (
-        "nsight.collection.ncu",
-        "launch_ncu",
-        ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"],
-    ),
-    ("nsight.collection.core", "run_profile_session", ["func", "configs", "runs"]),  # the rest passed on as given
-    ("nsight.extraction", "extract_df_from_report", ["report_path", "metrics", "configs", "iterations", "func"]),
+    (NCU, "begin_profiling", []),
+    (NCU, "end_profiling", []),
+    (NCU, "launch_ncu", LAUNCH_NCU_TAKES),
+    (CORE, "run_profile_session", ["func", "configs", "runs"]),  # the rest passed on as given
+    (EXTRACTION, "extract_df_from_report", ["report_path", "metrics", "configs", "iterations", "func"]),
 )
 # The names NCUCollector.collect must still use for the patches to take effect (called, or imported inside it).
-COLLECT_USES = (
-    "launch_ncu",
-    "begin_profiling",
-    "end_profiling",
-    "run_profile_session",
-    "extract_df_from_report",
-    "activate",
-    "get_active_tool",
-)
+COLLECT_USES = "launch_ncu begin_profiling end_profiling run_profile_session extract_df_from_report activate".split()
+COLLECT_USES += ["get_active_tool"]
 ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
 # Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
-QUERY_OPTIONS = {
-    "--version",
-    "--query-metrics",
-    "--list-sections",
-    "--list-sets",
-    "--import",
-    "--list-injection-path-64",
-}
+QUERY_OPTIONS = {"--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import"}
+QUERY_OPTIONS.add("--list-injection-path-64")  # where nsight looks for Nsight Compute's injection library
 
 
 def query_t4_metrics(ncu: str, out: Path) -> None:

@@ -51,3 +51,19 @@ def test_readme_links_the_readers_page_before_anything_else_and_names_section_1s
     first = readme.split("](", 2)[1].split(")")[0]  # the Colab badge is an <a>, not a markdown link
     assert first.endswith("/reading_page.ipynb") and (verified_table.ROOT / first).is_file(), first
     assert "300 to 400 MB" in readme and "scripts/run_headless" in readme and "scripts/run_tests" in readme
+
+
+def test_readmes_short_list_of_changed_cells_names_a_few_and_how_many_more(tmp_path, monkeypatch):
+    def notebook(source):
+        cells = [{"cell_type": "code", "id": f"c{n}", "source": [source], "outputs": []} for n in range(9)]
+        return json.dumps({"cells": cells})
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / verified_table.NOTEBOOK.name).write_text(notebook("ran"))
+    (tmp_path / "run" / "run_info.json").write_text(json.dumps({"commit": "abcdef0" * 5}))
+    (today := tmp_path / "clone" / verified_table.NOTEBOOK.name).parent.mkdir()
+    today.write_text(notebook("edited since"))
+    monkeypatch.setattr(verified_table, "NOTEBOOK", today)
+    short, full = verified_table.changed_text(tmp_path / "run", most=6), verified_table.changed_text(tmp_path / "run")
+    assert short == "since abcdef0: c0, c1, c2, c3, c4, c5, and 3 more (all in docs/maintainers.md)", short
+    assert full == f"since abcdef0: {', '.join(f'c{n}' for n in range(9))}", full

@@ -29,7 +29,8 @@ BACKENDS_BEGIN, BACKENDS_END = "<!-- backends:begin (generated from plumbing/sec
 PAGE_BEGIN = f"<!-- page-link:begin {GENERATED} -->"
 PAGE_END = "<!-- page-link:end -->"
 PAGES = ("README.md", "docs/maintainers.md")  # the files whose marked tables this script writes
-NARROW = (0, 2, 6, 8, 9, 10)  # of a row's cells: GPU, profiler, sections, headline figures, run, code changed since
+WIDE = tuple(range(11))  # every cell but the last, the short list of changed cells
+NARROW = (0, 2, 6, 8, 9, 11)  # of a row's cells: GPU, profiler, sections, headline figures, run, code changed (short)
 NARROW_HEADER = (
     "| GPU | measured with | sections ok / skipped / failed | headline figures (% of datasheet peak) | evidence "
     "| code cells changed since that run |\n"
@@ -114,10 +115,14 @@ def run_commits(folder: Path) -> str:
     return ", ".join(sorted({info["notebook_commit"][:7] for info in sections}))
 
 
-def changed_text(folder: Path) -> str:
+def changed_text(folder: Path, most: int | None = None) -> str:
+    """'since <commit>: <ids>'; with `most`, that many ids and how many more (README's short table)."""
     ran, every_cell = ran_code_cells(folder)
     changed = changed_code_cells(ran, code_cells(read_json(NOTEBOOK)), every_cell)
-    return f"since {run_commits(folder)}: {', '.join(changed) or 'none'}"
+    shown = changed[:most] + (
+        [f"and {len(changed) - most} more (all in docs/maintainers.md)"] if most and len(changed) > most else []
+    )
+    return f"since {run_commits(folder)}: {', '.join(shown) or 'none'}"
 
 
 def row_cells(summary_path: Path) -> list:
@@ -152,6 +157,7 @@ def row_cells(summary_path: Path) -> list:
         figures,
         f"[{link}]({link}{'' if page.exists() else '/'})",
         changed_text(folder),
+        changed_text(folder, most=6),
     ]
 
 
@@ -162,7 +168,7 @@ def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
             cells = row_cells(path)
         except (KeyError, TypeError, AttributeError, ValueError) as error:  # a file lacking what the row needs
             raise unreadable(path, error) from None
-        texts = (" ".join(str(cells[i]).replace("|", "/").split()) for i in columns or range(len(cells)))
+        texts = (" ".join(str(cells[i]).replace("|", "/").split()) for i in columns or WIDE)
         rows.append("| " + " | ".join(texts) + " |")  # a newline in a GPU's name would end the row
     return header + "\n" + "\n".join(rows) if rows else "No verified run is committed yet."
 

@@ -43,12 +43,13 @@ def launched(tmp_path_factory):
     ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
     session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
     printed = {}
-    for cell_id in (HARNESS, SETUP_HELPERS, SECTION_ONE_CELLS["choose"], SECTION_ONE_CELLS["import"]):
+    section_one = [SECTION_ONE_CELLS[role] for role in ("choose", "import", "check", "magic")]  # no GPU, no pip here
+    for cell_id in (HARNESS, SETUP_HELPERS, *section_one):
         printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
     printed["decision"] = session.value("[USE_NCU, str(nsight.get_active_tool()), ENVIRONMENT.get('ncu_mode')]")
-    for cell_id in (*SECTION_PLAN[2]["define"][:2], SECTION_PLAN[2]["run"][0], "magic", *SECTION_PLAN[6]["define"]):
+    for cell_id in (*SECTION_PLAN[2]["define"][:2], SECTION_PLAN[2]["run"][0], *SECTION_PLAN[6]["define"]):
         try:
-            printed[cell_id] = session.run(CELLS.get(cell_id) or CELLS[SECTION_ONE_CELLS[cell_id]], timeout=300)
+            printed[cell_id] = session.run(CELLS[cell_id], timeout=300)
         except CellError as error:  # the run cell: no GPU here, so ncu wrote no report for nsight to read
             printed[cell_id] = error
     shutil.copy(tmp_path / "ncu_args.json", tmp_path / "ncu_args_2.json")
@@ -152,3 +153,21 @@ def test_a_child_replays_its_section_up_to_its_call_and_runs_it_in_nsights_own_s
     monkeypatch.chdir(tmp_path)
     assert ncu_inner.main(["--work", str(tmp_path), "--call", f"{section}-0"]) == 0, "its cells failed or never called"
     assert len(sessions) == 1, f"the child must run exactly its own call: {sessions}"
+
+
+def test_the_maintainers_command_runs_run_headless_with_the_layer_and_keeps_nothing_from_a_refused_run(tmp_path):
+    """docs/maintainers.md's one line, verbatim, in a copy of the clone on a machine without a GPU: the wrapper hands
+    over to scripts/run_headless with the layer's settings, which refuses; nothing is run or kept."""
+    guide = (ROOT / "docs" / "maintainers.md").read_text().split("### Recording the Nsight Compute half", 1)[1]
+    line = guide.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    assert "recording/run_launch_mode" in line and "tools/keep_run.py" in line, line
+    clone = fakes.fresh_clone(tmp_path / "clone")
+    shutil.copytree(WING, clone / "recording", ignore=shutil.ignore_patterns("__pycache__", "tests"))
+    (clone / "docs" / "verified").mkdir(parents=True)
+    (clone / "wheelhouse").mkdir()
+    (clone / "wheelhouse" / "nsight_python-1.1.0-py3-none-any.whl").write_text("")  # made by make_wheelhouse.py
+    env = fakes.script_machine(tmp_path, gpu=False)
+    env["PATH"] = f"{fakes.ncu(tmp_path / 'ncu', '2025.3.1').parent}:{env['PATH']}"  # the runner's ncu
+    done = subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "run_headless: no NVIDIA GPU here" in done.stderr, f"{done.stdout}{done.stderr}"
+    assert not list((clone / "docs" / "verified").iterdir()), "a refused run must keep nothing"

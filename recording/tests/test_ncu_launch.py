@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 
 import ncu_launch
 import nsight
@@ -104,3 +105,19 @@ def test_a_child_works_in_the_kernels_folder_where_nsight_reads_what_the_child_w
     monkeypatch.chdir(tmp_path)  # the harness's OUT_DIR, the kernel's working folder
     env = ncu_launch.child_env()
     assert env["NSPY_TUTORIAL_OUT"] == str(tmp_path) and env["NSPY_NCU_INIT_AT_IMPORT"] == "0", env
+
+
+def test_the_child_program_starts_as_ncu_starts_it_from_any_folder(tmp_path):
+    """ncu runs `python .../recording/ncu_inner.py`: only recording/ is on its path, plumbing must be found."""
+    inner = str(ncu_launch.INNER)
+    done = subprocess.run([sys.executable, inner, "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: "), done.stderr
+    probe = "import ncu_inner, ncu_launch; print(ncu_launch.load_cells()[0]['id'])"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ncu_launch.INNER.parent)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr
