@@ -12,10 +12,6 @@ import symtable
 import sys
 from pathlib import Path
 
-from plumbing.cells import SECTION_PLAN
-
-RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
-
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 # Runs a script (argv[1]) as `python script.py` would (its folder first on the child's import path), in a Python
@@ -74,36 +70,6 @@ def run_cells(cell_ids, namespace: dict, cells=None) -> str:
 def verdicts(printed: str) -> list[str]:
     """The findings of "On this <GPU>: <finding>" lines, in order."""
     return [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("On this ")]
-
-
-# The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
-# harness's, so that a wrong factor there is caught by a test rather than shared with it.
-TO_BASE = {
-    "ns": 1e-9,
-    "nsecond": 1e-9,
-    "us": 1e-6,
-    "usecond": 1e-6,
-    "ms": 1e-3,
-    "msecond": 1e-3,
-    "s": 1.0,
-    "second": 1.0,
-    "byte": 1.0,
-    "Kbyte": 1e3,
-    "Mbyte": 1e6,
-    "Gbyte": 1e9,
-    "hz": 1.0,
-    "Hz": 1.0,
-    "MHz": 1e6,
-    "GHz": 1e9,
-    "%": 1.0,
-}
-
-
-def frame_rows(frame, regions: int, metrics: int) -> dict:
-    """{(annotation, metric): AvgValue in seconds, bytes, Hz or %} of a recorded frame, one row each."""
-    keys = list(zip(frame.Annotation, frame.Metric, strict=True))
-    assert len(keys) == len(set(keys)) == regions * metrics, f"not {regions} regions x {metrics} metrics: {keys}"
-    return {key: value * TO_BASE[unit] for key, value, unit in zip(keys, frame.AvgValue, frame.Unit, strict=True)}
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:
