@@ -56,6 +56,13 @@ def without_magic(source: str) -> str:
     return rest if first.strip() == MAGIC else source
 
 
+def python(source: str) -> str:
+    """A cell's Python as IPython runs it: %%needs_ncu's body as typed, other magics and shell escapes as calls."""
+    from IPython.core.inputtransformer2 import TransformerManager  # here: the GPU run's pytest may lack IPython
+
+    return TransformerManager().transform_cell(without_magic(source))
+
+
 def run_cells(cell_ids, namespace: dict, cells=None) -> str:
     """Today's notebook cells by id, run in `namespace` as the magic runs them; what they printed."""
     cells = cells or load_cells()

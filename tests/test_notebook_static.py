@@ -12,16 +12,10 @@ import typing
 import nbformat
 import nsight
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
 from notebook_format import is_folded
-from support import ROOT, module_level_names, without_magic
+from support import ROOT, module_level_names, python
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
-
-
-def python(source: str) -> str:
-    """A cell's Python as IPython runs it: %%needs_ncu's body as typed, other magics and shell escapes as calls."""
-    return TransformerManager().transform_cell(without_magic(source))
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:

@@ -7,16 +7,11 @@ import re
 
 import nbformat
 import notebook_format
-from IPython.core.inputtransformer2 import TransformerManager
-from support import NOTEBOOK, free_names, module_level_names, without_magic
+from support import NOTEBOOK, free_names, module_level_names, python
 
 IPYTHON = {"display", "get_ipython", "In", "Out", "_exit_code"}  # what IPython itself gives a notebook
 IPYTHON_CELL_MAGICS = {"time", "timeit", "capture", "writefile", "bash", "sh", "html", "javascript", "script"}
 BACKEND_SWITCHES = {"USE_NCU"}
-
-
-def python(source: str) -> str:
-    return TransformerManager().transform_cell(without_magic(source))
 
 
 def visible(notebook):
