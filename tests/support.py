@@ -1,5 +1,4 @@
-"""What several test modules share: paths, the notebook's cells by id (the suite's notebook reader), the analysis
-cells of a section run on frames a real run left, and nbmake on a copy of a notebook."""
+"""What several test modules share: paths, the suite's notebook reader, cells run on a namespace, nbmake on a copy."""
 
 import ast
 import contextlib

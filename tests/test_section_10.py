@@ -13,8 +13,7 @@ RULES = "the softmax's rules that fired: {}; its longest wait: {}"
 
 
 def sections_report(tmp_path):
-    """A committed report of `ncu --section SpeedOfLight --section WarpStateStats` on the softmax, as s10-profile
-    writes it, into tmp_path/s10_sections (committed compressed, as report.ncu-rep.xz, or as it ran)."""
+    """The committed s10_sections report (s10-profile's, maybe .xz-compressed), into tmp_path/s10_sections."""
     found = sorted(ROOT.glob("docs/verified/*/s10_sections/report.ncu-rep*"))
     if not found:
         pytest.skip(f"no committed s10_sections/report.ncu-rep: {evidence.RERECORD}")

@@ -1,5 +1,4 @@
-"""A learner's copy runs: the visible cells, pasted in order into a notebook of one's own, read no name and use no
-magic that only a folded cell defines, and no visible cell sits under a backend `if`."""
+"""A learner's copy of the visible cells runs: no name or magic only a folded cell defines, no backend `if`."""
 
 import ast
 import builtins
