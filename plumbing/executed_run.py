@@ -66,12 +66,7 @@ def cell_times(notebook):
     """[{"cell", "section", "seconds", "status"}] for every code cell, in notebook order."""
     code = [cell for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
     return [
-        {
-            "cell": c.get("id"),
-            "section": section_or_none(c.get("id")),
-            "seconds": cell_seconds(c),
-            "status": cell_status(c),
-        }
+        dict(cell=c.get("id"), section=section_or_none(c.get("id")), seconds=cell_seconds(c), status=cell_status(c))
         for c in code
     ]
 

@@ -72,14 +72,8 @@ def query_t4_metrics(ncu: str, out: Path) -> None:
     """The suffixes a T4 (tu104) offers for the notebook's base metrics, for the CPU suite (ncu needs no GPU)."""
     text = NOTEBOOK.read_text().replace('\\"', '"')
     names = {"gpu__time_duration.sum", *re.findall(r"[\"']([a-z0-9]+__[a-z0-9_.]+)[\"']", text)}
-    query = [
-        "--query-metrics-mode",
-        "suffix",
-        "--chip",
-        "tu104",
-        "--metrics",
-        ",".join(sorted({n.split(".")[0] for n in names})),
-    ]
+    bases = ",".join(sorted({name.split(".")[0] for name in names}))
+    query = ["--query-metrics-mode", "suffix", "--chip", "tu104", "--metrics", bases]
     listed = subprocess.run([ncu, *query], capture_output=True, text=True)
     failed = f"# the query failed (exit {listed.returncode}): {listed.stderr.strip()}\n" if listed.returncode else ""
     (out / "tu104_metric_suffixes.txt").write_text(f"# `ncu {' '.join(query)}`\n{failed}{listed.stdout}")

@@ -96,21 +96,8 @@ def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int
     content = json.loads(notebook.read_text())
     content["metadata"]["execution"] = {"allow_errors": True}
     copy.write_text(json.dumps(content, indent=1) + "\n")
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "--rootdir",
-        str(copy.parent),
-        "-o",
-        "addopts=",
-        "--nbmake",
-        f"--nbmake-timeout={timeout_s}",
-        "--overwrite",
-        str(copy),
-    ]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "--nbmake", "--overwrite"]
+    command += ["--rootdir", str(copy.parent), f"--nbmake-timeout={timeout_s}", str(copy)]
     env = dict(os.environ, NSPY_TUTORIAL_OUT=str(copy.parent))
     done = subprocess.run(command, cwd=copy.parent, env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr

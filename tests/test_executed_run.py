@@ -88,15 +88,7 @@ def test_a_run_that_wrote_no_summary_names_every_section_and_rewrites_summary_js
 
 
 def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_skipped_sections_do_not():
-    figure = {
-        "section": 6,
-        "name": "x",
-        "value": 900.0,
-        "unit": "GB/s",
-        "check": "SUSPECT",
-        "pct_of_peak": 281.2,
-        "peak": 320.0,
-    }
+    figure = dict(section=6, name="x", value=900.0, unit="GB/s", check="SUSPECT", pct_of_peak=281.2, peak=320.0)
     error = {"output_type": "error", "ename": "KeyError", "evalue": "'x'\nmore"}
     said = lambda text: [{"output_type": "stream", "name": "stdout", "text": text}]  # noqa: E731
     cells = [

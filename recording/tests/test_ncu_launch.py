@@ -31,15 +31,8 @@ def test_launch_command_passes_nsights_own_settings_to_ncu_and_leaves_the_clocks
     command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"])
     assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
     named = ["--cache-control", "--clock-control", "--replay-mode", "--metrics", "--nvtx-include", "-o", "--log-file"]
-    assert [_option(command, o) for o in named] == [
-        cache,
-        "none",  # base clocks too: the shared runner's clocks must stay as they are
-        "kernel",
-        ",".join(metrics),
-        "regex:nsight-python@.+",
-        report,
-        log_path,
-    ], "nsight's settings; only nsight's NVTX ranges"
+    wanted = [cache, "none", "kernel", ",".join(metrics), "regex:nsight-python@.+", report, log_path]  # none: always
+    assert [_option(command, o) for o in named] == wanted, "nsight's settings; only nsight's NVTX ranges"
     assert command.count("--clock-control") == 1, command
     flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
     flags[flags.index("--clock-control") + 1] = "none"
