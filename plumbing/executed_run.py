@@ -127,15 +127,8 @@ def section_entries(notebook):
     for number, code in cells.items():
         lines = [line for cell in code for line in printed_lines(cell)]
         verdicts = [line for line in lines if line.startswith(VERDICT)]
-        seconds = [cell_seconds(cell) for cell in code]
-        entry = {
-            "number": number,
-            "status": "ok",
-            "reason": "",
-            "environment_limit": False,
-            "headline": "; ".join(verdicts),
-            "seconds": round(sum(s or 0 for s in seconds), 2),
-        }
+        entry = dict(number=number, status="ok", reason="", environment_limit=False, headline="; ".join(verdicts))
+        entry["seconds"] = round(sum(cell_seconds(cell) or 0 for cell in code), 2)
         if number in errors:
             entry.update(status="FAILED", reason=f"{errors[number]['error']} (cell {errors[number]['cell']})")
         elif not verdicts and number in NCU_ONLY_SECTIONS and any(line.lower().startswith(SKIPPED) for line in lines):

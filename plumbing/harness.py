@@ -48,17 +48,8 @@ def check_figure(number, name, value, unit, peak_key, gpu):
     pct = 100.0 * value / peak if peak else None
     plausible = pct is not None and math.isfinite(pct) and SUSPECT_FLOOR_PCT <= pct <= 100.0
     check = "unchecked" if pct is None else "ok" if plausible else "SUSPECT"
-    return {
-        "section": number,
-        "name": name,
-        "value": round(float(value), 3),
-        "unit": unit,
-        "peak": peak,
-        "peak_kind": peak_key,
-        "peak_gpu": label,
-        "pct_of_peak": None if pct is None else round(pct, 1),
-        "check": check,
-    }
+    figure = dict(section=number, name=name, value=round(float(value), 3), unit=unit, peak=peak, peak_kind=peak_key)
+    return figure | dict(peak_gpu=label, pct_of_peak=None if pct is None else round(pct, 1), check=check)
 
 
 def last_csv(folder, kind):

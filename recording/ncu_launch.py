@@ -157,12 +157,7 @@ def ncu_run(wait=lambda: 0):  # what collect waits on: the ncu running the inner
 
 def child_env() -> dict:
     """The child's output folder is the kernel's working folder: the kernel's extraction reads what it writes."""
-    env = {
-        "NSPY_NCU_INIT_AT_IMPORT": "0",
-        "NSPY_TUTORIAL_OUT": os.getcwd(),
-        "MPLBACKEND": "Agg",
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = dict(NSPY_NCU_INIT_AT_IMPORT="0", NSPY_TUTORIAL_OUT=os.getcwd(), MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     return {**os.environ, **env}  # Agg: the kernel's inline backend means nothing in the child
 
 
