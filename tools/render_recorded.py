@@ -45,10 +45,6 @@ LAUNCH_NOTE = (
 )
 
 
-def tags(cell) -> list:
-    return cell.get("metadata", {}).get("tags", [])
-
-
 def notebook_home(cell_id: str, source: str) -> str:
     """Where a notebook's folded cell's code lives: the modules it embeds, else the notebook's cell itself."""
     try:
@@ -61,7 +57,7 @@ def notebook_home(cell_id: str, source: str) -> str:
 def reading_cell(cell):
     """A folded cell as Colab shows it (its title, its outputs) and where its code lives; other cells as they are."""
     cell = copy.deepcopy(cell)
-    if "remove-input" in tags(cell) or notebook_format.is_folded(cell):
+    if "remove-input" in cell.get("metadata", {}).get("tags", []) or notebook_format.is_folded(cell):
         title = cell.source.lstrip().split("\n", 1)[0]
         cell.source = (
             f"{title}\n# Folded, as Colab shows it; its code: {notebook_home(cell.get('id', '?'), cell.source)}"
