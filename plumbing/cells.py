@@ -1,5 +1,4 @@
-"""The one place that knows the notebook's cells: each one's section, and which define and which run each section
-(which sections need Nsight Compute: plumbing/sections.py, which the notebook embeds)."""
+"""The one place that knows the notebook's cells: each one's section, and which define and which run each section."""
 
 import re
 

@@ -1,9 +1,6 @@
-"""Each section's status and verdict from a headless run's executed notebook, merged into the summary.json its
-folded summary cell wrote (the environment, each section's files, the figures from nsight's CSVs). A section is ok
-once it printed a verdict ("On this <GPU>: ..."), FAILED at its first error, SKIPPED when its cells only said they
-need Nsight Compute, else NOT RUN. It says where a run failed too: each code cell's time (nbmake records when each
-cell started and ended) and the outputs of each cell that raised or never finished. Imports neither torch nor
-nsight: the run is judged after the kernel is gone."""
+"""Each section's status and verdict from a headless run's executed notebook, merged into its summary.json: ok once
+it printed a verdict, FAILED at its first error, SKIPPED when it only said it needs Nsight Compute, else NOT RUN; each
+code cell's time and the outputs of each that failed. No torch or nsight: the run is judged after the kernel is gone."""
 
 import json
 import re
@@ -49,8 +46,7 @@ def _moment(text):
 
 
 def cell_status(cell):
-    """The cell's end: "not run" (never started: a cell after a timeout), "unfinished" (started, never answered: it
-    ran past the cell timeout or the kernel died), "error" (it raised) or "ok"."""
+    """Its end: "not run" (after a timeout), "unfinished" (past the timeout, or the kernel died), "error" or "ok"."""
     timing = cell.get("metadata", {}).get("execution", {})
     if "iopub.execute_input" not in timing:
         return "not run"
@@ -70,12 +66,7 @@ def cell_times(notebook):
     """[{"cell", "section", "seconds", "status"}] for every code cell, in notebook order."""
     code = [cell for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
     return [
-        {
-            "cell": c.get("id"),
-            "section": section_or_none(c.get("id")),
-            "seconds": cell_seconds(c),
-            "status": cell_status(c),
-        }
+        dict(cell=c.get("id"), section=section_or_none(c.get("id")), seconds=cell_seconds(c), status=cell_status(c))
         for c in code
     ]
 
@@ -95,8 +86,7 @@ def output_text(output):
 
 
 def failing_cells(notebook):
-    """[{"cell", "section", "status", "seconds", "outputs"}] for each code cell that raised or never finished; its
-    outputs as text, the last OUTPUT_LIMIT characters."""
+    """Each code cell that raised or never finished, with the last OUTPUT_LIMIT characters of its outputs."""
     failing = []
     code = [cell for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
     for cell, timed in zip(code, cell_times(notebook), strict=True):
@@ -128,8 +118,7 @@ def printed_lines(cell):
 
 
 def section_entries(notebook):
-    """[{"number", "status", "reason", "environment_limit", "headline", "seconds"}] for sections 1..10, read from the
-    executed notebook: headline is the section's verdict lines, joined."""
+    """Each section's status, reason, time and headline (its verdict lines, joined) from the executed notebook."""
     cells = {number: [] for number in range(1, SECTION_COUNT + 1)}
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") == "code" and (number := section_or_none(cell.get("id"))) is not None:
@@ -138,15 +127,8 @@ def section_entries(notebook):
     for number, code in cells.items():
         lines = [line for cell in code for line in printed_lines(cell)]
         verdicts = [line for line in lines if line.startswith(VERDICT)]
-        seconds = [cell_seconds(cell) for cell in code]
-        entry = {
-            "number": number,
-            "status": "ok",
-            "reason": "",
-            "environment_limit": False,
-            "headline": "; ".join(verdicts),
-            "seconds": round(sum(s or 0 for s in seconds), 2),
-        }
+        entry = dict(number=number, status="ok", reason="", environment_limit=False, headline="; ".join(verdicts))
+        entry["seconds"] = round(sum(cell_seconds(cell) or 0 for cell in code), 2)
         if number in errors:
             entry.update(status="FAILED", reason=f"{errors[number]['error']} (cell {errors[number]['cell']})")
         elif not verdicts and number in NCU_ONLY_SECTIONS and any(line.lower().startswith(SKIPPED) for line in lines):
@@ -159,8 +141,7 @@ def section_entries(notebook):
 
 
 def merge_failures(summary, notebook):
-    """summary (None when none was written) with each section's status, verdict and time from the notebook, errors
-    outside the sections listed under "errors_outside_sections", and the counts made again."""
+    """summary (None if none was written) with the notebook's sections, cells, errors outside sections and counts."""
     merged = json.loads(json.dumps(summary)) if summary else {"environment": {}, "figures": []}
     merged["summary_written"] = summary is not None
     files = {section["number"]: section.get("files", []) for section in merged.get("sections", [])}

@@ -1,8 +1,6 @@
-"""The run's bookkeeping, read from what the run left: the files each section's profiled calls wrote (folders named
-s<N> or s<N>_<what>), the headline figures computed from nsight's CSVs against the GPU's datasheet peaks, and
-summary.json. No torch, nsight or CUDA, and nothing a learner's cell calls: the notebook's last folded cell calls
-report_summary; plumbing/executed_run.py adds each section's status and verdict from the executed notebook.
-Importing it does nothing; run as the notebook's cell it makes the output folder and works in it.
+"""The run's bookkeeping from what it left: each section's files (folders s<N> or s<N>_<what>), headline figures from
+nsight's CSVs against datasheet peaks, and summary.json (report_summary, the last folded cell). No torch, nsight or
+CUDA. Importing it does nothing; run as the notebook's cell it makes the output folder and works in it.
 """
 
 import datetime
@@ -44,29 +42,18 @@ SECTION_FOLDER = re.compile(r"s(\d+)(?:_\w+)?")  # a profiled call's output_pref
 
 
 def check_figure(number, name, value, unit, peak_key, gpu):
-    """A headline figure with its % of the GPU's datasheet peak: SUSPECT above 100% (the wrong kernel or count) or
-    below SUSPECT_FLOOR_PCT (a unit slip, a timed region far larger than the kernel); 'unchecked' on unknown GPUs."""
+    """A figure against the datasheet peak: SUSPECT above 100% or below SUSPECT_FLOOR_PCT, unchecked on unknown GPUs."""
     label, peaks = lookup_peaks(gpu)
     peak = peaks[peak_key] if peaks else None
     pct = 100.0 * value / peak if peak else None
     plausible = pct is not None and math.isfinite(pct) and SUSPECT_FLOOR_PCT <= pct <= 100.0
     check = "unchecked" if pct is None else "ok" if plausible else "SUSPECT"
-    return {
-        "section": number,
-        "name": name,
-        "value": round(float(value), 3),
-        "unit": unit,
-        "peak": peak,
-        "peak_kind": peak_key,
-        "peak_gpu": label,
-        "pct_of_peak": None if pct is None else round(pct, 1),
-        "check": check,
-    }
+    figure = dict(section=number, name=name, value=round(float(value), 3), unit=unit, peak=peak, peak_kind=peak_key)
+    return figure | dict(peak_gpu=label, pct_of_peak=None if pct is None else round(pct, 1), check=check)
 
 
 def last_csv(folder, kind):
-    """The last call's `kind` CSV (processed_data or profiled_data) in folder, as a frame; None if none. nsight
-    numbers a decorated function's calls: <kind>-<function>-<call>.csv."""
+    """The last call's <kind>-<function>-<call>.csv in folder (processed_data or profiled_data); None if none."""
     import pandas as pd  # here: scripts that import this module need no pandas
 
     written = sorted(Path(folder).glob(f"{kind}-*.csv"), key=lambda path: int(path.stem.rsplit("-", 1)[1]))
@@ -74,8 +61,7 @@ def last_csv(folder, kind):
 
 
 def headline_figures(out_dir, gpu):
-    """The figures with a datasheet counterpart, from the CSVs the profiled calls wrote into out_dir: section 2's
-    fp32 product + ReLU, section 5's float16 product at its largest size, section 6's x * 2.0 streaming rate."""
+    """Sections 2, 5 and 6's figures that have a datasheet peak, from the CSVs their calls wrote into out_dir."""
     out_dir, figures = Path(out_dir), []
     if (summed := last_csv(out_dir / "s2_summed", "processed_data")) is not None:
         n, time_ns = summed.n[0], summed.AvgValue[0]
@@ -113,8 +99,7 @@ def describe_figure(figure):
 
 
 def kernel_status(number, files, use_ncu):
-    """What the kernel can tell of a section: its calls left files; it needs Nsight Compute and the run measured
-    with CUPTI; or nothing yet (executed_run.py reads the executed notebook for the final word)."""
+    """What the kernel can tell of a section (executed_run.py reads the executed notebook for the final word)."""
     if number in NCU_ONLY_SECTIONS and not use_ncu:
         return "SKIPPED", "needs Nsight Compute; this run measured with CUPTI (section 1 says why)"
     return ("ok", "") if files or number == 1 else ("NOT RUN", "its profiled calls left no files")
@@ -152,8 +137,7 @@ def summary_table(summary):
 
 
 def report_summary(facts):
-    """The notebook's last cell, given the machine's facts (setup_helpers.environment_facts): summary.json written
-    into the output folder, one row a section shown (each verdict stays where it printed)."""
+    """The notebook's last cell: summary.json written into the output folder, one row a section shown."""
     from IPython.display import display  # outside a kernel it prints the table
 
     ENVIRONMENT.update(facts)

@@ -2,7 +2,6 @@
 re-exports it with the recording plan)."""
 
 SECTION_COUNT = 10
-NCU_ONLY_SECTIONS = frozenset(
-    {4, 6, 7, 9, 10}
-)  # counters, an .ncu-rep, or Nsight Compute to compare: SKIPPED under CUPTI
+# Counters, an .ncu-rep, or Nsight Compute to compare: SKIPPED under CUPTI.
+NCU_ONLY_SECTIONS = frozenset({4, 6, 7, 9, 10})
 CUPTI_SECTIONS = frozenset(range(2, SECTION_COUNT + 1)) - NCU_ONLY_SECTIONS  # they run on either backend

@@ -1,10 +1,7 @@
-"""Launch mode in the notebook's kernel: IPython runs this file at kernel start because recording/run_launch_mode
-sets PYTHONSTARTUP to it (a plain `python` running a script never reads PYTHONSTARTUP, so ncu's children do not).
-
-Section 1 runs as written but decides for Nsight Compute in launch mode (the ncu in NSPY_TUTORIAL_LAUNCH_NCU), nsight is
-imported with nothing loaded, and then every profiled call runs under that ncu in a child (ncu_launch.py). Any
-failure here stops the cell it happens in, never passes silently: run_launch_mode also sets
-NSPY_TUTORIAL_PROFILER=ncu, so a kernel without this layer stops in section 1 instead of measuring with CUPTI.
+"""Launch mode in the notebook's kernel, run at its start through PYTHONSTARTUP (set by recording/run_launch_mode;
+ncu's children, plain scripts, never read it). Section 1 decides for the ncu in NSPY_TUTORIAL_LAUNCH_NCU, nsight is
+imported with nothing loaded, and each profiled call runs under that ncu in a child (ncu_launch.py). A failure stops
+its cell; NSPY_TUTORIAL_PROFILER=ncu makes a kernel without this layer stop in section 1 rather than use CUPTI.
 """
 
 import os

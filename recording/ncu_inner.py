@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""What ncu launches for profiled call N-k of a launch-mode run (never run by hand): replays section N's cells up to
-call k in an IPython shell, as the kernel ran them (ncu_launch.inner_cell_ids), runs call k in nsight's own session,
-exits 0; 3 when the cells ended before it, 4 when a cell failed."""
+"""What ncu launches for call N-k of a launch-mode run: replays section N's cells (ncu_launch.inner_cell_ids) up to
+call k, runs it in nsight's own session and exits 0; 3 when the cells ended before it, 4 when a cell failed."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Nsight Compute launch mode under the headless run: each nsight-python call profiled in a child Python under `ncu`.
 
-nsight-python 1.1.0 attaches Nsight Compute to its own process, which needs ncu 2026.2.1 or newer; the GPU runner has
-2025.3.1. So, in the notebook's kernel (the outer, set up by launch_startup.py), nsight's NCUCollector.collect runs
-unchanged but the functions it calls are replaced (ProfiledCalls): its ncu command becomes
-`ncu <nsight's own flags, --clock-control none> python ncu_inner.py --work W --call N-k`; the inner replays section
-N's define and run cells up to its call k, runs that call in nsight's own session and exits; the outer extracts the
-report with nsight's own extraction. Every ncu the kernel starts must pass `--clock-control none` (NcuGuard).
+nsight-python 1.1.0 attaches ncu 2026.2.1 or newer; the GPU runner has 2025.3.1. So in the kernel (the outer,
+launch_startup.py) nsight's NCUCollector.collect runs with the functions it calls replaced (ProfiledCalls): it starts
+`ncu <nsight's flags, --clock-control none> python ncu_inner.py --work W --call N-k`, whose inner replays section N's
+cells up to call k and runs it in nsight's own session; the outer extracts the report with nsight's extraction.
 """
 
 from __future__ import annotations
@@ -71,18 +69,11 @@ QUERY_OPTIONS.add("--list-injection-path-64")  # where nsight looks for Nsight C
 
 
 def query_t4_metrics(ncu: str, out: Path) -> None:
-    """The suffixes a T4's chip (tu104) offers for the notebook's base metrics, into the run's folder: the CPU suite
-    checks every metric the notebook asks for against it (ncu needs no GPU for this)."""
+    """The suffixes a T4 (tu104) offers for the notebook's base metrics, for the CPU suite (ncu needs no GPU)."""
     text = NOTEBOOK.read_text().replace('\\"', '"')
     names = {"gpu__time_duration.sum", *re.findall(r"[\"']([a-z0-9]+__[a-z0-9_.]+)[\"']", text)}
-    query = [
-        "--query-metrics-mode",
-        "suffix",
-        "--chip",
-        "tu104",
-        "--metrics",
-        ",".join(sorted({n.split(".")[0] for n in names})),
-    ]
+    bases = ",".join(sorted({name.split(".")[0] for name in names}))
+    query = ["--query-metrics-mode", "suffix", "--chip", "tu104", "--metrics", bases]
     listed = subprocess.run([ncu, *query], capture_output=True, text=True)
     failed = f"# the query failed (exit {listed.returncode}): {listed.stderr.strip()}\n" if listed.returncode else ""
     (out / "tu104_metric_suffixes.txt").write_text(f"# `ncu {' '.join(query)}`\n{failed}{listed.stdout}")
@@ -165,21 +156,14 @@ def ncu_run(wait=lambda: 0):  # what collect waits on: the ncu running the inner
 
 
 def child_env() -> dict:
-    """The child's environment: its output folder is the kernel's working folder, where nsight's relative
-    output_prefix resolves, because the child writes files there that the kernel's extraction reads (an info
-    collector's collected_info.pkl)."""
-    env = {
-        "NSPY_NCU_INIT_AT_IMPORT": "0",
-        "NSPY_TUTORIAL_OUT": os.getcwd(),
-        "MPLBACKEND": "Agg",
-        "PYTHONUNBUFFERED": "1",
-    }
+    """The child's output folder is the kernel's working folder: the kernel's extraction reads what it writes."""
+    env = dict(NSPY_NCU_INIT_AT_IMPORT="0", NSPY_TUTORIAL_OUT=os.getcwd(), MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     return {**os.environ, **env}  # Agg: the kernel's inline backend means nothing in the child
 
 
 class ProfiledCalls:
-    """The replacements for what NCUCollector.collect calls, each a method named after what it replaces. The outer
-    (the notebook's kernel) starts one ncu per call and extracts its report; the inner runs its one target call."""
+    """What NCUCollector.collect calls, each named after what it replaces: the outer starts one ncu a call and
+    extracts its report; the inner runs its one target call."""
 
     def __init__(
         self, work: Path, role: str, target: str | None = None, ncu: str | None = None, out: Path | None = None
@@ -326,9 +310,8 @@ def binds_at_top(source: str, names) -> bool:
 
 
 def inner_cell_ids(cells: list[dict], section: int) -> list[str]:
-    """What the inner replays for a call of `section`: the harness cells, section 1's import, magic and torch cells,
-    the later sections' cells that bind SHARED_NAMES, then the section's define and run cells (plumbing/cells.py's
-    SECTION_PLAN), in notebook order; never section 1's installs and checks."""
+    """What the inner replays for `section`, in notebook order: the harness, SECTION_ONE_REPLAYED, the cells that bind
+    SHARED_NAMES, then the section's define and run cells (SECTION_PLAN)."""
     code = [cell for cell in cells if cell["type"] == "code" and section_of(cell["id"]) not in (None, 1)]
     shared = [cell["id"] for cell in code if binds_at_top(cell["source"], SHARED_NAMES)]
     plan = SECTION_PLAN.get(section, {})
@@ -341,8 +324,7 @@ def inner_cell_ids(cells: list[dict], section: int) -> list[str]:
 
 
 def load_nsight(calls: ProfiledCalls) -> None:
-    """Import nsight with nothing loaded, patch it for launch mode and make Nsight Compute its tool: ncu runs each
-    call's process from outside, so nothing is loaded here (and the notebook's `import nsight` finds it so)."""
+    """Import nsight with nothing loaded, patch it for launch mode and make Nsight Compute its tool."""
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
     from nsight import tools_manager
 

@@ -1,6 +1,5 @@
-"""The committed evidence of real runs, in its one shape: each folder of docs/verified holds the executed notebook
-(nsight_python_t4_tutorial.ipynb, outputs as they ran), summary.json and the files nsight's calls wrote (their
-output_prefix folders). A section's tests take the frames from there and run today's analysis cells on them."""
+"""The committed evidence: each docs/verified folder holds the executed notebook, summary.json and the files nsight's
+calls wrote (output_prefix folders), whose frames a section's tests give today's analysis cells."""
 
 import json
 from pathlib import Path

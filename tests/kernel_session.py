@@ -73,8 +73,8 @@ class KernelSession:
         return done.stdout
 
     def execute(self, code: str, timeout: float = 120) -> SimpleNamespace:
-        """Execute code as Colab does (no cell id): streams, results (text/plain), PNGs, errors, the reply."""
-        done = SimpleNamespace(stdout="", stderr="", results=[], pngs=[], errors=[])
+        """Execute code as Colab does (no cell id): streams, results (text/plain), errors, the reply."""
+        done = SimpleNamespace(stdout="", stderr="", results=[], errors=[])
 
         def receive(output: dict) -> None:
             kind, body = output["header"]["msg_type"], output["content"]
@@ -82,7 +82,6 @@ class KernelSession:
                 setattr(done, body["name"], getattr(done, body["name"]) + body["text"])
             elif kind in ("execute_result", "display_data"):
                 done.results.append(body["data"].get("text/plain", ""))
-                done.pngs += [body["data"]["image/png"]] if "image/png" in body["data"] else []
             elif kind == "error":
                 done.errors.append(body)
 

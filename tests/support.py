@@ -1,5 +1,4 @@
-"""What several test modules share: paths, the notebook's cells by id (the suite's notebook reader), the analysis
-cells of a section run on frames a real run left, and nbmake on a copy of a notebook."""
+"""What several test modules share: paths, the suite's notebook reader, cells run on a namespace, nbmake on a copy."""
 
 import ast
 import contextlib
@@ -11,10 +10,6 @@ import subprocess
 import symtable
 import sys
 from pathlib import Path
-
-from plumbing.cells import SECTION_PLAN
-
-RUN = {number: plan["run"][0] for number, plan in SECTION_PLAN.items()}  # each section's (first) run cell
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
@@ -60,6 +55,13 @@ def without_magic(source: str) -> str:
     return rest if first.strip() == MAGIC else source
 
 
+def python(source: str) -> str:
+    """A cell's Python as IPython runs it: %%needs_ncu's body as typed, other magics and shell escapes as calls."""
+    from IPython.core.inputtransformer2 import TransformerManager  # here: the GPU run's pytest may lack IPython
+
+    return TransformerManager().transform_cell(without_magic(source))
+
+
 def run_cells(cell_ids, namespace: dict, cells=None) -> str:
     """Today's notebook cells by id, run in `namespace` as the magic runs them; what they printed."""
     cells = cells or load_cells()
@@ -76,34 +78,17 @@ def verdicts(printed: str) -> list[str]:
     return [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("On this ")]
 
 
-# The Unit column's scales, to seconds and bytes (percentages stay percentages): the tests' own table, not the
-# harness's, so that a wrong factor there is caught by a test rather than shared with it.
-TO_BASE = {
-    "ns": 1e-9,
-    "nsecond": 1e-9,
-    "us": 1e-6,
-    "usecond": 1e-6,
-    "ms": 1e-3,
-    "msecond": 1e-3,
-    "s": 1.0,
-    "second": 1.0,
-    "byte": 1.0,
-    "Kbyte": 1e3,
-    "Mbyte": 1e6,
-    "Gbyte": 1e9,
-    "hz": 1.0,
-    "Hz": 1.0,
-    "MHz": 1e6,
-    "GHz": 1e9,
-    "%": 1.0,
-}
+def frame_of(rows: dict, metrics: list):
+    """A frame as nsight's: {annotation: (value of each of `metrics`, in order)} one row per value."""
+    import pandas as pd
 
-
-def frame_rows(frame, regions: int, metrics: int) -> dict:
-    """{(annotation, metric): AvgValue in seconds, bytes, Hz or %} of a recorded frame, one row each."""
-    keys = list(zip(frame.Annotation, frame.Metric, strict=True))
-    assert len(keys) == len(set(keys)) == regions * metrics, f"not {regions} regions x {metrics} metrics: {keys}"
-    return {key: value * TO_BASE[unit] for key, value, unit in zip(keys, frame.AvgValue, frame.Unit, strict=True)}
+    return pd.DataFrame(
+        [
+            {"Annotation": name, "Metric": metric, "AvgValue": value}
+            for name, values in rows.items()
+            for metric, value in zip(metrics, values, strict=True)
+        ]
+    )
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:
@@ -111,21 +96,8 @@ def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int
     content = json.loads(notebook.read_text())
     content["metadata"]["execution"] = {"allow_errors": True}
     copy.write_text(json.dumps(content, indent=1) + "\n")
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "--rootdir",
-        str(copy.parent),
-        "-o",
-        "addopts=",
-        "--nbmake",
-        f"--nbmake-timeout={timeout_s}",
-        "--overwrite",
-        str(copy),
-    ]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "--nbmake", "--overwrite"]
+    command += ["--rootdir", str(copy.parent), f"--nbmake-timeout={timeout_s}", str(copy)]
     env = dict(os.environ, NSPY_TUTORIAL_OUT=str(copy.parent))
     done = subprocess.run(command, cwd=copy.parent, env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr

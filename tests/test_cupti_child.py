@@ -102,15 +102,9 @@ def test_a_call_that_launches_two_kernels_is_timed_as_their_sum():
             for name, ns in (("gemm", GEMM_NS[n] + run), ("splitk", REDUCE_NS))
         ]
     }
+    configs, combine = [(n,) for n in SIZES], options["combine_kernel_metrics"]
     raw = extraction.extract_df_from_data(
-        records,
-        ["gpu__time_duration.sum"],
-        [(n,) for n in SIZES],
-        runs,
-        product,
-        None,
-        silent,
-        options["combine_kernel_metrics"],
+        records, ["gpu__time_duration.sum"], configs, runs, product, None, silent, combine
     )
     rows = transformation.aggregate_data(raw, product, None, silent).to_dict("records")
     expected = {n: GEMM_NS[n] + (runs - 1) / 2 + REDUCE_NS for n in SIZES}  # mean over the runs of the sum

@@ -88,15 +88,7 @@ def test_a_run_that_wrote_no_summary_names_every_section_and_rewrites_summary_js
 
 
 def test_not_run_sections_suspect_figures_and_unknown_cells_fail_the_run_and_skipped_sections_do_not():
-    figure = {
-        "section": 6,
-        "name": "x",
-        "value": 900.0,
-        "unit": "GB/s",
-        "check": "SUSPECT",
-        "pct_of_peak": 281.2,
-        "peak": 320.0,
-    }
+    figure = dict(section=6, name="x", value=900.0, unit="GB/s", check="SUSPECT", pct_of_peak=281.2, peak=320.0)
     error = {"output_type": "error", "ename": "KeyError", "evalue": "'x'\nmore"}
     said = lambda text: [{"output_type": "stream", "name": "stdout", "text": text}]  # noqa: E731
     cells = [
@@ -152,21 +144,16 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     notebook.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in cells.items()]
     (clone / NOTEBOOK.name).write_text(nbformat.writes(notebook))
     nvidia_smi(tmp_path / "bin", "NVIDIA H200")
-    env = {
-        **os.environ,
-        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        "NSPY_TUTORIAL_OUT": str(tmp_path / "out"),
-        "NSPY_TUTORIAL_CELL_TIMEOUT": str(timeout_s),
-    }
+    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(tmp_path / "out"), NSPY_TUTORIAL_CELL_TIMEOUT=str(timeout_s))
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
     command = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_notebook_gpu.py", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 1, f"the GPU test must fail a run that fails in a cell:\n{output[-3000:]}"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     statuses = STATUS_OF[failure]
-    assert [(cell["cell"], cell["status"]) for cell in summary["cells"]] == list(zip(cells, statuses, strict=True)), (
-        summary
-    )
+    ran = [(cell["cell"], cell["status"]) for cell in summary["cells"]]
+    assert ran == list(zip(cells, statuses, strict=True)), summary
     for cell, status in zip(summary["cells"], statuses, strict=True):
         seconds = r"\d+\.\d\d s" if status in ("ok", "error") else "-"
         shown = rf"{re.escape(cell['cell'])}\s+section\s+\d+\s+{seconds}\s+{status}"

@@ -1,5 +1,4 @@
-"""plumbing/harness.py: the output folder, datasheet peaks, figures from the run's CSVs (SUSPECT ones too) and
-summary.json."""
+"""plumbing/harness.py: the output folder, datasheet peaks, figures from the run's CSVs, summary.json."""
 
 import importlib
 import json

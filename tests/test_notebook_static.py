@@ -12,16 +12,10 @@ import typing
 import nbformat
 import nsight
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
 from notebook_format import is_folded
-from support import ROOT, module_level_names, without_magic
+from support import ROOT, module_level_names, python
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
-
-
-def python(source: str) -> str:
-    """A cell's Python as IPython runs it: %%needs_ncu's body as typed, other magics and shell escapes as calls."""
-    return TransformerManager().transform_cell(without_magic(source))
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
@@ -50,31 +44,22 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *parts]) if isinstance(node, ast.Name) else None
 
 
-def dict_items(value: ast.AST) -> list[tuple[ast.AST | None, ast.AST]] | None:
-    """The (key, value) nodes of a {...} literal or a dict(key=value, ...) call (key None: a ** spread), else None."""
+def literal_keywords(value: ast.AST) -> dict[str, ast.AST] | None:
+    """{key: value} of a {...} literal or dict(key=value, ...) call whose keys are all constants (no **), else None."""
     if isinstance(value, ast.Dict):
-        return list(zip(value.keys, value.values, strict=True))
-    if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
-        return [(None if k.arg is None else ast.Constant(k.arg), k.value) for k in value.keywords]
-    return None
+        pairs = list(zip(value.keys, value.values, strict=True))
+    elif isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
+        pairs = [(keyword.arg and ast.Constant(keyword.arg), keyword.value) for keyword in value.keywords]
+    else:
+        return None
+    return {key.value: item for key, item in pairs} if all(isinstance(key, ast.Constant) for key, _ in pairs) else None
 
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
-    """Every call of `name` with its keywords, `**NAME` resolved where NAME is a {...} or dict(...) literal."""
-    nodes, literals, calls = [node for tree in trees for node in ast.walk(tree)], {}, []
-    for node in nodes:  # in order: a literal may spread (**) one assigned before it
-        items = dict_items(node.value) if isinstance(node, ast.Assign) else None
-        if items is not None and isinstance(node.targets[0], ast.Name):
-            entries = {}
-            for key, value in items:
-                if key is None and getattr(value, "id", None) in literals:
-                    entries.update(literals[value.id])
-                elif isinstance(key, ast.Constant):
-                    entries[key.value] = value
-                else:
-                    break
-            else:
-                literals[node.targets[0].id] = entries
+    """Every call of `name` with its keywords, `**NAME` resolved where NAME was assigned a literal_keywords one."""
+    nodes, calls = [node for tree in trees for node in ast.walk(tree)], []
+    assigned = [node for node in nodes if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)]
+    literals = {node.targets[0].id: found for node in assigned if (found := literal_keywords(node.value)) is not None}
     for node in (node for node in nodes if isinstance(node, ast.Call) and dotted(node.func) == name):
         keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
         for spread in (keyword.value for keyword in node.keywords if keyword.arg is None):

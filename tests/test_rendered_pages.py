@@ -38,7 +38,7 @@ def test_every_committed_page_is_its_run_with_todays_prose():
 
 
 @on_runs
-def test_a_page_names_its_gpu_profiler_and_commit_and_says_how_colab_differs_in_section_1(run):
+def test_a_page_names_its_run_says_how_colab_differs_and_shows_folded_cells_as_colab_does(run):
     page = nbformat.read(run / render_recorded.PAGE, as_version=4)
     summary, run_info = (json.loads((run / name).read_text()) for name in ("summary.json", "run_info.json"))
     note = page.cells[1].source
@@ -49,6 +49,9 @@ def test_a_page_names_its_gpu_profiler_and_commit_and_says_how_colab_differs_in_
     sections = section_headings(page.cells)
     assert sections == section_headings(nbformat.read(NOTEBOOK, as_version=4).cells) and len(sections) == 10, sections
     assert "takeaways" in ids, "the page ends with the takeaways"
+    harness = page.cells[ids.index("harness")]
+    assert harness.source.endswith("its code: plumbing/sections.py, plumbing/harness.py"), harness.source
+    assert harness.metadata.get("cellView") == "form"
 
 
 def test_prose_is_refreshed_without_a_new_run_and_code_cells_stay_as_they_ran(tmp_path, monkeypatch):
@@ -71,26 +74,17 @@ def test_prose_is_refreshed_without_a_new_run_and_code_cells_stay_as_they_ran(tm
     assert "`s5-run`" in page["page-run"].source, f"the changed code cell must be named: {page['page-run'].source}"
 
 
-@on_runs
-def test_a_folded_cell_shows_its_title_and_the_modules_it_embeds_as_colab_shows_it(run):
-    page = nbformat.read(run / render_recorded.PAGE, as_version=4)
-    harness = next(cell for cell in page.cells if cell.get("id") == "harness")
-    assert harness.source.endswith("its code: plumbing/sections.py, plumbing/harness.py"), harness.source
-    assert harness.metadata.get("cellView") == "form"
-
-
-def test_a_notebook_that_never_ran_is_refused_and_no_page_is_written(tmp_path):
-    shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name)
+@pytest.mark.parametrize("given", ["never ran", "a page"])
+def test_a_notebook_that_never_ran_or_is_not_the_runs_is_refused_and_nothing_is_written(tmp_path, given):
+    if given == "never ran":
+        path, said = shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name), "no code cell of it ran"
+    else:  # a page never overwrites its input
+        path, said = (
+            shutil.copy(RUNS[0] / NOTEBOOK.name, tmp_path / render_recorded.PAGE),
+            f"give the run's {NOTEBOOK.name}",
+        )
     before = files_of(tmp_path)
-    done = render("--executed", tmp_path / NOTEBOOK.name)
-    assert done.returncode != 0 and "no code cell of it ran" in done.stderr and "scripts/run_headless" in done.stderr
-    assert files_of(tmp_path) == before, "a page without outputs was written"
-
-
-def test_executed_takes_only_the_runs_notebook_so_a_page_never_overwrites_its_input(tmp_path):
-    given = tmp_path / render_recorded.PAGE
-    shutil.copy(RUNS[0] / NOTEBOOK.name, given)
-    before = files_of(tmp_path)
-    done = render("--executed", given)
-    assert done.returncode != 0 and f"give the run's {NOTEBOOK.name}" in done.stderr, done.stderr
-    assert files_of(tmp_path) == before
+    done = render("--executed", path)
+    assert done.returncode != 0 and said in done.stderr, done.stderr
+    assert given != "never ran" or "scripts/run_headless" in done.stderr, done.stderr
+    assert files_of(tmp_path) == before, "a page was written"

@@ -3,7 +3,7 @@
 import evidence
 import pandas as pd
 from pytest import approx
-from support import parse, run_cells, verdicts
+from support import frame_of, parse, run_cells, verdicts
 
 VERDICT = "the unfused pair moved {}x addcmul's bytes and took {}x its time"
 TRAFFIC = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"]
@@ -30,13 +30,6 @@ def test_the_verdict_gives_the_pairs_bytes_and_time_over_addcmuls_from_the_summe
 
 def test_the_table_is_in_milliseconds_and_megabytes_and_moved_is_read_plus_written():
     rows = {"a + b * c": (180e3, 536.9e6, 228.7e6), "addcmul": (120e3, 402.7e6, 120.9e6)}
-    frame = pd.DataFrame(
-        [
-            {"Annotation": name, "Metric": metric, "AvgValue": value}
-            for name, triple in rows.items()
-            for metric, value in zip(TRAFFIC, triple, strict=True)
-        ]
-    )
-    said, namespace = fused(frame)
+    said, namespace = fused(frame_of(rows, TRAFFIC))
     assert namespace["traffic"].loc["addcmul"].tolist() == approx([0.12, 402.7, 120.9, 523.6])
     assert parse(VERDICT, said) == [approx(765.6 / 523.6, abs=0.006), approx(1.5)], said

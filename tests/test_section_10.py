@@ -13,8 +13,7 @@ RULES = "the softmax's rules that fired: {}; its longest wait: {}"
 
 
 def sections_report(tmp_path):
-    """A committed report of `ncu --section SpeedOfLight --section WarpStateStats` on the softmax, as s10-profile
-    writes it, into tmp_path/s10_sections (committed compressed, as report.ncu-rep.xz, or as it ran)."""
+    """The committed s10_sections report (s10-profile's, maybe .xz-compressed), into tmp_path/s10_sections."""
     found = sorted(ROOT.glob("docs/verified/*/s10_sections/report.ncu-rep*"))
     if not found:
         pytest.skip(f"no committed s10_sections/report.ncu-rep: {evidence.RERECORD}")
@@ -42,9 +41,6 @@ def test_on_a_real_run_the_verdict_checks_the_runs_mean_and_the_reports_first_la
     (frame,) = evidence.written(folder, "s10_softmax")
     said = verdicts(evidence.printed(folder, "s10-verdict"))
     files = sorted(path.name for path in (folder / "s10_softmax").iterdir())
-    assert parse("{} files; mean of the runs = AvgValue: {}; report's first launch = run 1: {}", said) == [
-        len(files),
-        "True",
-        "True",
-    ], f"{files}: {said}"
+    template = "{} files; mean of the runs = AvgValue: {}; report's first launch = run 1: {}"
+    assert parse(template, said) == [len(files), "True", "True"], f"{files}: {said}"
     assert frame.NumRuns[0] == 5 and frame.Unit[0] == "ns"

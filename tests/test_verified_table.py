@@ -14,13 +14,8 @@ def test_a_figure_that_is_not_a_number_reads_not_measured_never_nan():
 def test_a_gpu_name_holding_a_newline_stays_in_one_row(tmp_path, monkeypatch):
     folder = tmp_path / "docs" / "verified" / "t4-cupti"
     folder.mkdir(parents=True)
-    summary = {
-        "environment": {"gpu": "Tesla\nT4", "profiler": "cupti"},
-        "counts": {"ok": 1, "SKIPPED": 0},
-        "total_seconds": 1.0,
-        "created_utc": "2026-12-06",
-        "figures": [],
-    }
+    summary = dict(environment={"gpu": "Tesla\nT4", "profiler": "cupti"}, counts={"ok": 1, "SKIPPED": 0}, figures=[])
+    summary |= {"total_seconds": 1.0, "created_utc": "2026-12-06"}
     (folder / "summary.json").write_text(json.dumps(summary))
     (folder / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "wall_seconds": 2}))
     (folder / verified_table.NOTEBOOK.name).write_text(verified_table.NOTEBOOK.read_text())

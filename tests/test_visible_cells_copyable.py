@@ -1,5 +1,4 @@
-"""A learner's copy runs: the visible cells, pasted in order into a notebook of one's own, read no name and use no
-magic that only a folded cell defines, and no visible cell sits under a backend `if`."""
+"""A learner's copy of the visible cells runs: no name or magic only a folded cell defines, no backend `if`."""
 
 import ast
 import builtins
@@ -7,16 +6,11 @@ import re
 
 import nbformat
 import notebook_format
-from IPython.core.inputtransformer2 import TransformerManager
-from support import NOTEBOOK, free_names, module_level_names, without_magic
+from support import NOTEBOOK, free_names, module_level_names, python
 
 IPYTHON = {"display", "get_ipython", "In", "Out", "_exit_code"}  # what IPython itself gives a notebook
 IPYTHON_CELL_MAGICS = {"time", "timeit", "capture", "writefile", "bash", "sh", "html", "javascript", "script"}
 BACKEND_SWITCHES = {"USE_NCU"}
-
-
-def python(source: str) -> str:
-    return TransformerManager().transform_cell(without_magic(source))
 
 
 def visible(notebook):

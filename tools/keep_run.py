@@ -3,9 +3,8 @@
 
 python tools/keep_run.py OUT_DIR [--command "recording/run_launch_mode"]
 
-OUT_DIR is what scripts/run_headless (or recording/run_launch_mode) wrote. The folder it replaces gets the executed
-notebook, summary.json, run_info.json (with the GPU, the profiler and the command added), the logs, the reading
-page and nsight's own files (each .ncu-rep xz-compressed: they embed torch's kernels); never the run's marker.
+Everything the run wrote but its marker, each .ncu-rep xz-compressed (they embed torch's kernels); run_info.json
+gains the GPU, the profiler and the command, and the reading page is written again.
 """
 
 from __future__ import annotations

@@ -5,10 +5,8 @@ python tools/render_recorded.py [FOLDER ...]    # default: every docs/verified/*
 python tools/render_recorded.py --executed OUT_DIR/nsight_python_t4_tutorial.ipynb    # scripts/run_headless's
 python tools/render_recorded.py --check          # exit 1 when a committed page is not what this makes today
 
-Writes reading_page.ipynb beside the executed notebook (GitHub renders it): every code cell and output as it ran
-(a folded cell shows its title and where its code lives, as Colab does), every markdown cell the committed
-notebook's, a first note naming the GPU, profiler, commit and date of the run and the code cells changed since,
-and a note on how Colab differs in section 1.
+Writes reading_page.ipynb beside it: code cells and outputs as they ran (folded ones as Colab shows them), today's
+markdown cells, a note naming the run and the code cells changed since, and one on how Colab differs in section 1.
 """
 
 from __future__ import annotations
@@ -47,10 +45,6 @@ LAUNCH_NOTE = (
 )
 
 
-def tags(cell) -> list:
-    return cell.get("metadata", {}).get("tags", [])
-
-
 def notebook_home(cell_id: str, source: str) -> str:
     """Where a notebook's folded cell's code lives: the modules it embeds, else the notebook's cell itself."""
     try:
@@ -63,7 +57,7 @@ def notebook_home(cell_id: str, source: str) -> str:
 def reading_cell(cell):
     """A folded cell as Colab shows it (its title, its outputs) and where its code lives; other cells as they are."""
     cell = copy.deepcopy(cell)
-    if "remove-input" in tags(cell) or notebook_format.is_folded(cell):
+    if "remove-input" in cell.get("metadata", {}).get("tags", []) or notebook_format.is_folded(cell):
         title = cell.source.lstrip().split("\n", 1)[0]
         cell.source = (
             f"{title}\n# Folded, as Colab shows it; its code: {notebook_home(cell.get('id', '?'), cell.source)}"

@@ -2,9 +2,7 @@
 """Regenerate the evidence tables of README.md and docs/maintainers.md from docs/verified/*/summary.json.
 
 python tools/verified_table.py [--check]   # --check: exit 1 if a table differs from the files
-
-Both pages are written together or not at all (tools/safe_io.py); a page whose markers are missing, repeated or out
-of order, and a folder of docs/verified without its summary.json, are refused (exit 2) before anything is written.
+Both pages or neither are written; bad markers or a run folder without summary.json: exit 2, nothing written.
 """
 
 from __future__ import annotations
@@ -92,16 +90,14 @@ def code_cells(notebook: dict) -> dict[str, str]:
 
 
 def ran_code_cells(folder: Path) -> tuple[dict[str, str], bool]:
-    """The code cells as they ran, and whether that is every cell of the run: the run's executed notebook, else (a
-    launch-mode recording older than issue 44) the cells its recording.json kept, only those that ran there."""
+    """The cells as they ran, and whether all: the executed notebook's, else (older runs) recording.json's."""
     if (executed := folder / NOTEBOOK.name).is_file():
         return code_cells(read_json(executed)), True
     return {cell_id: entry["source"] for cell_id, entry in read_json(folder / "recording.json")["cells"].items()}, False
 
 
 def changed_code_cells(ran: dict[str, str], today: dict[str, str], every_cell: bool = True) -> list[str]:
-    """The ids of the code cells changed since the run: edited, added (and removed, marked so); of a run that kept
-    only some cells, its cells edited or removed."""
+    """Ids of code cells edited, added (where the run kept every cell) or removed (marked so) since the run."""
     edited = [cell_id for cell_id in today if cell_id in ran and ran[cell_id] != today[cell_id]]
     added = [cell_id for cell_id in today if cell_id not in ran] if every_cell else []
     return edited + added + [f"{cell_id} (removed)" for cell_id in ran if cell_id not in today]
@@ -174,8 +170,7 @@ def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
 
 
 def page_link(root: Path = ROOT) -> str:
-    """The reader's page README links first: the kept run (reading_page.ipynb) with the most sections ok, the
-    newest of those; what it measured with, and how long its Run all took."""
+    """README's link to the kept reading page with the most sections ok (the newest), its profiler and Run all."""
     runs = [path.parent for path in summary_paths(root) if (path.parent / READING_PAGES[1]).is_file()]
     if not runs:
         return "no run is kept yet (docs/maintainers.md: Recording the Nsight Compute half)"

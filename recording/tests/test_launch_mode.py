@@ -26,14 +26,10 @@ CELLS = {
 
 def launch_env(tmp_path: Path, ncu: Path) -> dict[str, str]:
     """What recording/run_launch_mode exports for the kernel."""
-    return {
-        "PYTHONSTARTUP": str(WING / "launch_startup.py"),
-        "NSPY_LAUNCH_WING": str(WING),
-        "NSPY_TUTORIAL_LAUNCH_NCU": str(ncu),
-        "NSPY_TUTORIAL_OUT": str(tmp_path / "out"),
-        "NSPY_TUTORIAL_PROFILER": "ncu",
-        "MPLBACKEND": "Agg",
-    }
+    env = dict(PYTHONSTARTUP=str(WING / "launch_startup.py"), NSPY_LAUNCH_WING=str(WING), MPLBACKEND="Agg")
+    return env | dict(
+        NSPY_TUTORIAL_LAUNCH_NCU=str(ncu), NSPY_TUTORIAL_OUT=str(tmp_path / "out"), NSPY_TUTORIAL_PROFILER="ncu"
+    )
 
 
 @pytest.fixture(scope="module")

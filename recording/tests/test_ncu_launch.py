@@ -21,25 +21,21 @@ def _option(command, name):
     return command[command.index(name) + 1]
 
 
-@pytest.mark.parametrize("cache", ["all", "none"])
-def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
+@pytest.mark.parametrize(("cache", "clocks"), [("all", "none"), ("none", "none"), ("all", "base")])
+def test_launch_command_passes_nsights_own_settings_to_ncu_and_leaves_the_clocks_as_they_are(tmp_path, cache, clocks):
     report, metrics = f"{tmp_path}/ncu-output-bench-0.ncu-rep", ["gpu__time_duration.sum", "dram__bytes_read.sum"]
     attach, log_path = ncu_launch.nsight_attach_command(
-        nsight_ncu.launch_ncu, report, metrics, cache, "none", "kernel", nsight.VerbosityLevel.SILENT
+        nsight_ncu.launch_ncu, report, metrics, cache, clocks, "kernel", nsight.VerbosityLevel.SILENT
     )
+    assert _option(attach, "--clock-control") == clocks, "nsight's own command asks for the call's clocks"
     command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3", "inner.py"])
     assert command[:2] == ["/opt/ncu/ncu", "--nvtx"] and command[-2:] == ["python3", "inner.py"]
     named = ["--cache-control", "--clock-control", "--replay-mode", "--metrics", "--nvtx-include", "-o", "--log-file"]
-    assert [_option(command, o) for o in named] == [
-        cache,
-        "none",
-        "kernel",
-        ",".join(metrics),
-        "regex:nsight-python@.+",
-        report,
-        log_path,
-    ], "nsight's settings; only nsight's NVTX ranges"
+    wanted = [cache, "none", "kernel", ",".join(metrics), "regex:nsight-python@.+", report, log_path]  # none: always
+    assert [_option(command, o) for o in named] == wanted, "nsight's settings; only nsight's NVTX ranges"
+    assert command.count("--clock-control") == 1, command
     flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
+    flags[flags.index("--clock-control") + 1] = "none"
     assert command[2:-2] == flags, "launch mode: no --mode attach --process-id; every other flag nsight's, in order"
 
 
@@ -53,16 +49,6 @@ def test_launch_command_passes_nsights_own_settings_to_ncu(tmp_path, cache):
 def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refused(attach, refused):
     with pytest.raises(ncu_launch.LaunchError, match=refused):
         ncu_launch.launch_command(attach, "ncu", ["python3"])
-
-
-def test_a_call_that_asks_for_base_clocks_is_launched_with_the_clocks_left_as_they_are(tmp_path):
-    report = f"{tmp_path}/ncu-output-bench-0.ncu-rep"
-    asked = ("all", "base", "kernel", nsight.VerbosityLevel.SILENT)  # cache, clock, replay, verbosity
-    attach, _ = ncu_launch.nsight_attach_command(nsight_ncu.launch_ncu, report, ["gpu__time_duration.sum"], *asked)
-    assert _option(attach, "--clock-control") == "base", "nsight's own command asks for base clocks"
-    command = ncu_launch.launch_command(attach, "/opt/ncu/ncu", ["python3"])
-    assert _option(command, "--clock-control") == "none", f"the shared runner's clocks must stay: {command}"
-    assert command.count("--clock-control") == 1, command
 
 
 @pytest.mark.parametrize(
