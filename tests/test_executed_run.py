@@ -27,7 +27,7 @@ BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-t
     SECTION_PLAN[2]["define"][-1]: "section = 2",
     S2_RUN: "1 / 0",  # section 2's first error
     "s2-tflops": "first_row['AvgValue']",  # a NameError that follows from it: not the cause
-    S3_RUN: "print('section 3 ran')\nprint('On this Tesla T4: the add spread')",
+    S3_RUN: "import time\ntime.sleep(0.2)\nprint('section 3 ran')\nprint('On this Tesla T4: the add spread')",
     "s4-run": "print('Skipped: this cell needs Nsight Compute, and this runtime measures with CUPTI.')",
     SECTION_PLAN[5]["define"][0]: "def broken(:\n    pass",
     SECTION_PLAN[8]["run"][0]: "import sys\nsys.exit(2)",
@@ -68,6 +68,8 @@ def test_each_section_is_judged_by_what_its_cells_printed_and_its_first_error(ex
     merged = merge_failures(summary, executed)
     assert json.dumps(summary) == before, "the summary read from disk must not be changed in place"
     by_number = {section["number"]: section for section in merged["sections"]}
+    cell_s = {cell["cell"]: cell["seconds"] for cell in merged["cells"]}  # each cell's time, as nbmake recorded it
+    assert by_number[3]["seconds"] == round(cell_s[S3_RUN], 2) >= 0.2, "a section's time is its cells' time"
     assert by_number[2]["reason"] == f"ZeroDivisionError: division by zero (cell {S2_RUN})", "its FIRST error"
     assert by_number[5]["reason"].startswith("SyntaxError") and by_number[8]["reason"].startswith("SystemExit: 2")
     expected = {1: "ok", 2: "FAILED", 3: "ok", 4: "SKIPPED", 5: "FAILED", 8: "FAILED"}
