@@ -35,7 +35,8 @@ class LaunchLayer:
         if cell_id := self.ids.get(info.raw_cell):  # else a cell run inside one (%%needs_ncu): still that one's
             self.calls.where = (section_of(cell_id), cell_id)
         namespace = self.shell.user_ns
-        if namespace.get(ncu_launch.DECISION, self.decide) is not self.decide:  # once section 1's helpers exist
+        # once section 1's helpers exist (a bound method is made anew at each access: compare with ==, not is)
+        if ncu_launch.DECISION in namespace and namespace[ncu_launch.DECISION] != self.decide:
             self.environment = namespace["ENVIRONMENT"]
             namespace[ncu_launch.DECISION] = self.decide
 

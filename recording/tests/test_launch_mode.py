@@ -38,6 +38,8 @@ def launched(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("launch")
     ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
     session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    first = session.execute("print('a cell before section 1 helpers exist')")  # the layer must wait for them
+    assert first.errors == [] and "Error in callback" not in first.stderr + first.stdout, first
     printed = {}
     section_one = [SECTION_ONE_CELLS[role] for role in ("choose", "import", "check", "magic")]  # no GPU, no pip here
     for cell_id in (HARNESS, SETUP_HELPERS, *section_one):
