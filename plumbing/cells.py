@@ -46,7 +46,6 @@ UNNUMBERED_CELLS = {
     "tutorial-title": None,
     "overview": None,
     GPU_CHECK: 1,
-    "helpers-title": 1,
     HARNESS: 1,
     SETUP_HELPERS: 1,
     "summary-heading": None,

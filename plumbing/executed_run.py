@@ -12,7 +12,7 @@ from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 STATUSES = ("ok", "SKIPPED", "FAILED", "NOT RUN")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks; a log and summary.json want the text
 VERDICT = "On this "  # how every section's verdict line starts
-SKIPPED = "skipped: "  # how %%needs_ncu's line starts, where it did not run a cell (any case: runs before 2026-12-06)
+SKIPPED = "Skipped: this cell needs Nsight Compute"  # what %%needs_ncu prints instead of running a cell
 OUTPUT_LIMIT = 4000  # characters of a failing cell's outputs kept, from the end: where its traceback says what raised
 
 
@@ -131,7 +131,7 @@ def section_entries(notebook):
         entry["seconds"] = round(sum(cell_seconds(cell) or 0 for cell in code), 2)
         if number in errors:
             entry.update(status="FAILED", reason=f"{errors[number]['error']} (cell {errors[number]['cell']})")
-        elif not verdicts and number in NCU_ONLY_SECTIONS and any(line.lower().startswith(SKIPPED) for line in lines):
+        elif not verdicts and number in NCU_ONLY_SECTIONS and any(line.startswith(SKIPPED) for line in lines):
             entry.update(status="SKIPPED", reason="needs Nsight Compute; the run measured with CUPTI")
             entry["environment_limit"] = True
         elif not verdicts:
