@@ -45,7 +45,8 @@ def test_the_picture_has_a_title_axes_with_units_and_alt_text(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize(
-    "lowest, cause", [(34, "it never paused"), (9, "may be pauses to cool"), (None, "reports no thermal margin")]
+    "lowest, cause",
+    [(34, "most likely never paused"), (9, "may be pauses to cool"), (None, "reports no thermal margin")],
 )
 def test_the_pause_verdict_claims_a_pause_only_where_the_margin_reached_autos_trigger(lowest, cause):
     names = recorded()
