@@ -117,8 +117,8 @@ def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_
     (home := tmp_path / "home").mkdir()
     args = [arg.format(clone=clone) for arg in args]
     for _ in range(2):  # the second run finds the first one's files there: it may replace them
-        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=work, HOME=home,
-                                       FAKE_EXECUTED="none", **settings)  # fmt: skip  # no page: a quick run
+        given = {"cwd": work, "HOME": home, "FAKE_EXECUTED": "none", **settings}  # no page: a quick run
+        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, **given)
         assert status == 0, f"{args} {settings} must be accepted:\n{output[-1500:]}"
     timeout = int(settings.get("NSPY_TUTORIAL_CELL_TIMEOUT", "900"))
     assert f"cell timeout {timeout} s" in output, f"the GPU test must get the cell timeout {timeout} in seconds"
