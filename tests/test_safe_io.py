@@ -114,9 +114,11 @@ def test_a_write_keeps_the_files_permissions_and_never_follows_a_symlink(tmp_pat
     assert real.read_text() == "new" and oct(real.stat().st_mode & 0o777) == oct(0o640), "permissions must stay"
 
 
-def test_a_folder_as_write_target_is_refused(tmp_path):
+def test_a_folder_as_write_target_or_a_folder_that_takes_no_file_is_refused(tmp_path):
     with pytest.raises(FileRefused, match="is a folder, not a regular file"):
         safe_io.write_text(tmp_path, "text")
+    with pytest.raises(FileRefused, match=r"missing/x\.md cannot be written \(No such file or directory\); they are"):
+        safe_io.write_text(tmp_path / "missing" / "x.md", "text")
 
 
 def test_only_a_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path):

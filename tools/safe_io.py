@@ -128,13 +128,8 @@ def writable_target(path: Path, what: str) -> Path:
 def staged(target: Path, data: bytes, what: str) -> Path:
     """A temporary file beside the target holding data, with the target's permissions; removed on any error."""
     mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else new_file_mode()
-    try:
-        descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    except OSError as error:
-        raise FileRefused(
-            f"{what} {target} cannot be written: its folder {target.parent} does not take a new file "
-            f"({error.strerror or error}); nothing was written"
-        ) from None
+    # A folder that takes no new file raises OSError here: write_files names the files, the error and the fix.
+    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     temporary = Path(name)
     try:
         with os.fdopen(descriptor, "wb") as file:
