@@ -168,6 +168,7 @@ def test_a_venv_setting_under_an_empty_home_is_refused_not_made_at_the_root(tmp_
     [
         (["--version"], 0, "pytest 9."),
         (["-q", "--help"], 0, "usage: scripts/run_tests"),
+        (["-h"], 0, "usage: scripts/run_tests"),
         (["-V"], 0, "pytest 9."),
         (["--basetemp=/tmp/x"], 2, "--basetemp writes where it is told"),
         (["-q", "--junitxml", "r.xml"], 2, "--junitxml"),
