@@ -32,12 +32,8 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
         ([], {"NSPY_TUTORIAL_OUT": value}, f"NSPY_TUTORIAL_OUT={value}")  # cannot be made, a file, in a file, no user,
         for value in ("/proc/nspy_no_such/x", A_FILE, A_FILE + "/run", "~nspy_no_such_user/x", "{clone}", "..")
     ),
-    *(
-        (
-            [value],
-            {},
-            f"output folder argument ({value})",
-        )  # cannot be made; the clone, another one, a link to the clone
+    *(  # cannot be made; the clone, another one, a link to the clone
+        ([value], {}, f"output folder argument ({value})")
         for value in ("/proc/nspy_no_such/x", ".", "{tmp}/other", "{tmp}/link")
     ),
     (["--out"], {}, "--out"),
@@ -100,11 +96,8 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
         ([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
         (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
         (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
-        (
-            [],
-            {},
-            f"clone/{OUTPUT_FOLDER}",
-        ),  # none given: the notebook's own default, in the clone, not the current folder
+        # none given: the notebook's own default, in the clone, not the current folder
+        ([], {}, f"clone/{OUTPUT_FOLDER}"),
         (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
         (["out"], {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, "work/out"),  # the oldest, relative
         (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
