@@ -71,8 +71,8 @@ def read_wheelhouse(environ=os.environ):
     folder = Path(given).expanduser().resolve() if given else None  # ~ and relative folders, as for every setting
     if folder and not any(folder.glob("*.whl")):
         problem = "holds no wheels (*.whl)" if folder.is_dir() else "is not a folder"
-        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={given} ({folder}) {problem}. Make one with "
-                                "scripts/make_wheelhouse.py, or unset it to install from PyPI.")  # fmt: skip
+        fix = "Make one with scripts/make_wheelhouse.py, or unset it to install from PyPI."
+        raise FileNotFoundError(f"NSPY_TUTORIAL_WHEELHOUSE={given} ({folder}) {problem}. {fix}")
     return folder
 
 
@@ -403,8 +403,8 @@ def install_pins(pins, folder, wheelhouse, log_path):
     in_folder = versions_in([folder])
     missing = [f"{n}=={v}" for n, v in pins.items() if v not in (have.get(normalize(n)), in_folder.get(normalize(n)))]
     offline = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-    command = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *offline, "--no-deps",
-               "--upgrade", "--target", str(folder), *missing]  # fmt: skip
+    options = ["-q", "--disable-pip-version-check", *offline, "--no-deps", "--upgrade", "--target", str(folder)]
+    command = [sys.executable, "-m", "pip", "install", *options, *missing]
     print(f"installing {' '.join(missing)} into {folder}" if missing else f"{folder} holds the CUPTI set already")
     status = run_logged(command, log_path, TIME_LIMITS_S["pip"]) if missing else 0
     if status != 0:
@@ -547,8 +547,8 @@ def cupti_child(benchmark_file, function_name, sizes, prefix):
     stacked = pd.concat([timed(namespace[function_name])(n).to_dataframe() for n in json.loads(sizes)])
     rows = stacked[["Annotation", "n", "AvgValue", "RelativeStdDevPct", "Kernel"]].to_dict("records")
     # NVTX_INJECTION64_PATH: the libcupti nsight.activate handed to NVTX, which the parent checks against its preload
-    result = {"rows": rows, "wall_s": time.perf_counter() - clock, "tool": str(nsight.get_active_tool()),
-              "libcupti": os.environ.get("NVTX_INJECTION64_PATH", "")}  # fmt: skip
+    wall_s, tool = time.perf_counter() - clock, str(nsight.get_active_tool())
+    result = {"rows": rows, "wall_s": wall_s, "tool": tool, "libcupti": os.environ.get("NVTX_INJECTION64_PATH", "")}
     nsight.deactivate()
     Path(prefix, "child_result.json").write_text(json.dumps(result))
 
@@ -562,8 +562,8 @@ def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
     (folder / "cupti_child.py").write_text(program)
     (folder / "benchmark.py").write_text(inspect.getsource(benchmark))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))}
-    env |= {"PYTHONPATH": os.pathsep.join(filter(None, [str(CUPTI_PACKAGES_DIR), env.get("PYTHONPATH")])),
-            "NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}  # fmt: skip
+    env |= {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_PACKAGES_DIR), env.get("PYTHONPATH")]))
     command = [python, folder / "cupti_child.py", folder / "benchmark.py", benchmark.__name__, json.dumps(sizes)]
     status = run_logged([*command, f"{folder}/"], folder / "child.log", TIME_LIMITS_S["cupti_child"], env)
     if status != 0:

@@ -209,23 +209,18 @@ Path(sys.argv[1], "probe.json").write_text(json.dumps({"ncu": ncu, "stage": stag
 """
 
 
-def build_shared_library(library: Path, code: str = "int stand_in(void) { return 0; }\n") -> Path | None:
-    """A real shared library at `library`, built from C code, that ctypes can load (None without cc)."""
+def build_fake_injection_library(folder: Path) -> Path | None:
+    """A real shared library that ctypes can load, with the two symbols nsight looks up in Nsight Compute's injection
+    library (None without cc)."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
-    library.parent.mkdir(parents=True, exist_ok=True)
-    source = library.with_name(library.name + ".c")
-    source.write_text(code)
+    folder.mkdir(parents=True, exist_ok=True)
+    library, source = folder / "libcuda-injection.so", folder / "libcuda-injection.c"
+    source.write_text("int nvInjBeginProfiling(void) { return 0; }\nint nvInjEndProfiling(void) { return 0; }\n")
     done = subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], capture_output=True)
     source.unlink()
     return library if done.returncode == 0 else None
-
-
-def build_fake_injection_library(folder: Path) -> Path | None:
-    """A library with the two symbols nsight looks up in Nsight Compute's injection library (None without cc)."""
-    code = "int nvInjBeginProfiling(void) { return 0; }\nint nvInjEndProfiling(void) { return 0; }\n"
-    return build_shared_library(folder / "libcuda-injection.so", code)
 
 
 VERSIONS_IN_APT = "2025.3.1 2026.1.0 2026.2.1 2026.3.0 2026.3.1 2026.4.0".split()

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import plumbing.harness
+from plumbing import executed_run
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT
 
 
@@ -43,7 +44,9 @@ DATASHEETS = {  # the name torch reports: (label, fp32 TFLOP/s, fp16 tensor TFLO
     "NVIDIA A100-SXM4-80GB": ("A100 80GB SXM", 19.5, 312.0, 2039.0),
     "NVIDIA H100 80GB HBM3": ("H100 SXM", 67.0, 989.0, 3350.0),
     "NVIDIA H200": ("H200 SXM", 67.0, 989.0, 4800.0),
-    **dict.fromkeys(["NVIDIA GeForce RTX 4090", "NVIDIA H200 NVL", "NVIDIA H100 PCIe", "", None], (None,)),
+    # another GPU, or one whose name holds a known one (L40 holds L4): no peaks
+    **dict.fromkeys(["NVIDIA GeForce RTX 4090", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "", None], (None,)),
+    **dict.fromkeys(["NVIDIA L40", "NVIDIA L40S", "NVIDIA T400", "NVIDIA H200 NVL", "NVIDIA A100 80GB PCIe"], (None,)),
 }
 
 
@@ -67,6 +70,9 @@ def test_a_gpu_outside_the_datasheet_table_leaves_its_figures_unchecked_never_su
     figure = harness.check_figure(5, "x", 5e6, "TFLOP/s", "fp16_tflops", "NVIDIA GeForce RTX 4090")
     assert (figure["check"], figure["peak"]) == ("unchecked", None)
     assert harness.describe_figure(figure) == "5,000,000.0 TFLOP/s (peak n/a: this GPU is not in the datasheet table)"
+    assert executed_run.run_problems({"sections": [], "figures": [figure]}) == [], "an unknown GPU fails no run"
+    known = harness.check_figure(5, "fp32 matmul", 40.0, "TFLOP/s", "fp32_tflops", "NVIDIA L4")  # 132% of 30.3
+    assert executed_run.run_problems({"sections": [], "figures": [known]}), "a figure above its peak fails a run"
 
 
 def cupti_run():

@@ -199,81 +199,44 @@ def _tiny_notebook(tmp_path, *cells, metadata=None):
     return path
 
 
+def cell(kind: str, cell_id: str, source: str, **fields) -> dict:
+    """A cell as --fix writes it (a code cell without outputs), with the fields given."""
+    ran = {"execution_count": None, "outputs": []} if kind == "code" else {}
+    return {"cell_type": kind, "id": cell_id, "metadata": {}, "source": source, **ran, **fields}
+
+
 PNG = {"image/png": "iVBORw0KGgo="}
-USERS_OWN = [  # (a cell as the user made it, what --fix must keep of it)
-    (
-        {
-            "cell_type": "markdown",
-            "id": "pasted",
-            "metadata": {},
-            "source": "![x](attachment:x.png)",
-            "attachments": {"x.png": PNG},
-        },
-        {"attachments": {"x.png": PNG}},
-    ),
-    (
-        {
-            "cell_type": "code",
-            "id": "params",
-            "metadata": {"tags": ["parameters", "skip-execution"]},
-            "source": "n = 1",
-            "execution_count": None,
-            "outputs": [],
-        },
-        {"metadata": {"tags": ["parameters", "skip-execution"]}},
-    ),
-    (
-        {"cell_type": "raw", "id": "rst", "metadata": {"raw_mimetype": "text/restructuredtext"}, "source": ".. note::"},
-        {"metadata": {"raw_mimetype": "text/restructuredtext"}},
-    ),
-    (
-        {
-            "cell_type": "code",
-            "id": "hidden",
-            "metadata": {"jupyter": {"source_hidden": True}},
-            "source": "x = 2",
-            "execution_count": None,
-            "outputs": [],
-        },
-        {"metadata": {"jupyter": {"source_hidden": True}}},
-    ),
-    (
-        {
-            "cell_type": "code",
-            "id": "old-title",
-            "metadata": {},
-            "source": "#@title Colab's older spelling\nx = 3",
-            "execution_count": None,
-            "outputs": [],
-        },
-        {"metadata": {"cellView": "form", "tags": ["remove-input"]}},  # Colab folds it; the page hides its code
-    ),
+USERS_OWN = [  # what a user made in a cell: an attachment (a pasted image), tags, metadata of other tools
+    cell("markdown", "pasted", "![x](attachment:x.png)", attachments={"x.png": PNG}),
+    cell("code", "params", "n = 1", metadata={"tags": ["parameters", "skip-execution"]}),
+    cell("raw", "rst", ".. note::", metadata={"raw_mimetype": "text/restructuredtext"}),
+    cell("code", "hidden", "x = 2", metadata={"jupyter": {"source_hidden": True}}),
 ]
 
 
-@pytest.mark.parametrize(("cell", "kept"), USERS_OWN, ids=[cell["id"] for cell, _ in USERS_OWN])
-def test_fix_keeps_attachments_tags_and_metadata_it_does_not_own_and_folds_an_older_title(tmp_path, cell, kept):
-    path = _tiny_notebook(tmp_path, cell, metadata={"jupytext": {"formats": "ipynb,py"}})
+def test_fix_keeps_attachments_tags_and_metadata_it_does_not_own_and_folds_an_older_title(tmp_path):
+    older_title = cell("code", "old-title", "#@title Colab's older spelling\nx = 3")
+    path = _tiny_notebook(tmp_path, *USERS_OWN, older_title, metadata={"jupytext": {"formats": "ipynb,py"}})
     assert notebook_format.main(["--fix", str(path)]) == 0
-    (fixed,) = json.loads(path.read_text())["cells"]
-    lost = {key: value for key, value in kept.items() if fixed.get(key) != value}
-    assert not lost, f"--fix dropped or changed what the user made: {lost} became {fixed}"
-    assert json.loads(path.read_text())["metadata"]["jupytext"] == {"formats": "ipynb,py"}, "notebook metadata lost"
+    fixed = json.loads(path.read_text())
+    *kept, folded = [one | {"source": "".join(one["source"])} for one in fixed["cells"]]
+    lost = [(mine, got) for mine, got in zip(USERS_OWN, kept, strict=True) if got != mine]
+    assert not lost, f"--fix dropped or changed what the user made (made, became): {lost}"
+    assert folded["metadata"] == {"cellView": "form", "tags": ["remove-input"]}, "Colab folds it; the page hides it"
+    assert fixed["metadata"]["jupytext"] == {"formats": "ipynb,py"}, "notebook metadata lost"
     assert notebook_format.problems(path) == [], "after --fix, --check must call it canonical"
 
 
 def test_an_invalid_cell_id_is_reported_and_replaced_by_a_valid_one(tmp_path):
-    path = _tiny_notebook(tmp_path, {"cell_type": "markdown", "id": "has space", "metadata": {}, "source": "x"})
+    path = _tiny_notebook(tmp_path, cell("markdown", "has space", "x"))
     assert any("has id 'has space'" in problem for problem in notebook_format.problems(path))
     assert notebook_format.main(["--fix", str(path)]) == 0
-    (cell,) = json.loads(path.read_text())["cells"]
-    assert notebook_format.VALID_ID.fullmatch(cell["id"]), f"nbformat 4.5 forbids the id {cell['id']!r}"
+    (fixed,) = json.loads(path.read_text())["cells"]
+    assert notebook_format.VALID_ID.fullmatch(fixed["id"]), f"nbformat 4.5 forbids the id {fixed['id']!r}"
 
 
 def test_a_field_nbformat_does_not_know_is_named_not_dropped(tmp_path, capsys):
-    path = _tiny_notebook(
-        tmp_path, {"cell_type": "markdown", "id": "a", "metadata": {}, "source": "x", "notes": "mine"}
-    )
+    path = _tiny_notebook(tmp_path, cell("markdown", "a", "x", notes="mine"))
     before = path.read_bytes()
     assert notebook_format.main(["--fix", str(path)]) == 2 and path.read_bytes() == before
     assert "cell 0 (id 'a') has 'notes', which nbformat 4.5 does not know" in capsys.readouterr().err
@@ -299,9 +262,7 @@ def test_a_full_disk_during_fix_leaves_the_notebook_whole_and_says_so(tmp_path, 
 
 
 def test_a_lone_surrogate_in_a_cell_is_refused_naming_the_cell_and_the_file_is_unchanged(tmp_path, capsys):
-    path = _tiny_notebook(
-        tmp_path, {"cell_type": "markdown", "id": "bad", "metadata": {"x": 1}, "source": "ok\nab\udc80"}
-    )
+    path = _tiny_notebook(tmp_path, cell("markdown", "bad", "ok\nab\udc80", metadata={"x": 1}))
     before = path.read_bytes()
     assert notebook_format.main(["--fix", str(path)]) == 2 and path.read_bytes() == before
     err = capsys.readouterr().err
@@ -331,6 +292,8 @@ def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path, mode
 @pytest.mark.parametrize(
     ("make", "said"),
     [
+        (lambda p: p.write_text('{"cells": [{"cell_type": "code", "source": "x"'), "cannot read it as JSON"),
+        (lambda p: p.write_text("[1, 2]"), "it is JSON but not a notebook"),
         (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deep"),
         (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
         (lambda p: p.mkdir(), "is a folder, not a regular file"),

@@ -26,37 +26,31 @@ SCRIPTS = {
 }
 
 
-def command_line(monkeypatch, script: str, *args) -> int:
-    monkeypatch.setattr(sys, "argv", [str(ROOT / SCRIPTS[script] / f"{script}.py"), *map(str, args)])
+def command_line(monkeypatch, script: Path, *args) -> int:
+    """Run a command as `python script.py ARGS` would, in this process: its exit status."""
+    monkeypatch.setattr(sys, "argv", [str(script), *map(str, args)])
     try:
         runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as stopped:
-        if isinstance(stopped.code, str):
-            print(stopped.code, file=sys.stderr)  # as Python does, with exit status 1
         return stopped.code if isinstance(stopped.code, int) else int(stopped.code is not None)
     return 0
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_a_script_answers_help_with_its_usage_and_refuses_an_unknown_argument(script, monkeypatch, capsys):
-    assert command_line(monkeypatch, script, "--help") == 0 and capsys.readouterr().out.startswith("usage: ")
-    unknown = {"notebook_format": ["--check"], "keep_run": ["out"]}.get(script, []) + ["--no-such-option"]
-    refuse = f"{SCRIPTS[script]}/{script}.py must refuse an unknown argument"
-    assert command_line(monkeypatch, script, *unknown) == 2, refuse
-    assert "--no-such-option" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_each_command_runs_from_a_fresh_clone_as_its_folder_and_name_say(script, tmp_path):
+def test_each_command_answers_help_and_refuses_an_unknown_argument_from_a_fresh_clone(script, tmp_path):
     """python3 FOLDER/NAME.py puts only FOLDER on sys.path: a command that imports from a sibling folder (tools/,
     recording/, the plumbing package) must add it itself."""
-    command = [sys.executable, f"{SCRIPTS[script]}/{script}.py", "--help"]
+    command = [sys.executable, f"{SCRIPTS[script]}/{script}.py"]
     bad = {name: " " for name in ("NSPY_TUTORIAL_OUT", "NSPY_TUTORIAL_CUPTI_DIR", "NSPY_TUTORIAL_PROFILER", "NCU_PATH")}
     env = {**os.environ, **bad}  # the notebook's settings, exported and bad: no other tool's --help may mind them
-    done = subprocess.run(command, cwd=fresh_clone(tmp_path / "clone"), env=env, capture_output=True, text=True)
+    clone = fresh_clone(tmp_path / "clone")
+    done = subprocess.run([*command, "--help"], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("usage: "), (
-        f"{' '.join(command[1:])} from a fresh clone: add the folder it imports from to sys.path in it\n{done.stderr}"
+        f"{command[1]} --help from a fresh clone: add the folder it imports from to sys.path in it\n{done.stderr}"
     )
+    unknown = {"notebook_format": ["--check"], "keep_run": ["out"]}.get(script, []) + ["--no-such-option"]
+    done = subprocess.run([*command, *unknown], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "--no-such-option" in done.stderr, f"{command[1]}: refuse, naming it: {done}"
 
 
 @pytest.mark.parametrize(  # the offline recipe runs make_wheelhouse in a plain python3; render_recorded needs .ci/venv
@@ -194,37 +188,6 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
 
 
-@pytest.mark.parametrize(
-    ("content", "said"),
-    [
-        ('{"cells": [{"cell_type": "code", "source": "import nsight"', "cannot read it as JSON"),
-        ("[1, 2]", "it is JSON but not a notebook"),
-    ],
-)
-@pytest.mark.parametrize("mode", ["--check", "--fix"])
-def test_notebook_format_names_a_file_that_is_no_notebook_and_leaves_it_as_it_was(
-    tmp_path, monkeypatch, capsys, content, said, mode
-):
-    (tmp_path / "broken.ipynb").write_text(content)
-    assert command_line(monkeypatch, "notebook_format", mode, tmp_path / "broken.ipynb") == 2
-    printed = capsys.readouterr()
-    assert said in printed.err and "git checkout" in printed.err and "Fix with" not in printed.out, printed
-    assert (tmp_path / "broken.ipynb").read_text() == content, f"{mode} changed a file it cannot read"
-
-
-def test_notebook_format_check_advises_a_fix_command_that_runs_from_where_the_user_is(tmp_path):
-    notebook = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
-    notebook["cells"][0]["metadata"] = {"collapsed": True}  # Colab noise: --fix removes it
-    (edited := tmp_path / "edited.ipynb").write_text(json.dumps(notebook))
-    check = [sys.executable, str(ROOT / "tools/notebook_format.py"), "--check", str(edited)]
-    done = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 1, done.stdout
-    advice = done.stdout.strip().splitlines()[-1]
-    assert advice.startswith("Fix with: python "), advice
-    fixed = subprocess.run([sys.executable, *advice.removeprefix("Fix with: python ").split()], cwd=tmp_path)
-    assert fixed.returncode == 0 and subprocess.run(check, capture_output=True, cwd=tmp_path).returncode == 0
-
-
 def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "tools/verified_table.py", *args], capture_output=True, text=True, cwd=repo)
 
@@ -275,18 +238,9 @@ def test_verified_table_writes_both_pages_or_neither_on_a_full_disk(tmp_path, mo
 
     monkeypatch.setattr(safe_io.os, "replace", second_replace_fails)
     monkeypatch.syspath_prepend(str(repo / "tools"))
-    assert command_line_of(monkeypatch, repo / "tools" / "verified_table.py") == 2
+    assert command_line(monkeypatch, repo / "tools" / "verified_table.py") == 2
     assert {name: (repo / name).read_bytes() for name in pages} == pages, "one page written, the other not"
     assert "No space left on device" in capsys.readouterr().err
-
-
-def command_line_of(monkeypatch, script: Path, *args) -> int:
-    monkeypatch.setattr(sys, "argv", [str(script), *map(str, args)])
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    except SystemExit as stopped:
-        return stopped.code if isinstance(stopped.code, int) else int(stopped.code is not None)
-    return 0
 
 
 def test_notebook_format_fix_line_runs_as_pasted_whatever_the_notebooks_name(tmp_path):

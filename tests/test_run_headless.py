@@ -32,12 +32,8 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
         ([], {"NSPY_TUTORIAL_OUT": value}, f"NSPY_TUTORIAL_OUT={value}")  # cannot be made, a file, in a file, no user,
         for value in ("/proc/nspy_no_such/x", A_FILE, A_FILE + "/run", "~nspy_no_such_user/x", "{clone}", "..")
     ),
-    *(
-        (
-            [value],
-            {},
-            f"output folder argument ({value})",
-        )  # cannot be made; the clone, another one, a link to the clone
+    *(  # cannot be made; the clone, another one, a link to the clone
+        ([value], {}, f"output folder argument ({value})")
         for value in ("/proc/nspy_no_such/x", ".", "{tmp}/other", "{tmp}/link")
     ),
     (["--out"], {}, "--out"),
@@ -100,11 +96,8 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
         ([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
         (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
         (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
-        (
-            [],
-            {},
-            f"clone/{OUTPUT_FOLDER}",
-        ),  # none given: the notebook's own default, in the clone, not the current folder
+        # none given: the notebook's own default, in the clone, not the current folder
+        ([], {}, f"clone/{OUTPUT_FOLDER}"),
         (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
         (["out"], {"PYTHON": "../bin/python3", "FAKE_PYTHON_VERSION": "3.11.0"}, "work/out"),  # the oldest, relative
         (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "1", "NSPY_TUTORIAL_COMMIT": "abcdef0"}, "work/out"),
@@ -116,10 +109,15 @@ def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_
     (work := tmp_path / "work").mkdir()
     (home := tmp_path / "home").mkdir()
     args = [arg.format(clone=clone) for arg in args]
-    for _ in range(2):  # the second run finds the first one's files there: it may replace them
-        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, cwd=work, HOME=home,
-                                       FAKE_EXECUTED="none", **settings)  # fmt: skip  # no page: a quick run
+    for again in (False, True):  # the second run finds the first one's files and mark there: it may replace them
+        if again:  # the fake pytest writes no notebook (FAKE_EXECUTED=none): an earlier one must not be rendered
+            (tmp_path / results / NOTEBOOK.name).write_text("an earlier run's executed notebook")
+        given = {"cwd": work, "HOME": home, "FAKE_EXECUTED": "none", **settings}  # no page: a quick run
+        status, output, _ = run_script(str(clone / HEADLESS), tmp_path, *args, **given)
         assert status == 0, f"{args} {settings} must be accepted:\n{output[-1500:]}"
+    assert (tmp_path / results / ".nspy_tutorial_out").is_file(), "the folder it made must carry its mark"
+    assert not (tmp_path / results / NOTEBOOK.name).exists(), f"an earlier run's notebook was kept: {output}"
+    assert not list((tmp_path / results).glob(".run_info.json.partial")), "run_info.json: written whole, then moved"
     timeout = int(settings.get("NSPY_TUTORIAL_CELL_TIMEOUT", "900"))
     assert f"cell timeout {timeout} s" in output, f"the GPU test must get the cell timeout {timeout} in seconds"
     info = json.loads((tmp_path / results / "run_info.json").read_text())
@@ -205,7 +203,7 @@ def test_readme_first_command_runs_on_a_fresh_clone_and_writes_the_readers_page(
     assert "Output folder:" in text and "summary.json in" in text, "the folded cells' outputs must stay on the page"
 
 
-SETUP, TESTS = "scripts/setup_gpu_runner", "scripts/run_tests"
+SETUP = "scripts/setup_gpu_runner"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +213,6 @@ SETUP, TESTS = "scripts/setup_gpu_runner", "scripts/run_tests"
         (HEADLESS, ["-h"], 0),
         (SETUP, ["--help"], 0),
         (SETUP, ["-h"], 0),
-        (TESTS, ["-h"], 0),
         (SETUP, ["DIR"], 2),
         (SETUP, ["--prepare-only"], 2),
         (SETUP, ["--hlep"], 2),
@@ -254,19 +251,6 @@ def test_run_headless_refuses_the_clone_and_its_folders_of_tracked_files_but_tak
     assert status == 2 and "is a git clone, its .git or in a folder of its tracked files" in output, output
     assert "copy a run there after it ran" in output, "say how to commit a run's files instead"
     assert not [line for line in asked if line.startswith(CHANGES)] and files_of(clone) == before, asked
-
-
-def test_a_marked_folder_is_run_into_again_and_an_earlier_runs_notebook_is_never_rendered_as_this_runs(tmp_path):
-    out = tmp_path / "out"
-    for again in (False, True):  # the fake pytest writes no notebook (FAKE_EXECUTED=none): the earlier one stays out
-        (out / NOTEBOOK.name).write_text("an earlier run's executed notebook") if again else None
-        status, output, _ = run_script(HEADLESS, tmp_path, str(out), FAKE_EXECUTED="none")
-        assert status == 0, output[-1500:]
-        assert (out / ".nspy_tutorial_out").is_file(), "the folder it made must carry its mark"
-    assert "could not render" not in output and not (out / NOTEBOOK.name).exists(), (
-        f"rendered an earlier run's: {output}"
-    )
-    assert not list(out.glob(".run_info.json.partial")), "run_info.json is written whole, then moved into place"
 
 
 def test_the_run_uses_a_python3_kernel_of_its_own_and_leaves_the_users_kernel_spec_alone(tmp_path):

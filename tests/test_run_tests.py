@@ -137,13 +137,6 @@ def test_github_workflows_pass_actionlint():
     assert done.returncode == 0, f"actionlint findings: {done.stdout}{done.stderr}"
 
 
-def test_ci_tests_the_harness_versions_the_gpu_run_installs():
-    ci = {name.replace("_", "-"): version for name, version in requirement_pins(ROOT / "constraints-ci.txt").items()}
-    harness = requirement_pins(ROOT / "requirements-harness.txt")
-    differ = {name: (version, ci.get(name)) for name, version in harness.items() if ci.get(name) != version}
-    assert not differ, f"requirements-harness.txt and constraints-ci.txt pin other versions (GPU run, CI): {differ}"
-
-
 @pytest.mark.parametrize("left", ["the mark alone", "a mark cut short", "a venv without pip"])
 def test_a_first_run_stopped_at_any_moment_is_finished_by_the_next_run_without_clean_up(tmp_path, left):
     """Ctrl-C while the venv is made: the mark is written first (whole, then moved): the folder is empty or marked."""
@@ -175,6 +168,7 @@ def test_a_venv_setting_under_an_empty_home_is_refused_not_made_at_the_root(tmp_
     [
         (["--version"], 0, "pytest 9."),
         (["-q", "--help"], 0, "usage: scripts/run_tests"),
+        (["-h"], 0, "usage: scripts/run_tests"),
         (["-V"], 0, "pytest 9."),
         (["--basetemp=/tmp/x"], 2, "--basetemp writes where it is told"),
         (["-q", "--junitxml", "r.xml"], 2, "--junitxml"),

@@ -10,10 +10,8 @@ from kernel_session import ends_soon
 from nsight.collection import ncu as nsight_ncu
 from packaging.requirements import Requirement
 from packaging.version import Version
-from support import cell_source, load_cells
 
 from plumbing import setup_helpers as helpers
-from plumbing.cells import SECTION_ONE_CELLS
 from plumbing.setup_helpers import accepted_ncu_path, newest_first, read_ncu_path, read_wheelhouse
 
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
@@ -85,14 +83,6 @@ def test_the_packages_tried_are_the_accepted_versioned_ones_newest_first():
     assert newest_first(listed) == expected, "never the unversioned name, nothing below 2026.2.1 or above ncu-report"
 
 
-def test_the_visible_pip_cell_installs_requirements_txts_pins():
-    source = cell_source(load_cells(), SECTION_ONE_CELLS["pip"])
-    pinned = dict(arg.split("==") for arg in source.split() if "==" in arg)
-    assert pinned and all(helpers.PINS.get(name) == version for name, version in pinned.items()), (
-        f"the pip cell installs {pinned}; requirements.txt pins {helpers.PINS}: make them agree"
-    )
-
-
 @pytest.fixture
 def machine(tmp_path, monkeypatch):
     """A FakeMachine's executables (and its pip) for this process."""
@@ -113,7 +103,7 @@ def test_apt_get_update_has_a_time_limit_that_ends_its_helpers_and_the_install_i
     fake = machine(apt="hangs")
     monkeypatch.setitem(helpers.TIME_LIMITS_S, "apt-get update", 1)
     assert helpers.apt_candidates([])[0] == "nsight-compute-2026.3.1", "apt's index is asked all the same"
-    assert "apt-get update did not end within 1 s" in capsys.readouterr().out
+    assert "apt-get update did not end within 1 s" in (out := capsys.readouterr().out) and "trying anyway" in out
     for pid_file in ("apt.pid", "apt-helper.pid"):
         assert ends_soon(int((fake.root / pid_file).read_text())), f"the hanging apt-get's {pid_file} lives on"
 

@@ -17,10 +17,7 @@ from pathlib import Path
 import safe_io
 from notebook_format import REPO, TITLE, NotANotebook, each_notebook, parse_args, write_notebook
 
-# scripts/: the tools' folder before tools/, as notebooks executed then (committed evidence) still name it.
-SOURCE_LINE = re.compile(
-    r"^# Source: (?P<spec>.+?) \(embedded by (?:tools|scripts)/embed_modules\.py\)(?:  # noqa: E501)?$"
-)
+SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by tools/embed_modules\.py\)$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
 
 

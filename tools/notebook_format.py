@@ -3,9 +3,9 @@
 
     python tools/notebook_format.py --check|--fix [NOTEBOOK ...]   # exit 1 and list what is off | rewrite it
 
-Folded cells (first line `# @title`, or Colab's older `#@title`) carry FOLDED_CELL_METADATA, other cells not. What a
-run or a view left (outputs, RUN_STATE metadata) is dropped; everything else a user made (attachments, tags, other
-metadata) is kept. No source is ever changed. The file is replaced whole or not at all (tools/safe_io.py).
+Folded cells (first line `# @title`, or Colab's older `#@title`) carry cellView form and FOLD_TAG, other cells not.
+What a run or a view left (outputs, RUN_STATE metadata) is dropped; everything else a user made (attachments, tags,
+other metadata) is kept. No source is ever changed. The file is replaced whole or not at all (tools/safe_io.py).
 """
 
 import argparse
@@ -26,7 +26,6 @@ CANONICAL_METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
     "language_info": {"name": "python"},
 }
-FOLDED_CELL_METADATA = {"cellView": "form", "tags": ["remove-input"]}
 FOLD_TAG = "remove-input"  # the rendered page hides a folded cell's code
 # What a run or a view leaves in a cell's metadata (Colab, Jupyter), not what a user made: dropped with the outputs.
 RUN_STATE = ("colab", "collapsed", "execution", "executionInfo", "ExecuteTime", "outputId", "scrolled")

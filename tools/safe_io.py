@@ -1,12 +1,11 @@
 """Reading and writing the project's files so that no input and no failure harms them.
 
-- read_text/read_bytes: only a regular file (never a device, FIFO or folder), at most a size limit, UTF-8 whatever
+- read_text: only a regular file (never a device, FIFO or folder), at most a size limit, UTF-8 whatever
   the locale.
 - write_text/write_files: each file written to a temporary file beside it, then moved over it with os.replace; a set
   of files is written all or none, never through a symbolic link. On any error (a full disk, Ctrl-C) every target is
   as it was.
 - encodable: the first character UTF-8 cannot write (a lone surrogate), so a caller can name where it is.
-- expand_home: `~` and `~/x` as a shell expands them, refused when HOME is empty or unset.
 
 Every refusal is a FileRefused whose message names the file and what to do.
 """
@@ -56,8 +55,9 @@ def require_regular_file(path: Path | str, what: str = "the file") -> Path:
     return path
 
 
-def read_bytes(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; else FileRefused naming it."""
+def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> str:
+    """The text of a regular file of at most `limit` bytes, decoded as UTF-8 whatever the locale says; else
+    FileRefused naming it."""
     path = require_regular_file(path, what)
     try:
         with open(path, "rb") as file:
@@ -69,12 +69,6 @@ def read_bytes(path: Path | str, what: str = "the file", limit: int = READ_LIMIT
             f"{what} {path} is larger than {limit // 2**20} MiB, far more than any file this project "
             "reads: give the path of the right file"
         )
-    return data
-
-
-def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> str:
-    """The text of a regular file, decoded as UTF-8 whatever the locale says; else FileRefused naming it."""
-    data = read_bytes(path, what, limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -134,13 +128,8 @@ def writable_target(path: Path, what: str) -> Path:
 def staged(target: Path, data: bytes, what: str) -> Path:
     """A temporary file beside the target holding data, with the target's permissions; removed on any error."""
     mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else new_file_mode()
-    try:
-        descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    except OSError as error:
-        raise FileRefused(
-            f"{what} {target} cannot be written: its folder {target.parent} does not take a new file "
-            f"({error.strerror or error}); nothing was written"
-        ) from None
+    # A folder that takes no new file raises OSError here: write_files names the files, the error and the fix.
+    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     temporary = Path(name)
     try:
         with os.fdopen(descriptor, "wb") as file:
@@ -195,27 +184,6 @@ def write_files(contents: dict[Path | str, str | bytes], what: str = "the file")
 def write_text(path: Path | str, text: str, what: str = "the file") -> None:
     """Write text as UTF-8 atomically: on any error the file is as it was. FileRefused names what failed."""
     write_files({path: text}, what)
-
-
-def expand_home(text: str, setting: str, environ=os.environ) -> Path:
-    """`~` and `~/x` with HOME's value, as a shell expands them (`~user` too); an empty or unset HOME refused."""
-    if not text.startswith("~"):
-        return Path(text)
-    if text != "~" and not text.startswith("~/"):  # ~user: from the password database, never by running the text
-        if (expanded := os.path.expanduser(text)).startswith("~"):
-            user = text[1:].split("/", 1)[0]
-            raise FileRefused(
-                f"{setting}={text}: there is no user {user!r} here, so ~{user} names no home folder: "
-                "give the folder's full path"
-            )
-        return Path(expanded)
-    home = environ.get("HOME", "")
-    if not home:
-        raise FileRefused(
-            f"{setting}={text}: HOME is {'empty' if 'HOME' in environ else 'unset'}, so ~ names no "
-            "folder: give the folder's full path, or set HOME"
-        )
-    return Path(home + text[1:])
 
 
 if __name__ == "__main__":
