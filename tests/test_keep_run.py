@@ -17,6 +17,8 @@ def run_folder(tmp_path, environment):
     (out / "s10_softmax" / "ncu-output-softmax_rows-0.ncu-rep").write_bytes(b"report" * 100)
     (out / "s10_softmax" / "processed_data-softmax_rows-0.csv").write_text("a,b\n")
     (out / ".nspy_tutorial_out").write_text("mark")
+    (out / "cupti13" / "nvidia").mkdir(parents=True)
+    (out / "cupti13" / "nvidia" / "libcupti.so.13").write_bytes(b"library")  # section 9's %pip --target
     executed = next(ROOT.glob("docs/verified/*/nsight_python_t4_tutorial.ipynb"))  # a real run's
     shutil.copy(executed, out / executed.name)
     (out / "summary.json").write_text(json.dumps({"environment": environment}))
@@ -43,6 +45,7 @@ def test_a_run_is_kept_in_a_folder_named_by_its_gpu_and_profiler_with_nsights_fi
     run_info = json.loads((dest / "run_info.json").read_text())
     assert run_info["commit"] == "a" * 40 and run_info["gpu"] == ENVIRONMENT["gpu"]
     assert run_info["command"] == "recording/run_launch_mode" and not (dest / ".nspy_tutorial_out").exists()
+    assert not (dest / "cupti13").exists(), "section 9's installed packages are no evidence: keep them out"
     assert "(`recording/run_launch_mode`)" in (dest / "reading_page.ipynb").read_text(), "the page names the command"
 
 

@@ -3,8 +3,9 @@
 
 python tools/keep_run.py OUT_DIR [--command "recording/run_launch_mode"]
 
-Everything the run wrote but its marker, each .ncu-rep xz-compressed (they embed torch's kernels); run_info.json
-gains the GPU, the profiler and the command, and the reading page is written again.
+Everything the run wrote but its marker and section 9's installed packages, each .ncu-rep xz-compressed (they
+embed torch's kernels); run_info.json gains the GPU, the profiler and the command, and the reading page is written
+again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import render_recorded
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "nsight_python_t4_tutorial.ipynb"
 SKIPPED = {".nspy_tutorial_out"}  # run_headless's mark on its output folder
+INSTALLED = {"cupti13"}  # section 9's %pip --target folder: installed packages (80 MB), not evidence
 
 
 def slug(text: str) -> str:
@@ -52,7 +54,7 @@ def keep(out: Path, command: str, verified: Path = ROOT / "docs" / "verified") -
     shutil.rmtree(staged, ignore_errors=True)
     for path in sorted(out.rglob("*")):
         target = staged / path.relative_to(out)
-        if path.name in SKIPPED or not path.is_file():
+        if path.name in SKIPPED or not path.is_file() or path.relative_to(out).parts[0] in INSTALLED:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".ncu-rep":

@@ -22,8 +22,8 @@ def cupti_child(benchmark_file, function_name, sizes, prefix):
     stacked = pd.concat([timed(namespace[function_name])(n).to_dataframe() for n in json.loads(sizes)])
     rows = stacked[["Annotation", "n", "AvgValue", "RelativeStdDevPct", "Kernel"]].to_dict("records")
     # NVTX_INJECTION64_PATH: the libcupti nsight.activate handed to NVTX, which the parent checks against its preload
-    result = {"rows": rows, "wall_s": time.perf_counter() - clock, "tool": str(nsight.get_active_tool()),
-              "libcupti": os.environ.get("NVTX_INJECTION64_PATH", "")}  # fmt: skip
+    wall_s, tool = time.perf_counter() - clock, str(nsight.get_active_tool())
+    result = {"rows": rows, "wall_s": wall_s, "tool": tool, "libcupti": os.environ.get("NVTX_INJECTION64_PATH", "")}
     nsight.deactivate()
     Path(prefix, "child_result.json").write_text(json.dumps(result))
 
