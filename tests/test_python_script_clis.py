@@ -80,18 +80,12 @@ CUPTI_RUN = {
     ],
     "total_seconds": 24.9,
 }
-RECORDING = {
-    "cells": {"s5-run": {"source": "an older s5-run"}},
-    "sections": {  # its cells: what ran; the wall time
-        "4": {"notebook_commit": "0123456789ab", "cost": {"ncu_processes": 2, "ncu_wall_s": 19.09}},
-        "10": {"notebook_commit": "fedcba987654", "cost": {"ncu_processes": 1, "ncu_wall_s": None}},
-    },
-}
-NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own summary cell on the recording
+NCU_SUMMARY = {  # a launch-mode run's (recording/run_launch_mode)
     "environment": {
         "gpu": "NVIDIA L4",
         "driver": "590.2",
-        "profiler": "ncu (launch mode, recording/record_ncu.py)",
+        "profiler": "ncu",
+        "ncu_mode": "launch: each profiled call in a child under ncu",
         "ncu_version": "2099.1",
         "nsight_python": "1.1.0",
         "torch": "2.10.0",
@@ -104,7 +98,7 @@ NCU_SUMMARY = {  # what render_recorded.py's page writes: the notebook's own sum
 
 
 def table_repo(tmp_path) -> Path:
-    """What tools/verified_table.py reads and writes, with one CUPTI run and one recording of our own."""
+    """What tools/verified_table.py reads and writes, with a CUPTI run and a launch-mode run of our own."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "plumbing", repo / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "tools").mkdir()
@@ -113,21 +107,19 @@ def table_repo(tmp_path) -> Path:
     for page in ("README.md", "docs/maintainers.md", "nsight_python_t4_tutorial.ipynb"):
         (repo / page).parent.mkdir(exist_ok=True)
         shutil.copy2(ROOT / page, repo / page)
-    run_info = {"wall_seconds": 31, "commit": "abcdef0" * 5}
+    today = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
+    older = json.loads(json.dumps(today))
+    next(cell for cell in older["cells"] if cell.get("id") == "s5-run")["source"] = ["an older s5-run"]
     folders = {
-        "t4-cupti": {"summary.json": CUPTI_RUN, "run_info.json": run_info, "reading_page.ipynb": ""},
-        "l4-ncu-2099.1": {
-            "recording.json": RECORDING,
-            "summary.json": NCU_SUMMARY,
-            "recorded_sections.html": "",
-            "recorded_sections.ipynb": "",
-        },
+        "t4-cupti": (CUPTI_RUN, {"wall_seconds": 31, "commit": "abcdef0" * 5}, today),
+        "l4-ncu-2099.1-launch": (NCU_SUMMARY, {"wall_seconds": 52, "commit": "0123456" * 5}, older),
     }
-    for folder, files in folders.items():
+    for folder, (summary, run_info, executed) in folders.items():
+        files = {"summary.json": summary, "run_info.json": run_info, "nsight_python_t4_tutorial.ipynb": executed}
         (repo / "docs" / "verified" / folder).mkdir(parents=True)
+        (repo / "docs" / "verified" / folder / "reading_page.ipynb").write_text("")
         for name, content in files.items():
-            (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content) if content else "")
-    shutil.copy2(ROOT / "nsight_python_t4_tutorial.ipynb", repo / "docs/verified/t4-cupti")  # ran as it is today
+            (repo / "docs" / "verified" / folder / name).write_text(json.dumps(content))
     return repo
 
 
@@ -159,19 +151,19 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
         "code cells changed since that run": "since abcdef0: none",
     }
-    page = "l4-ncu-2099.1/recorded_sections.ipynb"  # the reading page, not its HTML (raw text on GitHub)
+    page = "l4-ncu-2099.1-launch/reading_page.ipynb"
     assert ncu == {
         "GPU": "NVIDIA L4",
         "driver": "590.2",
-        "profiler": "ncu 2099.1 (launch mode, recording/record_ncu.py)",
+        "profiler": "ncu 2099.1 (launch mode)",
         "nsight-python": "1.1.0",
         "torch": "2.10.0",
         "date (UTC)": "2026-12-01",
         "sections ok / skipped / failed": "1 / 1 / 0",
-        "total wall time": "37 s in sections, 3 ncu processes, 19 s of timed ncu wall time (commit 0123456, fedcba9)",
+        "total wall time": "37 s in sections, 52 s whole run (commit 0123456)",
         "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
-        "run": f"[docs/verified/{page}](verified/{page})",  # a recording's row links its page
-        "code cells changed since that run": "since 0123456, fedcba9: s5-run",  # only the cells it ran
+        "run": f"[docs/verified/{page}](verified/{page})",
+        "code cells changed since that run": "since 0123456: s5-run",
     }
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"

@@ -40,8 +40,7 @@ HEADER = (
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
-# The page a reader opens on GitHub (which renders .ipynb, not .html): a recording's, a headless run's (render_recorded)
-READING_PAGES = ("recorded_sections.ipynb", "reading_page.ipynb")
+READING_PAGE = "reading_page.ipynb"  # the page a reader opens on GitHub (tools/render_recorded.py writes it)
 AGAIN = "a run on the GPU runner kept by tools/keep_run.py (docs/maintainers.md)"
 
 
@@ -89,56 +88,40 @@ def code_cells(notebook: dict) -> dict[str, str]:
     return {cell.get("id", ""): "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"}
 
 
-def ran_code_cells(folder: Path) -> tuple[dict[str, str], bool]:
-    """The cells as they ran, and whether all: the executed notebook's, else (older runs) recording.json's."""
-    if (executed := folder / NOTEBOOK.name).is_file():
-        return code_cells(read_json(executed)), True
-    return {cell_id: entry["source"] for cell_id, entry in read_json(folder / "recording.json")["cells"].items()}, False
-
-
-def changed_code_cells(ran: dict[str, str], today: dict[str, str], every_cell: bool = True) -> list[str]:
-    """Ids of code cells edited, added (where the run kept every cell) or removed (marked so) since the run."""
+def changed_code_cells(ran: dict[str, str], today: dict[str, str]) -> list[str]:
+    """Ids of code cells edited, added or removed (marked so) since the run."""
     edited = [cell_id for cell_id in today if cell_id in ran and ran[cell_id] != today[cell_id]]
-    added = [cell_id for cell_id in today if cell_id not in ran] if every_cell else []
+    added = [cell_id for cell_id in today if cell_id not in ran]
     return edited + added + [f"{cell_id} (removed)" for cell_id in ran if cell_id not in today]
 
 
-def run_commits(folder: Path) -> str:
-    """The commit the run ran (a recording's: those its sections ran), 7 digits each."""
-    if (folder / "run_info.json").exists():
-        return read_json(folder / "run_info.json")["commit"][:7]
-    sections = read_json(folder / "recording.json")["sections"].values()
-    return ", ".join(sorted({info["notebook_commit"][:7] for info in sections}))
+def run_commit(folder: Path) -> str:
+    """The commit the run ran, 7 digits."""
+    return read_json(folder / "run_info.json")["commit"][:7]
 
 
 def changed_text(folder: Path, most: int | None = None) -> str:
     """'since <commit>: <ids>'; with `most`, that many ids and how many more (README's short table)."""
-    ran, every_cell = ran_code_cells(folder)
-    changed = changed_code_cells(ran, code_cells(read_json(NOTEBOOK)), every_cell)
+    ran = code_cells(read_json(folder / NOTEBOOK.name))
+    changed = changed_code_cells(ran, code_cells(read_json(NOTEBOOK)))
     shown = changed[:most] + (
         [f"and {len(changed) - most} more (all in docs/maintainers.md)"] if most and len(changed) > most else []
     )
-    return f"since {run_commits(folder)}: {', '.join(shown) or 'none'}"
+    return f"since {run_commit(folder)}: {', '.join(shown) or 'none'}"
 
 
 def row_cells(summary_path: Path) -> list:
-    """A table row of what summary.json says; its wall time and commit from run_info.json or recording.json."""
+    """A table row of what summary.json says; its wall time and commit from run_info.json."""
     summary, folder = read_json(summary_path), summary_path.parent
     env, counts = summary["environment"], summary["counts"]
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
     profiler = env.get("profiler", "?")
     if profiler.startswith("ncu") and env.get("ncu_version"):
         profiler = f"ncu {env['ncu_version']}{profiler[3:]}" + (" (launch mode)" if env.get("ncu_mode") else "")
-    wall = f"{summary['total_seconds']:.0f} s in sections"
-    if (folder / "run_info.json").exists():  # the whole run, installs and kernel start included
-        run_info = read_json(folder / "run_info.json")
-        wall += f", {run_info['wall_seconds']} s whole run (commit {run_commits(folder)})"
-    elif (folder / "recording.json").exists():  # what ncu cost there, profiled call by call
-        sections = read_json(folder / "recording.json")["sections"].values()
-        processes = sum(info["cost"].get("ncu_processes") or 0 for info in sections)
-        ncu_s = sum(info["cost"].get("ncu_wall_s") or 0 for info in sections)
-        wall += f", {processes} ncu processes, {ncu_s:.0f} s of timed ncu wall time (commit {run_commits(folder)})"
-    page = next((folder / name for name in READING_PAGES if (folder / name).exists()), folder / READING_PAGES[0])
+    run_info = read_json(folder / "run_info.json")  # the whole run, installs and kernel start included
+    wall = f"{summary['total_seconds']:.0f} s in sections, {run_info['wall_seconds']} s whole run"
+    wall += f" (commit {run_commit(folder)})"
+    page = folder / READING_PAGE
     link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
     return [
@@ -171,7 +154,7 @@ def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
 
 def page_link(root: Path = ROOT) -> str:
     """README's link to the kept reading page with the most sections ok (the newest), its profiler and Run all."""
-    runs = [path.parent for path in summary_paths(root) if (path.parent / READING_PAGES[1]).is_file()]
+    runs = [path.parent for path in summary_paths(root) if (path.parent / READING_PAGE).is_file()]
     if not runs:
         return "no run is kept yet (docs/maintainers.md: Recording the Nsight Compute half)"
     summaries = {folder: read_json(folder / "summary.json") for folder in runs}
@@ -180,7 +163,7 @@ def page_link(root: Path = ROOT) -> str:
     environment, skipped = summary["environment"], summary["counts"]["SKIPPED"]
     profiler = "CUPTI" if environment["profiler"] == "cupti" else f"Nsight Compute {environment.get('ncu_version')}"
     profiler += " in launch mode" if environment.get("ncu_mode") else ""
-    link = (best / READING_PAGES[1]).relative_to(root).as_posix()
+    link = (best / READING_PAGE).relative_to(root).as_posix()
     left = f", {skipped} sections skipped" if skipped else ""
     return (
         f"[the notebook as it ran on an {environment['gpu']}, measured with {profiler}{left}]({link}); its Run all "
