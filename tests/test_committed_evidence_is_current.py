@@ -43,7 +43,7 @@ def test_a_reading_page_shows_the_lesson_code_but_not_the_plumbing(run):
     definitions = {line.split("(")[0] for line in lines if re.match(r"(def|class) \w+", line)}
     assert definitions, "today's notebook has no folded cell that defines a function: look for another sign"
     shown = sorted(definition for definition in definitions if definition in text)
-    assert not shown, f"{run.name}'s page shows the folded cells' code ({shown[:5]}): python tools/render_recorded.py"
+    assert not shown, f"{run.name}'s page shows the folded cells' code ({shown[:5]}): python tools/reading_page.py"
     assert "nsight.annotate(" in text, f"{run.name}'s page lost the learner's code"
 
 

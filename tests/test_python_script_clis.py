@@ -22,7 +22,7 @@ SCRIPTS = {
     "make_wheelhouse": "scripts",
     "notebook_format": "tools",
     "verified_table": "tools",
-    "render_recorded": "tools",
+    "reading_page": "tools",
 }
 
 
@@ -53,9 +53,9 @@ def test_each_command_answers_help_and_refuses_an_unknown_argument_from_a_fresh_
     assert done.returncode == 2 and "--no-such-option" in done.stderr, f"{command[1]}: refuse, naming it: {done}"
 
 
-@pytest.mark.parametrize(  # the offline recipe runs make_wheelhouse in a plain python3; render_recorded needs .ci/venv
+@pytest.mark.parametrize(  # the offline recipe runs make_wheelhouse in a plain python3; reading_page needs .ci/venv
     ("script", "ok", "said"),
-    [("make_wheelhouse", True, "usage: "), ("render_recorded", False, "lacks nbformat: run .ci/venv/bin/python")],
+    [("make_wheelhouse", True, "usage: "), ("reading_page", False, "lacks nbformat: run .ci/venv/bin/python")],
 )
 def test_a_script_in_a_bare_python3_runs_or_says_what_it_lacks_and_which_python_to_use(script, ok, said):
     path = ROOT / SCRIPTS[script] / f"{script}.py"

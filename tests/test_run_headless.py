@@ -134,7 +134,7 @@ def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_ex
         HEADLESS, tmp_path, str(tmp_path / "run"), FAKE_PYTEST_EXIT=5, FAKE_EXECUTED=cut_short, PATH=path
     )
     assert status == 5, f"pytest's exit status (5: nothing ran) must be the run's, page or not:\n{output}"
-    assert "render_recorded.py --executed" in output and "Traceback" not in output, "a broken page: say how to redo it"
+    assert "reading_page.py --executed" in output and "Traceback" not in output, "a broken page: say how to redo it"
     assert "WRONG PYTHON" not in output, "every step must use PYTHON, not the python3 on PATH"
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert info["pytest_exit"] == 5 and info["notebook_sha256"] == hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()

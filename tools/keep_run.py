@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-import render_recorded
+import reading_page
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "nsight_python_t4_tutorial.ipynb"
@@ -63,7 +63,7 @@ def keep(out: Path, command: str, verified: Path = ROOT / "docs" / "verified") -
             shutil.copy2(path, target)
     facts = {key: environment.get(key) for key in ("gpu", "driver", "profiler", "ncu_version", "ncu_mode")}
     (staged / "run_info.json").write_text(json.dumps({**run_info, **facts, "command": command}, indent=1) + "\n")
-    render_recorded.write_page(staged)  # again: its first note names the command
+    reading_page.write_page(staged)  # again: its first note names the command
     shutil.rmtree(dest, ignore_errors=True)
     staged.rename(dest)
     return dest

@@ -40,7 +40,7 @@ HEADER = (
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
-READING_PAGE = "reading_page.ipynb"  # the page a reader opens on GitHub (tools/render_recorded.py writes it)
+READING_PAGE = "reading_page.ipynb"  # the page a reader opens on GitHub (tools/reading_page.py writes it)
 AGAIN = "a run on the GPU runner kept by tools/keep_run.py (docs/maintainers.md)"
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The reader's page of a recorded run: its executed notebook with today's prose, nothing executed again.
 
-python tools/render_recorded.py [FOLDER ...]    # default: every docs/verified/* that holds an executed notebook
-python tools/render_recorded.py --executed OUT_DIR/nsight_python_t4_tutorial.ipynb    # scripts/run_headless's
-python tools/render_recorded.py --check          # exit 1 when a committed page is not what this makes today
+python tools/reading_page.py [FOLDER ...]    # default: every docs/verified/* that holds an executed notebook
+python tools/reading_page.py --executed OUT_DIR/nsight_python_t4_tutorial.ipynb    # scripts/run_headless's
+python tools/reading_page.py --check          # exit 1 when a committed page is not what this makes today
 
 Writes reading_page.ipynb beside it: code cells and outputs as they ran (folded ones as Colab shows them), today's
 markdown cells, a note naming the run and the code cells changed since, and one on how Colab differs in section 1.
@@ -21,7 +21,7 @@ try:
     import nbformat
 except ImportError as missing:
     raise SystemExit(
-        f"this Python ({sys.executable}) lacks {missing.name}: run .ci/venv/bin/python tools/render_recorded.py "
+        f"this Python ({sys.executable}) lacks {missing.name}: run .ci/venv/bin/python tools/reading_page.py "
         "(scripts/run_tests makes .ci/venv)"
     ) from None
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         for folder in folders:
             print(f"wrote {write_page(folder)}")
     except safe_io.FileRefused as refused:
-        print(f"render_recorded.py: {refused}", file=sys.stderr)
+        print(f"reading_page.py: {refused}", file=sys.stderr)
         return 2
     return 0
 

@@ -1,4 +1,4 @@
-"""The reader's page (tools/render_recorded.py): a run's executed notebook with today's prose, naming its run."""
+"""The reader's page (tools/reading_page.py): a run's executed notebook with today's prose, naming its run."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import sys
 
 import nbformat
 import pytest
-import render_recorded
+import reading_page
 from fakes import files_of
 from support import NOTEBOOK, ROOT
 
-RUNS = render_recorded.run_folders()
+RUNS = reading_page.run_folders()
 on_runs = pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
 
 
@@ -27,19 +27,19 @@ def section_headings(cells) -> list[str]:
 
 
 def render(*args) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(ROOT / "tools/render_recorded.py"), *map(str, args)]
+    command = [sys.executable, str(ROOT / "tools/reading_page.py"), *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
 
 
 def test_every_committed_page_is_its_run_with_todays_prose():
     assert RUNS, f"no docs/verified/*/{NOTEBOOK.name}: keep a run (tools/keep_run.py, docs/maintainers.md)"
     done = render("--check")
-    assert done.returncode == 0, f"{done.stdout}{done.stderr}: run python tools/render_recorded.py (no new run needed)"
+    assert done.returncode == 0, f"{done.stdout}{done.stderr}: run python tools/reading_page.py (no new run needed)"
 
 
 @on_runs
 def test_a_page_names_its_run_says_how_colab_differs_and_shows_folded_cells_as_colab_does(run):
-    page = nbformat.read(run / render_recorded.PAGE, as_version=4)
+    page = nbformat.read(run / reading_page.PAGE, as_version=4)
     summary, run_info = (json.loads((run / name).read_text()) for name in ("summary.json", "run_info.json"))
     note = page.cells[1].source
     for fact in (summary["environment"]["gpu"], run_info["commit"][:7], run_info["started_utc"][:10]):
@@ -66,8 +66,8 @@ def test_prose_is_refreshed_without_a_new_run_and_code_cells_stay_as_they_ran(tm
     at = [cell.id for cell in today.cells].index("s2-run")
     today.cells.insert(at + 1, nbformat.v4.new_markdown_cell("A new paragraph.", id="s2-new-read"))
     nbformat.write(today, tmp_path / NOTEBOOK.name)
-    monkeypatch.setattr(render_recorded, "NOTEBOOK", tmp_path / NOTEBOOK.name)
-    page = {cell.get("id"): cell for cell in render_recorded.build(run).cells}
+    monkeypatch.setattr(reading_page, "NOTEBOOK", tmp_path / NOTEBOOK.name)
+    page = {cell.get("id"): cell for cell in reading_page.build(run).cells}
     ran = {cell.id: cell for cell in nbformat.read(run / NOTEBOOK.name, as_version=4).cells}
     assert page["s3-read"].source == "Prose written after the run." and "s2-new-read" in page, "today's prose"
     ids = list(page)
@@ -82,7 +82,7 @@ def test_a_notebook_that_never_ran_or_is_not_the_runs_is_refused_and_nothing_is_
         path, said = shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name), "no code cell of it ran"
     else:  # a page never overwrites its input
         path, said = (
-            shutil.copy(RUNS[0] / NOTEBOOK.name, tmp_path / render_recorded.PAGE),
+            shutil.copy(RUNS[0] / NOTEBOOK.name, tmp_path / reading_page.PAGE),
             f"give the run's {NOTEBOOK.name}",
         )
     before = files_of(tmp_path)
