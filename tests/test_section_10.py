@@ -1,7 +1,9 @@
 """Section 10, what a call leaves: the files and the report of a real Nsight Compute run, read by today's cells."""
 
 import lzma
+import os
 import shutil
+from pathlib import Path
 
 import evidence
 import ncu_report
@@ -44,3 +46,18 @@ def test_on_a_real_run_the_verdict_checks_the_runs_mean_and_the_reports_first_la
     template = "{} files; mean of the runs = AvgValue: {}; report's first launch = run 1: {}"
     assert parse(template, said) == [len(files), "True", "True"], f"{files}: {said}"
     assert frame.NumRuns[0] == 5 and frame.Unit[0] == "ns"
+
+
+def test_the_files_cell_reads_the_newest_runs_not_an_earlier_sessions_higher_numbered_ones(tmp_path, monkeypatch):
+    """nsight numbers a call's files from 0 in each session, and -9 sorts after -10 by name: the newest file is
+    this call's, whatever its number."""
+    folder = tmp_path / "s10_softmax"
+    folder.mkdir()
+    for number, values, written_at in [(10, [1.0, 2.0], 2_000), (9, [5.0, 6.0], 1_000), (0, [3.0, 4.0], 3_000)]:
+        csv = folder / f"profiled_data-softmax_rows-{number}.csv"
+        pd.DataFrame({"Value": values}).to_csv(csv, index=False)
+        os.utime(csv, (written_at, written_at))
+    monkeypatch.chdir(tmp_path)
+    namespace = {"pd": pd, "Path": Path, "os": os}
+    run_cells(["s10-files"], namespace)
+    assert namespace["per_run"].tolist() == [3.0, 4.0], "s10-files must read the newest profiled_data CSV"
