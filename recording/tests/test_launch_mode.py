@@ -139,14 +139,14 @@ def test_a_child_replays_its_section_up_to_its_call_and_runs_it_in_nsights_own_s
     from nsight.collection import core
     from nsight.collection import ncu as nsight_ncu
 
-    for module_name, name, _ in ncu_launch.PATCHED_FUNCTIONS:  # the child patches nsight for good: undone here
+    for module_name, name in ncu_launch.PATCHED_FUNCTIONS:  # the child patches nsight for good: undone here
         module = importlib.import_module(module_name)
         monkeypatch.setattr(module, name, getattr(module, name))
     monkeypatch.setattr(tools_manager, "_active_tool", None)
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # this process has no ncu to load
     sessions = []
 
-    def session(func, configs, runs, *_, **__):  # nsight's parameters, as the child's internals check requires
+    def session(func, configs, runs, *_, **__):  # nsight's parameters, as ProfiledCalls passes them on
         sessions.append(func.__name__)
 
     monkeypatch.setattr(core, "run_profile_session", session)
