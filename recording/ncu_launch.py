@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
 import json
 import os
 import pickle
@@ -48,20 +47,17 @@ DECISION = "decide_ncu"  # section 1's helper that says whether Nsight Compute i
 # import, the %%needs_ncu magic and torch; never the installs or the checks of what was installed.
 SECTION_ONE_REPLAYED = ("import", "magic", "torch")
 
-# NCUCollector.collect runs unchanged; these functions it calls are replaced (module, name, parameters relied on).
+# NCUCollector.collect runs unchanged; these functions it calls are replaced (module, name), as nsight-python 1.1.0
+# names and calls them: another version is refused (check_nsight_version) rather than patched blind.
 NCU, CORE, EXTRACTION = "nsight.collection.ncu", "nsight.collection.core", "nsight.extraction"
-LAUNCH_NCU_TAKES = ["report_path", "metrics", "cache_control", "clock_control", "replay_mode", "verbosity"]
 PATCHED_FUNCTIONS = (
-    ("nsight.tools_manager", "activate", ["tool"]),
-    (NCU, "begin_profiling", []),
-    (NCU, "end_profiling", []),
-    (NCU, "launch_ncu", LAUNCH_NCU_TAKES),
-    (CORE, "run_profile_session", ["func", "configs", "runs"]),  # the rest passed on as given
-    (EXTRACTION, "extract_df_from_report", ["report_path", "metrics", "configs", "iterations", "func"]),
+    ("nsight.tools_manager", "activate"),
+    (NCU, "begin_profiling"),
+    (NCU, "end_profiling"),
+    (NCU, "launch_ncu"),
+    (CORE, "run_profile_session"),
+    (EXTRACTION, "extract_df_from_report"),
 )
-# The names NCUCollector.collect must still use for the patches to take effect (called, or imported inside it).
-COLLECT_USES = "launch_ncu begin_profiling end_profiling run_profile_session extract_df_from_report activate".split()
-COLLECT_USES += ["get_active_tool"]
 ATTACH_ONLY_OPTIONS = {"--mode": "attach", "--process-id": None}  # dropped: in launch mode ncu starts the process
 # Options of an ncu that profiles nothing (it prints its version, lists metrics, or reads a report: s10-details).
 QUERY_OPTIONS = {"--version", "--query-metrics", "--query-metrics-mode", "--list-sections", "--list-sets", "--import"}
@@ -83,28 +79,15 @@ class LaunchError(RuntimeError):
     """Launch mode cannot go on; the message says why and what to do."""
 
 
-def check_nsight_internals():
-    """Name what moved in the installed nsight-python against what launch mode patches, before anything runs."""
+def check_nsight_version():
+    """Refuse an nsight-python other than the one whose internals launch mode patches, before anything runs."""
     import nsight
-    from nsight.collection import ncu
 
-    problems = []
-    for module_name, name, expected in PATCHED_FUNCTIONS:
-        function = getattr(importlib.import_module(module_name), name, None)
-        takes = list(inspect.signature(function).parameters) if function else []
-        if function is None:
-            problems.append(f"{module_name}.{name} is gone")
-        elif takes[: len(expected)] != expected:
-            problems.append(
-                f"{module_name}.{name} takes ({', '.join(takes)}), launch mode expects ({', '.join(expected)})"
-            )
-    code = getattr(getattr(getattr(ncu, "NCUCollector", None), "collect", None), "__code__", None)
-    used = code.co_names + code.co_varnames if code else ()
-    problems += [f"NCUCollector.collect no longer uses {name}" for name in COLLECT_USES if name not in used]
-    if problems:
+    if nsight.__version__ != NSIGHT_VERSION:
         raise LaunchError(
-            f"nsight-python {nsight.__version__} moved what launch mode patches: {'; '.join(problems)}. Port "
-            f"PATCHED_FUNCTIONS and ProfiledCalls (recording/ncu_launch.py), or install nsight-python=={NSIGHT_VERSION}"
+            f"nsight-python {nsight.__version__} is installed; launch mode patches the internals of {NSIGHT_VERSION}. "
+            f"Install nsight-python=={NSIGHT_VERSION} (requirements.txt), or port PATCHED_FUNCTIONS and ProfiledCalls "
+            "(recording/ncu_launch.py) to it"
         )
 
 
@@ -180,7 +163,7 @@ class ProfiledCalls:
                 f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); launch mode "
                 "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported"
             )
-        for module_name, name, _ in PATCHED_FUNCTIONS:
+        for module_name, name in PATCHED_FUNCTIONS:
             module = importlib.import_module(module_name)
             self.original[name] = getattr(module, name)
             setattr(module, name, getattr(self, name))
@@ -328,6 +311,6 @@ def load_nsight(calls: ProfiledCalls) -> None:
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
     from nsight import tools_manager
 
-    check_nsight_internals()
+    check_nsight_version()
     calls.install()
     tools_manager._active_tool = tools_manager.Tool.NCU

@@ -73,24 +73,11 @@ def read_installed(path: Path | None) -> dict[str, str]:
 
 def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--dest",
-        str(dest),
-        "--only-binary=:all:",
-        "--implementation",
-        "cp",
-        "--python-version",
-        python_version,
-        *(arg for platform in PLATFORMS for arg in ("--platform", platform)),
-        *([] if deps else ["--no-deps"]),
-        *requirements,
-    ]
+    quiet = ["--quiet", "--disable-pip-version-check"]
+    wheels = ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
+    platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+    options = [*quiet, "--dest", str(dest), *wheels, *platforms, *([] if deps else ["--no-deps"])]
+    command = [sys.executable, "-m", "pip", "download", *options, *requirements]
     print("$ " + " ".join(command))
     subprocess.run(command, check=True, timeout=PIP_LIMIT_S)
 

@@ -6,6 +6,7 @@ import shutil
 
 import keep_run
 import pytest
+import reading_page
 from support import ROOT
 
 ENVIRONMENT = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.1", "profiler": "ncu", "ncu_version": "2025.3.1"}
@@ -46,7 +47,9 @@ def test_a_run_is_kept_in_a_folder_named_by_its_gpu_and_profiler_with_nsights_fi
     assert run_info["commit"] == "a" * 40 and run_info["gpu"] == ENVIRONMENT["gpu"]
     assert run_info["command"] == "recording/run_launch_mode" and not (dest / ".nspy_tutorial_out").exists()
     assert not (dest / "cupti13").exists(), "section 9's installed packages are no evidence: keep them out"
-    assert "(`recording/run_launch_mode`)" in (dest / "reading_page.ipynb").read_text(), "the page names the command"
+    page = (dest / "reading_page.ipynb").read_text()
+    assert page == reading_page.page_text(dest), "the page written must be the one reading_page.py makes"
+    assert "(`recording/run_launch_mode`)" in page, "the page names the command"
 
 
 def test_a_folder_that_is_no_finished_run_is_refused_and_the_old_evidence_stays(tmp_path):

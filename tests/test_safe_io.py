@@ -28,17 +28,24 @@ def test_a_write_replaces_the_file_and_leaves_no_temporary_file(tmp_path):
     assert leftovers(tmp_path) == [], "the temporary file beside the target must be moved over it"
 
 
-def test_a_full_disk_leaves_the_file_as_it_was_and_says_so(tmp_path, monkeypatch):
-    target = tmp_path / "README.md"
-    target.write_text("the whole old page\n" * 1000)
-    before = target.read_bytes()
-    monkeypatch.setattr(safe_io.os, "fsync", disk_full)
+def test_a_full_disk_while_staging_leaves_every_file_as_it_was_and_says_so(tmp_path, monkeypatch):
+    first, second = tmp_path / "README.md", tmp_path / "maintainers.md"
+    first.write_text("the whole old page\n" * 1000)
+    second.write_text("old maintainers")
+    before = first.read_bytes()
+    real_fsync, calls = os.fsync, []
+
+    def second_fsync_fails(descriptor):
+        calls.append(descriptor)
+        disk_full() if len(calls) == 2 else real_fsync(descriptor)
+
+    monkeypatch.setattr(safe_io.os, "fsync", second_fsync_fails)
     with pytest.raises(FileRefused) as refused:
-        safe_io.write_text(target, "x" * 100_000, what="README")
-    assert target.read_bytes() == before, "a write that fails half way must leave the old file whole"
-    assert leftovers(tmp_path) == [], "a failed write must remove its temporary file"
+        safe_io.write_files({first: "x" * 100_000, second: "new maintainers"}, what="page")
+    assert (first.read_bytes(), second.read_text()) == (before, "old maintainers"), "a failed write changed a file"
+    assert leftovers(tmp_path) == [], "a failed write must remove its temporary files"
     message = str(refused.value)
-    assert str(target) in message and "No space left" in message and "unchanged" in message, message
+    assert str(second) in message and "No space left" in message and "unchanged" in message, message
 
 
 def test_a_set_of_files_is_written_all_or_none_when_a_replace_fails(tmp_path, monkeypatch):
@@ -58,23 +65,6 @@ def test_a_set_of_files_is_written_all_or_none_when_a_replace_fails(tmp_path, mo
         safe_io.write_files({page: "new page", html: "new html", summary: "{}"}, what="the recording's page")
     assert (page.read_text(), html.read_text()) == ("old page", "old html"), "files already replaced must be put back"
     assert not summary.exists() and leftovers(tmp_path) == [], "a new file of a failed set must not be left"
-
-
-def test_a_set_of_files_is_written_none_when_staging_one_fails(tmp_path, monkeypatch):
-    first, second = tmp_path / "README.md", tmp_path / "maintainers.md"
-    first.write_text("old readme")
-    second.write_text("old maintainers")
-    real_fsync, calls = os.fsync, []
-
-    def second_fsync_fails(descriptor):
-        calls.append(descriptor)
-        disk_full() if len(calls) == 2 else real_fsync(descriptor)
-
-    monkeypatch.setattr(safe_io.os, "fsync", second_fsync_fails)
-    with pytest.raises(FileRefused):
-        safe_io.write_files({first: "new readme", second: "new maintainers"})
-    assert (first.read_text(), second.read_text()) == ("old readme", "old maintainers")
-    assert leftovers(tmp_path) == []
 
 
 def test_ctrl_c_during_a_write_leaves_the_file_and_no_temporary_file(tmp_path, monkeypatch):

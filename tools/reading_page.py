@@ -130,7 +130,7 @@ def write_page(folder: Path) -> Path:
     target = folder / PAGE
     if target.resolve() == (folder / NOTEBOOK.name).resolve():
         raise SystemExit(f"{target}: that is the run's executed notebook, not a page to write")
-    safe_io.write_files({target: page_text(folder)}, "the page")
+    safe_io.write_text(target, page_text(folder), "the page")
     return target
 
 

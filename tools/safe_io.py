@@ -88,9 +88,7 @@ def encodable(text: str) -> tuple[int, int, str] | None:
     return None
 
 
-def encoded(path: Path, content: str | bytes, what: str) -> bytes:
-    if isinstance(content, bytes):
-        return content
+def encoded(path: Path, content: str, what: str) -> bytes:
     if (where := encodable(content)) is not None:
         line, column, character = where
         raise FileRefused(
@@ -148,8 +146,8 @@ def staged(target: Path, data: bytes, what: str) -> Path:
     return temporary
 
 
-def write_files(contents: dict[Path | str, str | bytes], what: str = "the file") -> None:
-    """Write every file (text as UTF-8) or none: all are staged beside their targets before any is replaced, and a
+def write_files(contents: dict[Path | str, str], what: str = "the file") -> None:
+    """Write every file's text (UTF-8) or none: all are staged beside their targets before any is replaced, and a
     replace that fails puts the ones already replaced back. FileRefused names what failed."""
     items = [(Path(path), writable_target(Path(path), what), content) for path, content in contents.items()]
     data = [(path, target, encoded(path, content, what)) for path, target, content in items]

@@ -124,7 +124,6 @@ def test_the_inner_replays_the_harness_section_1s_names_the_shared_cells_and_its
     shared = [cell["id"] for cell in cells if binds_at_top(cell["source"], SHARED_NAMES)]
     assert shared and set(shared) <= set(replayed), f"the cells binding {SHARED_NAMES}: {shared}"
     assert set(plan["define"]) <= set(replayed) and not set(NOT_UNDER_NCU) & set(replayed), replayed
-    assert not [cell for cell in replayed if cell.startswith("s9-")] == [], replayed
 
 
 @pytest.mark.parametrize("section", [2, 3, 5, 6, 7, 9, 10])  # 4 and 8 read the GPU in their define cells
@@ -139,14 +138,14 @@ def test_a_child_replays_its_section_up_to_its_call_and_runs_it_in_nsights_own_s
     from nsight.collection import core
     from nsight.collection import ncu as nsight_ncu
 
-    for module_name, name, _ in ncu_launch.PATCHED_FUNCTIONS:  # the child patches nsight for good: undone here
+    for module_name, name in ncu_launch.PATCHED_FUNCTIONS:  # the child patches nsight for good: undone here
         module = importlib.import_module(module_name)
         monkeypatch.setattr(module, name, getattr(module, name))
     monkeypatch.setattr(tools_manager, "_active_tool", None)
     monkeypatch.setattr(nsight_ncu, "injection_load_error", None)  # this process has no ncu to load
     sessions = []
 
-    def session(func, configs, runs, *_, **__):  # nsight's parameters, as the child's internals check requires
+    def session(func, configs, runs, *_, **__):  # nsight's parameters, as ProfiledCalls passes them on
         sessions.append(func.__name__)
 
     monkeypatch.setattr(core, "run_profile_session", session)

@@ -1,8 +1,7 @@
-"""recording/ncu_launch.py on a CPU: the ncu command from nsight's own, the internals check, a call's ncu ending."""
+"""recording/ncu_launch.py on a CPU: the ncu command from nsight's own, the version check, a call's ncu ending."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -51,20 +50,11 @@ def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refu
         ncu_launch.launch_command(attach, "ncu", ["python3"])
 
 
-@pytest.mark.parametrize(
-    ("attribute", "replacement", "named"),
-    [
-        (None, None, None),
-        ("begin_profiling", None, r"nsight\.collection\.ncu\.begin_profiling is gone"),
-        ("launch_ncu", lambda report_path, metrics, clock_control, cache_control: 0, "launch_ncu takes"),  # swapped
-        ("collect", lambda self, func: 0, "no longer uses begin_profiling.*no longer uses extract_df_from_report"),
-    ],
-)
-def test_what_moved_in_nsight_python_is_named_before_anything_runs(monkeypatch, attribute, replacement, named):
-    if attribute:
-        monkeypatch.setattr(nsight_ncu.NCUCollector if attribute == "collect" else nsight_ncu, attribute, replacement)
-    with pytest.raises(ncu_launch.LaunchError, match=named) if named else contextlib.nullcontext():
-        ncu_launch.check_nsight_internals()  # unchanged: the installed nsight has all that the recorder patches
+def test_an_nsight_python_other_than_the_one_launch_mode_patches_is_refused_before_anything_runs(monkeypatch):
+    ncu_launch.check_nsight_version()  # the installed nsight is the pinned one
+    monkeypatch.setattr(nsight, "__version__", "1.2.0")
+    with pytest.raises(ncu_launch.LaunchError, match=r"nsight-python 1\.2\.0 is installed.*nsight-python==1\.1\.0"):
+        ncu_launch.check_nsight_version()
 
 
 @pytest.mark.parametrize(
