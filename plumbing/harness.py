@@ -94,7 +94,7 @@ def describe_figure(figure):
     if figure["peak"] is None:
         return f"{text} (peak n/a: this GPU is not in the datasheet table)"
     kind = PEAK_NAMES[figure["peak_kind"]]
-    text += f" = {figure['pct_of_peak']:.1f}% of the {figure['peak_gpu']} {kind} peak ({figure['peak']:,.0f})"
+    text += f" = {figure['pct_of_peak']:.1f}% of the {figure['peak_gpu']} {kind} peak ({figure['peak']:,g})"
     return text + ("  <- SUSPECT" if figure["check"] == "SUSPECT" else "")
 
 

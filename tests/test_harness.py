@@ -64,6 +64,7 @@ def test_a_gpu_name_gets_its_own_datasheet_peaks_or_none(harness, gpu):
 def test_a_figure_outside_5_to_100_percent_of_its_peak_is_suspect(harness, pct, check):
     figure = harness.check_figure(6, "bound check", 3.2 * pct, "GB/s", "dram_gbs", "Tesla T4")  # 320 GB/s DRAM
     assert figure["check"] == check and figure["peak_gpu"] == "T4"
+    assert "of the T4 DRAM peak (320)" in harness.describe_figure(figure), "the peak as the datasheet gives it"
 
 
 def test_a_gpu_outside_the_datasheet_table_leaves_its_figures_unchecked_never_suspect(harness):
