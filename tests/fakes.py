@@ -223,8 +223,9 @@ def build_fake_injection_library(folder: Path) -> Path | None:
     return library if done.returncode == 0 else None
 
 
-VERSIONS_IN_APT = "2025.3.1 2026.1.0 2026.2.1 2026.3.0 2026.3.1 2026.4.0".split()
-NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in VERSIONS_IN_APT)]  # apt-cache lists
+# What `apt-cache pkgnames nsight-compute-` lists, in no version order: CUDA's and the docs' names, versions of all ages
+VERSIONS_IN_APT = "2026.3.0 12-8 2022.4.1 2026.3.1 2025.3.1 2026.2.0 2026.4.0 2026.2.1 2026.3.1-doc 2026.1.0".split()
+NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in VERSIONS_IN_APT)]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from plumbing import setup_helpers as helpers
-from plumbing.setup_helpers import accepted_ncu_path, newest_first, read_ncu_path, read_wheelhouse
+from plumbing.setup_helpers import accepted_ncu_path, read_ncu_path, read_wheelhouse
 
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
     "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
@@ -64,23 +64,6 @@ def test_the_versions_accepted_run_from_nsights_floor_to_the_pinned_ncu_reports_
     assert helpers.ncu_version_of(fake) == version and helpers.ncu_version_of(None) is None
     readable = version[:2] <= Version(helpers.PINS["ncu-report"]).release[:2]  # ncu-report reads its own and older
     assert helpers.ncu_accepted(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION and readable)
-
-
-def test_the_packages_tried_are_the_accepted_versioned_ones_newest_first():
-    listed = [
-        "nsight-compute",
-        "nsight-compute-2022.4.1",
-        "nsight-compute-2026.2.0",
-        "nsight-compute-2026.2.1",
-        "nsight-compute-2026.3.1",
-        "nsight-compute-2026.3.0",
-        "nsight-compute-2026.4.0",
-        "nsight-compute-12-8",
-        "cuda-nsight-compute-12-8",
-        "nsight-compute-2026.3.1-doc",
-    ]
-    expected = ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.2.1"]
-    assert newest_first(listed) == expected, "never the unversioned name, nothing below 2026.2.1 or above ncu-report"
 
 
 @pytest.fixture
