@@ -34,7 +34,7 @@ def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case)
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
     (tmp_path / "a_file").write_text("")
-    ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1", mode=0o644), ncu(tmp_path / "new", "2026.4.0")
+    ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1").chmod(0o644), ncu(tmp_path / "new", "2026.4.0")
     with pytest.raises(error) as raised:
         read({name: value.format(tmp=tmp_path), "PATH": str(ncu(tmp_path / "current", "2026.3.1").parent)})
     assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
