@@ -112,10 +112,6 @@ for name, version in pins:
     wheel = re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl"
     if offline and not (links and list(links.glob(wheel))):
         sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} (no {{wheel}} in {{links}})")
-for wheel in [arg for arg in args if arg.endswith(".whl")]:
-    if not Path(wheel).is_file():
-        sys.exit(f"ERROR: {{wheel}} does not exist")
-    pins.append(Path(wheel).name.split("-")[:2])
 for name, version in pins:  # without --target: into the Python's own packages (Colab's site-packages)
     info = (target or ROOT / "site") / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
     info.mkdir(parents=True, exist_ok=True)
