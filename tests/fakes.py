@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 COLAB_SITE = {"cuda-core": "0.3.2", "cuda-bindings": "12.9.7", "numba-cuda": "0.22.2"}  # environments.md
 
 
-def executable(path: Path, text: str, mode: int = 0o755) -> Path:
+def executable(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    path.chmod(mode)
+    path.chmod(0o755)
     return path
 
 
@@ -75,7 +75,6 @@ def ncu(
     injection: Path | None = None,
     log: Path | None = None,
     report: Path | str = "",
-    mode: int = 0o755,
 ) -> Path:
     """folder/ncu, a fake Nsight Compute `version` (2026.3.1: `--version` says 2026.3.1.0). With `machine` it
     profiles as that FakeMachine says; else launch mode's: it notes its command line in `log`, and its -o writes
@@ -83,7 +82,7 @@ def ncu(
     given = {"machine": machine and str(machine), "log": log and str(log), "report": str(report)}
     injection = str(injection or folder / "injection")
     text = NCU.format(python=sys.executable, version=version, injection=injection, profiles=PROFILES, **given)
-    return executable(folder / "ncu", text, mode)
+    return executable(folder / "ncu", text)
 
 
 # ---------------------------------------------------------------- pip (python -m pip) and nvidia-smi
@@ -113,10 +112,6 @@ for name, version in pins:
     wheel = re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl"
     if offline and not (links and list(links.glob(wheel))):
         sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} (no {{wheel}} in {{links}})")
-for wheel in [arg for arg in args if arg.endswith(".whl")]:
-    if not Path(wheel).is_file():
-        sys.exit(f"ERROR: {{wheel}} does not exist")
-    pins.append(Path(wheel).name.split("-")[:2])
 for name, version in pins:  # without --target: into the Python's own packages (Colab's site-packages)
     info = (target or ROOT / "site") / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
     info.mkdir(parents=True, exist_ok=True)
@@ -223,8 +218,9 @@ def build_fake_injection_library(folder: Path) -> Path | None:
     return library if done.returncode == 0 else None
 
 
-VERSIONS_IN_APT = "2025.3.1 2026.1.0 2026.2.1 2026.3.0 2026.3.1 2026.4.0".split()
-NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in VERSIONS_IN_APT)]  # apt-cache lists
+# What `apt-cache pkgnames nsight-compute-` lists, in no version order: CUDA's and the docs' names, versions of all ages
+VERSIONS_IN_APT = "2026.3.0 12-8 2022.4.1 2026.3.1 2025.3.1 2026.2.0 2026.4.0 2026.2.1 2026.3.1-doc 2026.1.0".split()
+NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in VERSIONS_IN_APT)]
 
 
 @dataclass
@@ -237,7 +233,6 @@ class FakeMachine:
     packages: list[str] = field(default_factory=lambda: list(NCU_PACKAGES))  # in NVIDIA's apt index
     broken: list[str] = field(default_factory=list)  # packages whose download fails
     profiles: dict[str, str] = field(default_factory=dict)  # ncu version -> a PROFILES key (default "no gpu")
-    site: dict[str, str] = field(default_factory=lambda: dict(COLAB_SITE))
     injection: str = "missing"  # missing | loadable: whether the injection folder ncu names has the library
     env: dict[str, str] = field(default_factory=dict)
 
@@ -251,7 +246,7 @@ class FakeMachine:
         for name in ("nvidia-smi", "apt-get", "apt-cache", "dpkg", "dpkg-query"):
             executable(self.root / "bin" / name, tool)
         pip(self.root)
-        for name, version in self.site.items():
+        for name, version in COLAB_SITE.items():  # Colab's own packages
             info = self.root / "site" / f"{name.replace('-', '_')}-{version}.dist-info"
             info.mkdir(parents=True, exist_ok=True)
             (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")

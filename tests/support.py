@@ -62,9 +62,9 @@ def python(source: str) -> str:
     return TransformerManager().transform_cell(without_magic(source))
 
 
-def run_cells(cell_ids, namespace: dict, cells=None) -> str:
+def run_cells(cell_ids, namespace: dict) -> str:
     """Today's notebook cells by id, run in `namespace` as the magic runs them; what they printed."""
-    cells = cells or load_cells()
+    cells = load_cells()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         for cell_id in cell_ids:

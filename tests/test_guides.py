@@ -1,7 +1,9 @@
-"""The two guides say what the code does: README.md (learners: what to do when a cell fails) and
-docs/maintainers.md (the settings table, and no figure tied to an old commit outside the generated tables)."""
+"""The two guides say what the code does: README.md (learners: what to do when a cell fails; its Colab badge opens the
+notebook the notebook's own badge opens) and docs/maintainers.md (the settings table, and no figure tied to an old
+commit outside the generated tables)."""
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -52,3 +54,15 @@ def test_the_maintainers_guide_ties_no_figure_to_a_commit_outside_its_generated_
     prose = head + rest.split("<!-- verified-table:end -->", 1)[1]
     pinned = [word for word in re.findall(r"\b[0-9a-f]{7,40}\b", prose) if re.search(r"\d", word)]
     assert not pinned, f"docs/maintainers.md names commits {pinned}: say what holds now, or put it in the evidence"
+
+
+def colab_badge(text: str) -> str:
+    (found,) = set(re.findall(r"https://colab\.research\.google\.com/github/([^\"')\s]+)", text))
+    return found
+
+
+def test_readmes_colab_badge_opens_the_notebook_that_the_notebooks_own_badge_opens():
+    first_cell = "".join(json.loads(NOTEBOOK.read_text())["cells"][0]["source"])
+    readme, notebook = colab_badge((ROOT / "README.md").read_text()), colab_badge(first_cell)
+    assert readme == notebook, f"README opens {readme}, the notebook's badge {notebook}: one branch and path for both"
+    assert readme.endswith(f"/{NOTEBOOK.name}"), f"the badge opens {readme}, not the notebook"

@@ -62,6 +62,7 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source_nor_
     )
     code["source"].append("\nprint('edited by hand')")  # another helper's edit: no business of the format
     del noisy["cells"][0]["id"], noisy["nbformat_minor"]
+    noisy["cells"][1]["id"] = "has space"  # nbformat 4.5 forbids it: --fix gives a valid one
     (path := tmp_path / "noisy.ipynb").write_text(json.dumps(noisy))
     found = "\n".join(notebook_format.problems(path))
     missed = [
@@ -74,6 +75,7 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source_nor_
             "executionInfo",
             "cellView",
             "has id None",
+            "has id 'has space'",
             "minor is None",
         )
         if one not in found
@@ -94,13 +96,16 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source_nor_
 @pytest.mark.parametrize("mode", ["--check", "--fix"])
 @pytest.mark.parametrize(
     ("cell", "said"),
-    [  # what a hand edit can leave; --fix must neither empty nor guess them
+    [  # what a hand edit can leave; --fix must neither empty, guess nor drop them
         ({"cell_type": "markdown", "id": "intro"}, "cell 1 (id 'intro') has no source"),
         ({"cell_type": "code", "id": "run-it", "source": None}, "cell 1 (id 'run-it') has source null"),
         ({"cell_type": "bogus", "id": "notes", "source": "x"}, "cell 1 (id 'notes') has cell_type 'bogus'"),
+        ({"cell_type": "raw", "id": "m", "source": "x", "notes": "."}, "cell 1 (id 'm') has 'notes', which nbformat"),
     ],
 )
-def test_a_cell_without_usable_source_or_type_is_named_and_left_as_it_was(tmp_path, capsys, cell, said, mode, script):
+def test_a_cell_with_no_usable_source_or_type_or_a_field_nbformat_lacks_is_named_and_left_as_it_was(
+    tmp_path, capsys, cell, said, mode, script
+):
     good = {"cell_type": "markdown", "id": "heading", "metadata": {}, "source": ["# Title\n"]}
     (tmp_path / "plumbing").mkdir()  # a clone's top folder, for embed_modules
     path = tmp_path / "edited.ipynb"
@@ -225,21 +230,6 @@ def test_fix_keeps_attachments_tags_and_metadata_it_does_not_own_and_folds_an_ol
     assert folded["metadata"] == {"cellView": "form", "tags": ["remove-input"]}, "Colab folds it; the page hides it"
     assert fixed["metadata"]["jupytext"] == {"formats": "ipynb,py"}, "notebook metadata lost"
     assert notebook_format.problems(path) == [], "after --fix, --check must call it canonical"
-
-
-def test_an_invalid_cell_id_is_reported_and_replaced_by_a_valid_one(tmp_path):
-    path = _tiny_notebook(tmp_path, cell("markdown", "has space", "x"))
-    assert any("has id 'has space'" in problem for problem in notebook_format.problems(path))
-    assert notebook_format.main(["--fix", str(path)]) == 0
-    (fixed,) = json.loads(path.read_text())["cells"]
-    assert notebook_format.VALID_ID.fullmatch(fixed["id"]), f"nbformat 4.5 forbids the id {fixed['id']!r}"
-
-
-def test_a_field_nbformat_does_not_know_is_named_not_dropped(tmp_path, capsys):
-    path = _tiny_notebook(tmp_path, cell("markdown", "a", "x", notes="mine"))
-    before = path.read_bytes()
-    assert notebook_format.main(["--fix", str(path)]) == 2 and path.read_bytes() == before
-    assert "cell 0 (id 'a') has 'notes', which nbformat 4.5 does not know" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("script", [notebook_format, embed_modules])

@@ -1,6 +1,8 @@
-"""The notebook's rules that hold without running it: sections, cell ids, import order, the nsight API, lint."""
+"""The notebook's rules that hold without running it: sections, cell ids, import order, the nsight API, lint, and a
+learner's copy of the visible cells runs (no name or magic only a folded cell defines, no backend `if`)."""
 
 import ast
+import builtins
 import importlib
 import inspect
 import operator
@@ -13,13 +15,17 @@ import nbformat
 import nsight
 import pytest
 from notebook_format import is_folded
-from support import ROOT, module_level_names, python
+from support import NOTEBOOK, ROOT, free_names, module_level_names, python
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [cell for cell in nb.cells if cell.cell_type == "code"]
+
+
+def visible(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [cell for cell in code_cells(nb) if not is_folded(cell)]
 
 
 def all_trees(nb: nbformat.NotebookNode) -> list[ast.Module]:
@@ -69,15 +75,8 @@ def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[st
     return calls
 
 
-def test_notebook_opens_with_title_colab_badge_and_overview_and_validates(notebook):
-    nbformat.validate(notebook)
-    first, second = notebook.cells[0].source, notebook.cells[1].source
-    assert notebook.cells[0].cell_type == "markdown" and first.startswith("# "), "cell 1 must be the '# ' title"
-    assert "colab.research.google.com/github/" in first and "colab-badge.svg" in first, "the title needs a Colab badge"
-    assert second.startswith("## Overview"), "the cell after the title must be the '## Overview'"
-
-
 def test_sections_come_in_order_and_every_cell_id_names_the_section_of_the_heading_above_it(notebook):
+    nbformat.validate(notebook)
     headings, under, wrong = [], None, []
     for cell in notebook.cells:
         if cell.cell_type == "markdown" and cell.source.startswith("## "):
@@ -171,13 +170,14 @@ def test_ruff_is_clean_on_the_notebook_scripts_and_tests(command):
 
 
 def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_bookkeeping(notebook):
-    visible = [cell for cell in code_cells(notebook) if not is_folded(cell)]
-    long_cells = [c.get("id") for c in visible if sum(bool(line.strip()) for line in c.source.splitlines()) > 40]
+    long_cells = [
+        c.get("id") for c in visible(notebook) if sum(bool(line.strip()) for line in c.source.splitlines()) > 40
+    ]
     assert not long_cells, f"visible code cells over 40 lines (split them, or fold plumbing): {long_cells}"
     bookkeeping = {"record_figure", "build_summary", "report_summary", "section_entry"}
     calls = {
         cell.get("id"): names
-        for cell in visible
+        for cell in visible(notebook)
         if section_of(cell.get("id"))
         and (
             names := bookkeeping
@@ -214,3 +214,68 @@ def test_no_cell_binds_the_names_ipython_keeps_for_the_last_outputs(notebook):
         if (names := module_level_names(python(cell.source)) & {"_", "__", "___"})
     }
     assert not offenders, f"these cells bind IPython's output names (it stops updating them): {offenders}"
+
+
+IPYTHON = {"display", "get_ipython", "In", "Out", "_exit_code"}  # what IPython itself gives a notebook
+IPYTHON_CELL_MAGICS = {"time", "timeit", "capture", "writefile", "bash", "sh", "html", "javascript", "script"}
+BACKEND_SWITCHES = {"USE_NCU"}
+
+
+def folded_only(notebook) -> dict[str, list[str]]:
+    """Cell id -> the names or cell magics it uses that no visible cell before it defines (only a folded one can)."""
+    bound, magics, problems = set(), set(), {}
+    for cell in visible(notebook):
+        source = python(cell.source)
+        used = free_names(source) - bound - IPYTHON - set(dir(builtins))
+        cell_magics = set(re.findall(r"^%%(\w+)", cell.source, re.M)) - magics - IPYTHON_CELL_MAGICS
+        used |= {f"%%{magic}" for magic in cell_magics}
+        if used:
+            problems[cell.get("id")] = sorted(used)
+        bound |= module_level_names(source)
+        tree = ast.parse(source)
+        magics |= {  # functions a visible cell registers with @register_cell_magic
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef)
+            and any("register_cell_magic" in ast.unparse(d) for d in node.decorator_list)
+        }
+    return problems
+
+
+def backend_guards(notebook) -> list[str]:
+    """Ids of visible cells with a top-level `if` on the backend (USE_NCU), wherever in the cell it stands."""
+    guarded = []
+    for cell in visible(notebook):
+        tests = [node.test for node in ast.parse(python(cell.source)).body if isinstance(node, ast.If)]
+        if any(BACKEND_SWITCHES & {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} for test in tests):
+            guarded.append(cell.get("id"))
+    return guarded
+
+
+def notebook_of(*sources: str) -> nbformat.NotebookNode:
+    """A notebook of these code cells; one that starts '# @title' is folded."""
+    cells = [nbformat.v4.new_code_cell(source, id=f"s2-{number}") for number, source in enumerate(sources)]
+    for cell in cells:
+        if cell.source.startswith("# @title"):
+            cell.metadata["cellView"] = "form"
+    return nbformat.v4.new_notebook(cells=cells)
+
+
+def test_no_visible_cell_reads_a_name_or_magic_only_a_folded_cell_defines(notebook):
+    assert folded_only(notebook) == {}, f"{NOTEBOOK.name}: a learner's copy would fail on these; define them in view"
+
+
+def test_the_checker_finds_a_folded_only_name_and_an_undefined_magic_but_not_a_magic_defined_in_view():
+    helper = "# @title helper\ndef verdict(text):\n    print(text)"
+    assert folded_only(notebook_of(helper, "verdict('ok')")) == {"s2-1": ["verdict"]}
+    assert folded_only(notebook_of("%%needs_ncu\nx = 1")) == {"s2-0": ["%%needs_ncu"]}
+    magic = (
+        "from IPython.core.magic import register_cell_magic\n\n\n@register_cell_magic\ndef needs_ncu(line, cell): ..."
+    )
+    assert folded_only(notebook_of(magic, "%%needs_ncu\nx = 1\nprint(x)")) == {}
+    assert folded_only(notebook_of("%%time\nsum(range(3))")) == {}, "IPython's own magics are the learner's too"
+
+
+def test_no_visible_cell_branches_on_the_backend(notebook):
+    assert backend_guards(notebook) == [], "a visible cell under `if USE_NCU`: put %%needs_ncu on it instead"
+    assert backend_guards(notebook_of("if USE_NCU:\n    frame = f()")) == ["s2-0"], "the checker must find one"

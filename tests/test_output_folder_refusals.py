@@ -4,6 +4,8 @@ setting the learner made (or the default folder), why, and the one setting that 
 from __future__ import annotations
 
 import importlib
+import os
+import pwd
 import re
 import site
 import sysconfig
@@ -76,3 +78,8 @@ def test_a_new_or_empty_folder_is_made_and_marked_and_a_marked_one_used_again(tm
             made = folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
             (made / "summary.json").write_text("{}")
         assert made == tmp_path / name and (made / folders.MARK).is_file()
+
+
+def test_a_home_folder_of_a_named_user_is_expanded_with_the_rest_of_the_path():  # settings.bash's: test_settings_bash
+    user = pwd.getpwuid(os.getuid())
+    assert folders.folder_setting("S", f"~{user.pw_name}/a/b", "fix") == Path(user.pw_dir, "a", "b")

@@ -130,10 +130,16 @@ def rows_after(page: Path, marker: str) -> list[dict[str, str]]:
     return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
 
 
+def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "tools/verified_table.py", *args], capture_output=True, text=True, cwd=repo)
+
+
 def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path):
     repo = table_repo(tmp_path)
-    done = subprocess.run([sys.executable, "tools/verified_table.py"], capture_output=True, text=True, cwd=repo)
-    assert done.returncode == 0, done.stderr
+    stale = verified_table(repo, "--check")  # the pages' tables are the real evidence's, not these runs'
+    assert stale.returncode == 1 and "run tools/verified_table.py" in stale.stdout, stale.stdout + stale.stderr
+    done = verified_table(repo)
+    assert done.returncode == 0, f"a code cell changed since a run must not stop the tables: {done.stderr}"
     rows = {row["GPU"]: row for row in rows_after(repo / "docs/maintainers.md", "verified-table:begin")}
     cupti, ncu = rows["Tesla T4"], rows["NVIDIA L4"]
     assert cupti == {
@@ -151,37 +157,26 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
         "code cells changed since that run": "since abcdef0: none",
     }
-    page = "l4-ncu-2099.1-launch/reading_page.ipynb"
-    assert ncu == {
-        "GPU": "NVIDIA L4",
-        "driver": "590.2",
-        "profiler": "ncu 2099.1 (launch mode)",
-        "nsight-python": "1.1.0",
-        "torch": "2.10.0",
-        "date (UTC)": "2026-12-01",
-        "sections ok / skipped / failed": "1 / 1 / 0",
-        "total wall time": "37 s in sections, 52 s whole run (commit 0123456)",
-        "headline figures (% of datasheet peak)": "scaling: 4,289.4 GB/s (n/a)",
-        "run": f"[docs/verified/{page}](verified/{page})",
-        "code cells changed since that run": "since 0123456: s5-run",
-    }
+    # the launch-mode row: only the columns whose rule differs from the CUPTI row's
+    assert ncu["profiler"] == "ncu 2099.1 (launch mode)", ncu
+    assert ncu["headline figures (% of datasheet peak)"] == "scaling: 4,289.4 GB/s (n/a)", "no peak: n/a, never 0%"
+    assert ncu["code cells changed since that run"] == "since 0123456: s5-run", "its s5-run differs from today's"
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
     assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
     assert narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2", narrow[0]
     assert "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"], narrow[0]
-    check = subprocess.run([sys.executable, "tools/verified_table.py", "--check"], capture_output=True, cwd=repo)
-    assert check.returncode == 0, "the tables it just wrote must pass its own --check"
+    assert verified_table(repo, "--check").returncode == 0, "the tables it just wrote must pass its own --check"
     summary = repo / "docs" / "verified" / "t4-cupti" / "summary.json"
     summary.write_text(summary.read_text()[:25])  # a copy cut short: named, and the pages left as they were
     pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
-    done = subprocess.run([sys.executable, "tools/verified_table.py"], capture_output=True, text=True, cwd=repo)
+    done = verified_table(repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{summary} cannot be read" in done.stderr and "tools/keep_run.py" in done.stderr, done.stderr
+    summary.unlink()  # a run folder without its summary: refused, never a row dropped in silence
+    for mode in ([], ["--check"]):
+        done = verified_table(repo, *mode)
+        assert done.returncode == 2 and "docs/verified/t4-cupti holds no summary.json" in done.stderr, done.stderr
     assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
-
-
-def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "tools/verified_table.py", *args], capture_output=True, text=True, cwd=repo)
 
 
 END, BEGIN = "<!-- evidence-table:end -->", "<!-- evidence-table:begin"
@@ -203,16 +198,6 @@ def test_verified_table_refuses_a_page_whose_markers_are_broken_and_writes_nothi
     assert done.returncode == 2 and "match" not in done.stdout, f"a broken marker must not pass: {done.stdout}"
     assert f"{page} {said}" in done.stderr and "Put the marker lines back" in done.stderr, done.stderr
     assert {name: (repo / name).read_bytes() for name in pages} == pages, "a page was written"
-
-
-def test_verified_table_refuses_a_run_folder_without_its_summary(tmp_path):
-    repo = table_repo(tmp_path)
-    (repo / "docs/verified/t4-cupti/summary.json").unlink()
-    pages = {name: (repo / name).read_bytes() for name in ("README.md", "docs/maintainers.md")}
-    for mode in ([], ["--check"]):
-        done = verified_table(repo, *mode)
-        assert done.returncode == 2 and "docs/verified/t4-cupti holds no summary.json" in done.stderr, done.stderr
-    assert {name: (repo / name).read_bytes() for name in pages} == pages, "its row must not vanish silently"
 
 
 def test_verified_table_writes_both_pages_or_neither_on_a_full_disk(tmp_path, monkeypatch, capsys):

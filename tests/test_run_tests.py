@@ -1,9 +1,12 @@
 """scripts/run_tests and .ci/run in bash on a fake python3 (tests/fakes.py): the venv setting at its edges before
-anything is made, the suite's pins, and the README's test commands."""
+anything is made, the suite's pins and plugins, and the README's test commands."""
 
 import os
+import re
 import shutil
 import subprocess
+import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import fakes
@@ -201,3 +204,21 @@ def test_a_failed_install_of_the_suites_packages_is_said_and_runs_no_test(tmp_pa
     )
     assert status == 2 and "pip could not install requirements-dev.txt" in output, output
     assert not [line for line in asked if line.startswith("-m pytest")], "the suite ran without its packages"
+
+
+def run_tests_pytest_options() -> list[str]:
+    """The options scripts/run_tests gives pytest, and pyproject.toml's addopts."""
+    given = re.search(r'^"\$venv/bin/python" -m pytest (.*) "\$@"', (ROOT / "scripts/run_tests").read_text(), re.M)
+    assert given, "scripts/run_tests no longer runs pytest as this test reads it: update run_tests_pytest_options"
+    addopts = re.search(r'^addopts = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    return [*given.group(1).split(), *addopts.replace("'not gpu'", "not_gpu").split()]
+
+
+def test_dev_requirements_hold_every_plugin_the_suites_command_line_needs(tmp_path):
+    listed = set(requirement_pins(ROOT / "requirements-dev.txt"))
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    for plugin in entry_points(group="pytest11"):
+        without = [sys.executable, "-m", "pytest", "-p", f"no:{plugin.name}", *run_tests_pytest_options(), "--co"]
+        done = subprocess.run([*without, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+        needed = "unrecognized arguments" in done.stderr
+        assert not needed or plugin.dist.name.lower() in listed, f"requirements-dev.txt lacks {plugin.dist.name}"

@@ -3,7 +3,7 @@
 import evidence
 import pytest
 from pytest import approx
-from support import load_cells, parse, run_cells, verdicts
+from support import parse, run_cells, verdicts
 
 REMEDIES = ("replay_mode='range'", "combine_kernel_metrics", "ignore_kernel_list")
 
@@ -34,6 +34,6 @@ def test_the_error_cell_prints_the_whole_refusal_it_catches_and_the_verdict_quot
             raise RuntimeError(message)
 
     namespace = {"relu_of_product_strict": relu_of_product_strict, "gpu": "Tesla T4"}
-    printed = run_cells(["s2-error", "s2-strict-verdict"], namespace, load_cells())
+    printed = run_cells(["s2-error", "s2-strict-verdict"], namespace)
     said = f"nsight raised: {message}" if raises else "no error: the region launched a single kernel"
     assert printed == f"{said}\nOn this Tesla T4: without a rule, {said.splitlines()[0]}\n", printed

@@ -21,10 +21,16 @@ def recorded():
     return names | {"off_seconds": 3.2, "auto_seconds": 3.5, "Image": Image, "pd": pd}  # wall times: not in files
 
 
-def test_the_verdict_correlates_each_runs_time_with_its_temperature_and_clock(tmp_path, monkeypatch):
+def test_the_verdict_correlates_each_runs_time_with_its_temperature_and_clock_under_a_labelled_picture(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)  # the picture is saved into the working folder
     names = recorded()
     said = verdicts(run_cells(["s8-plot", "s8-verdict"], names))
+    axes = names["axes"]
+    assert "temperature" in axes.get_title() and "(°C)" in axes.get_xlabel() and "(us)" in axes.get_ylabel()
+    assert names["figure"].axes[1].get_ylabel() == "SM clock (MHz)", "the colour bar says what colour means"
+    assert "kernel time" in names["chart"] and "temperature" in names["chart"], "alt text for a reader who can't see"
     runs = names["off_runs"]
     r_heat, r_clock, *span = parse(HEAT, said)
     assert [r_heat, r_clock] == [
@@ -32,16 +38,6 @@ def test_the_verdict_correlates_each_runs_time_with_its_temperature_and_clock(tm
     ]
     assert span == [runs.temperature_c.min(), runs.temperature_c.max(), runs.sm_mhz.min(), runs.sm_mhz.max()]
     assert len(runs) == 30 and (tmp_path / "s8_heat.png").stat().st_size > 10_000, "30 runs, drawn"
-
-
-def test_the_picture_has_a_title_axes_with_units_and_alt_text(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    names = recorded()
-    run_cells(["s8-plot"], names)
-    axes = names["axes"]
-    assert "temperature" in axes.get_title() and "(°C)" in axes.get_xlabel() and "(us)" in axes.get_ylabel()
-    assert names["figure"].axes[1].get_ylabel() == "SM clock (MHz)", "the colour bar says what colour means"
-    assert "kernel time" in names["chart"] and "temperature" in names["chart"], "alt text for a reader who can't see"
 
 
 @pytest.mark.parametrize(

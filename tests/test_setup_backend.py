@@ -1,12 +1,14 @@
 """Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI, once a
-child timed a kernel with it. Each failure of the probe is told apart by what ncu printed."""
+child timed a kernel with it. Each failure of the probe is told apart by what ncu printed; its time limit is ample."""
 
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import nsight
 import pytest
+from evidence import VERIFIED
 from fakes import FakeMachine
 
 from plumbing import setup_helpers as helpers
@@ -154,3 +156,13 @@ def test_the_environment_names_the_gpu_the_ncu_on_path_and_the_backend(tmp_path,
         "tf32_matmul": False,
     }
     assert {key: facts.get(key) for key in expected} == expected
+
+
+def test_the_probe_waits_ten_times_the_slowest_profiled_call_the_runner_recorded():
+    """A probe is one profiled call of a tiny kernel: a cold machine may be far slower than the runner was."""
+    logs = [path.read_text() for path in VERIFIED.glob("*/ncu_launch.log")]
+    seconds = [float(s) for log in logs for s in re.findall(r"ncu exit \d+ in ([\d.]+) s", log)]
+    if not seconds:
+        pytest.skip("no committed ncu_launch.log (a launch-mode run) times an ncu call")
+    limit = helpers.TIME_LIMITS_S["probe"]
+    assert limit >= 10 * max(seconds), f"the probe's {limit} s is short of ten times {max(seconds)} s"

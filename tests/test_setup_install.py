@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from plumbing import setup_helpers as helpers
-from plumbing.setup_helpers import accepted_ncu_path, newest_first, read_ncu_path, read_wheelhouse
+from plumbing.setup_helpers import accepted_ncu_path, read_ncu_path, read_wheelhouse
 
 BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
     "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
@@ -34,7 +34,7 @@ def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case)
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
     (tmp_path / "a_file").write_text("")
-    ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1", mode=0o644), ncu(tmp_path / "new", "2026.4.0")
+    ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1").chmod(0o644), ncu(tmp_path / "new", "2026.4.0")
     with pytest.raises(error) as raised:
         read({name: value.format(tmp=tmp_path), "PATH": str(ncu(tmp_path / "current", "2026.3.1").parent)})
     assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
@@ -64,23 +64,6 @@ def test_the_versions_accepted_run_from_nsights_floor_to_the_pinned_ncu_reports_
     assert helpers.ncu_version_of(fake) == version and helpers.ncu_version_of(None) is None
     readable = version[:2] <= Version(helpers.PINS["ncu-report"]).release[:2]  # ncu-report reads its own and older
     assert helpers.ncu_accepted(version) is ((*version, 0) >= nsight_ncu.MIN_NCU_VERSION and readable)
-
-
-def test_the_packages_tried_are_the_accepted_versioned_ones_newest_first():
-    listed = [
-        "nsight-compute",
-        "nsight-compute-2022.4.1",
-        "nsight-compute-2026.2.0",
-        "nsight-compute-2026.2.1",
-        "nsight-compute-2026.3.1",
-        "nsight-compute-2026.3.0",
-        "nsight-compute-2026.4.0",
-        "nsight-compute-12-8",
-        "cuda-nsight-compute-12-8",
-        "nsight-compute-2026.3.1-doc",
-    ]
-    expected = ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.2.1"]
-    assert newest_first(listed) == expected, "never the unversioned name, nothing below 2026.2.1 or above ncu-report"
 
 
 @pytest.fixture

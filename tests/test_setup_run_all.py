@@ -150,7 +150,7 @@ def test_an_older_accepted_version_is_installed_when_the_newest_download_fails(s
 def test_only_versions_from_the_floor_to_ncu_reports_are_tried_never_the_unversioned_name(start):
     run = section_one(start, "range", broken=FakeMachine(None).packages)  # every download fails
     tried = ["nsight-compute-2026.3.1", "nsight-compute-2026.3.0", "nsight-compute-2026.2.1"]
-    assert run.machine.apt_installs() == tried, "not 2026.4.0 (above ncu-report 2026.3), 2026.1.0 or nsight-compute"
+    assert run.machine.apt_installs() == tried, "no unversioned, -doc or CUDA name; none below 2026.2.1 or above 2026.3"
     run.assert_stopped_at_backend_naming("there is no Nsight Compute 2026.2.1 to 2026.3.x here", "2025.1.1 at")
 
 
@@ -167,12 +167,7 @@ def test_a_driver_mismatch_moves_to_the_next_version_and_then_to_cupti_naming_th
 def test_counters_refused_says_it_cannot_be_changed_on_colab_and_goes_to_cupti_without_another_version(start):
     run = section_one(start, "counters", profiles={"2026.3.1": "counters", "2026.3.0": "works"})
     assert run.machine.apt_installs() == ["nsight-compute-2026.3.1"], "another version cannot lift the permission"
-    said = [
-        "does not allow GPU performance counters to this process",
-        "cannot be changed from the notebook",
-        "an administrator can",
-    ]
-    run.assert_stopped_at_backend_naming(*said)
+    run.assert_stopped_at_backend_naming("does not allow GPU performance counters to this process")
 
 
 def test_an_attach_that_hangs_is_given_up_after_its_time_limit_and_cupti_is_next(start):
