@@ -112,9 +112,8 @@ def run_report(summary):
 
 
 def printed_lines(cell):
-    """The lines a code cell printed (its stdout), colours removed."""
-    text = "".join(output_text(o) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-    return ANSI.sub("", text).splitlines()
+    """The lines a code cell printed (its stdout), colours removed (output_text removes them)."""
+    return "".join(output_text(o) for o in cell.get("outputs", []) if o.get("output_type") == "stream").splitlines()
 
 
 def section_entries(notebook):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))  # run as a script: its neighbour make_wheelhouse.py
-from make_wheelhouse import PIP_LIMIT_S, PLATFORMS, python_version, read_requirements  # noqa: E402
+from make_wheelhouse import PIP_LIMIT_S, download_command, python_version, read_requirements  # noqa: E402
 
 VERSIONS = ("3.12", "3.13")  # the runner's Python, Colab's since 2026-08-25 (environments.md)
 
@@ -26,10 +26,7 @@ VERSIONS = ("3.12", "3.13")  # the runner's Python, Colab's since 2026-08-25 (en
 def missing_wheels(pins: list[str], python_version: str) -> str:
     """pip's error when some pin has no wheel for this Python (empty when every one has)."""
     with tempfile.TemporaryDirectory(prefix="nspy-wheels-") as folder:
-        quiet = ["--quiet", "--disable-pip-version-check"]
-        wheels_only = ["--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
-        platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
-        command = [sys.executable, "-m", "pip", "download", *quiet, *wheels_only, *platforms, "--dest", folder, *pins]
+        command = download_command(pins, Path(folder), python_version, deps=False)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_LIMIT_S)
         except subprocess.TimeoutExpired:

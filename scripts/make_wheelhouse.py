@@ -71,13 +71,18 @@ def read_installed(path: Path | None) -> dict[str, str]:
     return {normalize(match.group(1)): match.group(2) or "" for _, match in matches}
 
 
-def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
+def download_command(requirements: list[str], dest: Path, python_version: str, deps: bool) -> list[str]:
+    """pip download of the manylinux x86_64 CPython wheels of `requirements` for python_version into dest."""
     quiet = ["--quiet", "--disable-pip-version-check"]
     wheels = ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
     platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
     options = [*quiet, "--dest", str(dest), *wheels, *platforms, *([] if deps else ["--no-deps"])]
-    command = [sys.executable, "-m", "pip", "download", *options, *requirements]
+    return [sys.executable, "-m", "pip", "download", *options, *requirements]
+
+
+def download(requirements: list[str], dest: Path, python_version: str, deps: bool) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    command = download_command(requirements, dest, python_version, deps)
     print("$ " + " ".join(command))
     subprocess.run(command, check=True, timeout=PIP_LIMIT_S)
 

@@ -14,7 +14,7 @@ from fakes import fresh_clone, nvidia_smi
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_PLAN, SUMMARY
-from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, run_problems
+from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, printed_lines, run_problems
 
 
 def load(path):
@@ -161,3 +161,13 @@ def test_the_verdict_module_imports_in_a_python_without_torch_nsight_or_jupyter(
     blocker = WITHOUT_MODULES.format(absent=absent)
     done = subprocess.run([sys.executable, "-c", blocker, str(script)], capture_output=True, text=True, cwd=tmp_path)
     assert done.stdout.strip() == "imported", f"plumbing/executed_run.py must import without {absent}:\n{done.stderr}"
+
+
+def test_a_cells_printed_lines_are_its_stdout_alone_without_colours():
+    cell = {
+        "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": ["\x1b[31mOn this T4: red\x1b[0m\n", "second\n"]},
+            {"output_type": "execute_result", "data": {"text/plain": "a table"}},
+        ]
+    }
+    assert printed_lines(cell) == ["On this T4: red", "second"], "stdout only, its colours removed"

@@ -28,7 +28,7 @@ except ImportError as missing:
 import notebook_format
 import safe_io
 from embed_modules import EmbeddingError, embedded_modules
-from verified_table import NOTEBOOK, ROOT, changed_code_cells, code_cells
+from verified_table import NOTEBOOK, ROOT, changed_code_cells, code_cells, profiler_name
 
 PAGE = "reading_page.ipynb"
 COLAB_NOTE = (
@@ -85,14 +85,12 @@ def run_note(folder: Path, executed) -> str:
     summary = json.loads((folder / "summary.json").read_text())
     run_info = json.loads((folder / "run_info.json").read_text())
     environment, commit = summary["environment"], run_info["commit"]
-    profiler = "CUPTI" if environment["profiler"] == "cupti" else f"Nsight Compute {environment.get('ncu_version')}"
-    mode = " in launch mode" if environment.get("ncu_mode") else ""
     changed = changed_code_cells(code_cells(executed), code_cells(json.loads(NOTEBOOK.read_text())))
     since = ", ".join(f"`{cell_id}`" for cell_id in changed) or "none"
-    command = run_info.get("command", "scripts/run_headless")
+    command, profiler = run_info.get("command", "scripts/run_headless"), profiler_name(environment)
     return (
-        f"> **This page is the notebook as it ran** on an **{environment['gpu']}**, measured with **{profiler}**"
-        f"{mode}, from commit `{commit[:7]}` on {run_info['started_utc'][:10]} (`{command}`). "
+        f"> **This page is the notebook as it ran** on an **{environment['gpu']}**, measured with **{profiler}**, "
+        f"from commit `{commit[:7]}` on {run_info['started_utc'][:10]} (`{command}`). "
         f"Its code cells and outputs are that run's; its prose is today's notebook's. Code cells changed since "
         f"that commit: {since}."
     )

@@ -74,6 +74,14 @@ def summary_paths(root: Path) -> list[Path]:
     return [folder / "summary.json" for folder in folders]
 
 
+def profiler_name(environment: dict) -> str:
+    """'CUPTI', 'Nsight Compute 2025.3.1' or 'Nsight Compute 2025.3.1 in launch mode', for the pages' prose."""
+    if environment["profiler"] == "cupti":
+        return "CUPTI"
+    mode = " in launch mode" if environment.get("ncu_mode") else ""
+    return f"Nsight Compute {environment.get('ncu_version')}{mode}"
+
+
 def figure_text(figure: dict) -> str:
     """A headline figure; one that is not a finite number (a run that measured nothing) says so, never 'nan'."""
     if not math.isfinite(figure["value"]):
@@ -116,8 +124,8 @@ def row_cells(summary_path: Path) -> list:
     env, counts = summary["environment"], summary["counts"]
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
     profiler = env.get("profiler", "?")
-    if profiler.startswith("ncu") and env.get("ncu_version"):
-        profiler = f"ncu {env['ncu_version']}{profiler[3:]}" + (" (launch mode)" if env.get("ncu_mode") else "")
+    if profiler == "ncu" and env.get("ncu_version"):
+        profiler = f"ncu {env['ncu_version']}" + (" (launch mode)" if env.get("ncu_mode") else "")
     run_info = read_json(folder / "run_info.json")  # the whole run, installs and kernel start included
     wall = f"{summary['total_seconds']:.0f} s in sections, {run_info['wall_seconds']} s whole run"
     wall += f" (commit {run_commit(folder)})"
@@ -161,10 +169,8 @@ def page_link(root: Path = ROOT) -> str:
     best = max(runs, key=lambda f: (summaries[f]["counts"]["ok"], summaries[f]["created_utc"]))
     summary, run_info = summaries[best], read_json(best / "run_info.json")
     environment, skipped = summary["environment"], summary["counts"]["SKIPPED"]
-    profiler = "CUPTI" if environment["profiler"] == "cupti" else f"Nsight Compute {environment.get('ncu_version')}"
-    profiler += " in launch mode" if environment.get("ncu_mode") else ""
     link = (best / READING_PAGE).relative_to(root).as_posix()
-    left = f", {skipped} sections skipped" if skipped else ""
+    left, profiler = f", {skipped} sections skipped" if skipped else "", profiler_name(environment)
     return (
         f"[the notebook as it ran on an {environment['gpu']}, measured with {profiler}{left}]({link}); its Run all "
         f"took {run_info['wall_seconds']} s there, {summary['total_seconds']:.0f} s of it in the sections"
