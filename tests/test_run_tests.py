@@ -121,7 +121,7 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
         assert called_by(command)[0] == mine, f"README's `{command}` is not CI's"
 
 
-@pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", "scripts/setup_gpu_runner", ".ci/run"])
+@pytest.mark.parametrize("script", ["scripts/run_headless", "scripts/run_tests", ".ci/run"])
 def test_the_shell_scripts_are_executable(script):
     assert os.access(ROOT / script, os.X_OK), f"{script} must be executable (git update-index --chmod=+x)"
 
