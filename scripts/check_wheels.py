@@ -2,7 +2,7 @@
 """Check that every pin of requirements.txt (section 1's and the CUPTI set) has a wheel for CPython 3.12 and 3.13
 on manylinux x86_64, as Colab (3.13) and the project's runner (3.12) need them. No GPU; it asks PyPI.
 
-    python scripts/check_wheels.py [--python-version 3.13 ...]
+    python scripts/check_wheels.py
 
 Each version: one `pip download --no-deps --only-binary :all:` of the pins into a temporary folder, then deleted.
 Exit 0 when every pin has a wheel for every version; 1 naming the version and pip's error otherwise.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))  # run as a script: its neighbour make_wheelhouse.py
-from make_wheelhouse import PIP_LIMIT_S, download_command, python_version, read_requirements  # noqa: E402
+from make_wheelhouse import PIP_LIMIT_S, download_command, read_requirements  # noqa: E402
 
 VERSIONS = ("3.12", "3.13")  # the runner's Python, Colab's since 2026-08-25 (environments.md)
 
@@ -35,13 +35,11 @@ def missing_wheels(pins: list[str], python_version: str) -> str:
     return "" if done.returncode == 0 else "\n".join(errors) or done.stderr.strip() or f"pip exit {done.returncode}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python-version", action="append", type=python_version, help="a CPython (3.12 and 3.13)")
-    args = parser.parse_args(argv)
+def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help, and no argument
     main_pins, cupti_pins = read_requirements(ROOT / "requirements.txt")
     failed = 0
-    for version in args.python_version or VERSIONS:
+    for version in VERSIONS:
         if problem := missing_wheels(main_pins + cupti_pins, version):
             failed += 1
             fix = "Change that pin to a version with a wheel for it, or check that PyPI is reachable."
