@@ -10,25 +10,15 @@ TORCH_ANSWER_S=180   # seconds PYTHON may take to import torch (a cold disk is s
 STEP_S=600           # seconds any other step of PYTHON's may take (a check, the venv, a kernel spec, the reader's page)
 PIP_S=1800           # seconds one pip install may take; timeout ends what it started (its own process group)
 
-# usage: absolute_folder SETTING VALUE   ~ and ~user expanded (the setting quoted them), a relative folder made absolute
+# usage: absolute_folder PYTHON SETTING VALUE   the folder as the notebook reads one (plumbing/folders.py, from $repo):
+# ~ and ~user expanded (the setting quoted them), a relative folder made absolute
 absolute_folder() {
-  local value="$2" user home
-  [[ "$value" =~ ^[[:space:]]|[[:space:]]$ ]] && refuse "$1: '$value' starts or ends with a blank: give the folder."
-  case "$value" in
-    "~" | "~/"*)
-      # ${HOME-}: unset under set -u is refused, not a bash error; empty would make ~/o the root's /o
-      [ -n "${HOME-}" ] || refuse "$1: HOME is ${HOME+empty}${HOME-unset}, so ~ names no folder: give the folder's" \
-        "full path, or set HOME."
-      value="$HOME${value#"~"}" ;;
-    "~"*)
-      user="${value#"~"}" && user="${user%%/*}"
-      home="$(getent passwd "$user" | cut -d: -f6)" || true  # getent, not eval: the user's text must never run
-      if [ -z "$home" ]; then
-        refuse "$1: there is no user '$user' here, so ~$user names no home folder: give the folder's full path."
-      fi
-      value="$home${value#"~$user"}" ;;
-  esac
-  case "$value" in /*) REPLY="$value" ;; *) REPLY="$PWD/$value" ;; esac
+  REPLY="$(PYTHONPATH="$repo" timeout -k 5 "$PYTHON_ANSWER_S" "$1" -c 'import sys
+from plumbing.folders import folder_setting
+try:
+    print(folder_setting(*sys.argv[1:]))
+except ValueError as error:  # the folder rules refused it
+    sys.exit(str(error))' "$2" "$3" "Give the folder's full path." 2>&1 </dev/null)" || refuse "${REPLY##*$'\n'}"
 }
 
 # usage: check_python GIVEN WHO   PYTHON checked and made absolute; the probe must print a version (/bin/true exits 0)

@@ -162,7 +162,7 @@ def test_a_first_run_stopped_at_any_moment_is_finished_by_the_next_run_without_c
 
 def test_a_venv_setting_under_an_empty_home_is_refused_not_made_at_the_root(tmp_path):
     status, output, asked = run_script(RUN_TESTS, tmp_path, "-q", NSPY_TUTORIAL_TEST_VENV="~/x", HOME="")
-    assert status == 2 and "NSPY_TUTORIAL_TEST_VENV=~/x: HOME is empty, so ~ names no folder" in output, output
+    assert status == 2 and "NSPY_TUTORIAL_TEST_VENV=~/x: '~/x' names no folder" in output, output
     assert not [line for line in asked if line.startswith("-m")], asked
 
 

@@ -1,11 +1,8 @@
-"""scripts/settings.bash through both scripts: PYTHON (3.11 or newer, that runs) and folder settings (~, ~user)."""
+"""scripts/settings.bash through both scripts: PYTHON (3.11 or newer, that runs)."""
 
-import getpass
 import os
-import pwd
 import re
 import shutil
-import subprocess
 
 import pytest
 from fakes import failing_command, pip_installs, run_script
@@ -45,30 +42,3 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
     assert (version or "").startswith(f"3.{FLOOR - 1}") == ("needs Python" in output), f"old or unusable?\n{output}"
     assert not [line for line in asked if line.startswith("-m")] and not pip_installs(tmp_path), asked
     assert not (tmp_path / "venv").exists(), "a refused Python must change nothing"
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("~", "{home}"),
-        ("~/x", "{home}/x"),
-        (f"~{getpass.getuser()}/a/b", f"{pwd.getpwnam(getpass.getuser()).pw_dir}/a/b"),
-        (" ", "refused: S: ' ' starts or ends with a blank"),  # not a folder named ' ' here
-        ("rel/x", "{cwd}/rel/x"),
-        ("./~x", "{cwd}/./~x"),
-        ("/abs/x", "/abs/x"),
-        ("~nspy_no_such_user/x", "refused: S: there is no user 'nspy_no_such_user'"),
-    ],
-)
-def test_a_folder_setting_expands_tilde_and_takes_a_relative_one_from_the_current_folder(tmp_path, value, expected):
-    code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; absolute_folder S "$1"'
-    done = subprocess.run(
-        ["bash", "-c", code + '; echo "$REPLY"', "bash", value],
-        cwd=tmp_path,
-        capture_output=True,
-        env={**os.environ, "HOME": str(tmp_path / "home")},
-        text=True,
-    )
-    assert done.stdout.strip().startswith(expected.format(home=tmp_path / "home", cwd=tmp_path)), (
-        f"{value!r} became {done.stdout.strip()!r}: scripts/settings.bash absolute_folder"
-    )
