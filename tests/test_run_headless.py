@@ -247,19 +247,3 @@ def test_the_run_uses_a_python3_kernel_of_its_own_and_leaves_the_users_kernel_sp
     used = Path(re.search(r"the python3 kernel: (\S+)", output).group(1))
     assert status == 0 and "/my/python" in mine.read_text(), f"the user's python3 kernel spec was replaced:\n{output}"
     assert used != mine.parent and not used.exists(), f"run with {used}, not a kernel spec of its own, gone after"
-
-
-@pytest.mark.parametrize(
-    ("program", "said"),
-    [
-        (fakes.hanging_command, "did not answer within 1 s"),
-        (fakes.failing_command, "does not run: it exited with status 1 and printed nothing"),
-    ],
-)
-def test_a_python_that_hangs_or_fails_silently_is_refused_with_a_reason(tmp_path, program, said):
-    python = program(tmp_path / "python3")
-    code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; PYTHON_ANSWER_S=1; '
-    done = subprocess.run(
-        ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 2 and f"refused: PYTHON={python} {said}" in done.stdout, done.stdout

@@ -1,11 +1,12 @@
-"""scripts/settings.bash through both scripts: PYTHON (3.11 or newer, that runs)."""
+"""scripts/settings.bash through both scripts: PYTHON (3.11 or newer, that runs, that answers in time)."""
 
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
-from fakes import failing_command, pip_installs, run_script
+from fakes import failing_command, hanging_command, pip_installs, run_script
 from support import ROOT
 
 SCRIPTS = {"scripts/run_headless": ["--prepare-only"], "scripts/run_tests": ["-q"]}  # the cheapest full run of each
@@ -21,6 +22,7 @@ FLOOR = int(re.search(r'target-version = "py3(\d+)"', (ROOT / "pyproject.toml").
         ("./README.md", None, "PYTHON=./README.md"),  # not executable
         (shutil.which("true") or "/bin/true", None, "PYTHON=/"),  # runs, says no version
         ("python3.12", None, "pyenv: python3.12: command not found"),  # what it said
+        ("python3.13", None, "does not run: it exited with status 1 and printed nothing"),
         (None, f"3.{FLOOR - 1}.12", f"needs Python 3.{FLOOR} or newer"),  # a high patch level does not help
         (None, "2.7.18", "PYTHON="),
     ],
@@ -28,6 +30,7 @@ FLOOR = int(re.search(r'target-version = "py3(\d+)"', (ROOT / "pyproject.toml").
 def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tmp_path, script, python, version, named):
     (tmp_path / "README.md").write_text("# not a Python\n")
     failing_command(tmp_path / "shims/python3.12", "pyenv: python3.12: command not found", 127)
+    failing_command(tmp_path / "shims/python3.13")  # fails silently
     settings = {"PYTHON": python} if python else {"FAKE_PYTHON_VERSION": version}
     settings["PATH"] = os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), os.environ["PATH"]])
     status, output, asked = run_script(
@@ -42,3 +45,12 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
     assert (version or "").startswith(f"3.{FLOOR - 1}") == ("needs Python" in output), f"old or unusable?\n{output}"
     assert not [line for line in asked if line.startswith("-m")] and not pip_installs(tmp_path), asked
     assert not (tmp_path / "venv").exists(), "a refused Python must change nothing"
+
+
+def test_a_python_that_hangs_is_refused_with_a_reason(tmp_path):
+    python = hanging_command(tmp_path / "python3")
+    code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; PYTHON_ANSWER_S=1; '
+    done = subprocess.run(
+        ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and f"refused: PYTHON={python} did not answer within 1 s" in done.stdout, done.stdout
