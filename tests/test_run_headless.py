@@ -25,6 +25,13 @@ IN_ROOT = ("pytest.log", "run_info.json", NOTEBOOK.name)  # where an empty outpu
 MACHINE_OWN = ("bin/", "python.log")  # the fake machine's own files, left out of files_of
 
 
+def git_clone(folder: Path) -> Path:
+    """A fresh clone that git tracks, as a user's: its top, .git and folders of tracked files are no output folder."""
+    subprocess.run(["git", "init", "-q", str(fresh_clone(folder))], check=True)
+    subprocess.run(["git", "-C", str(folder), "add", "scripts", "plumbing"], check=True)
+    return folder
+
+
 A_FILE = "{tmp}/results.txt"
 REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's folder, {clone}: the fresh clone
     ([], {"gpu": False}, "no NVIDIA GPU"),
@@ -105,7 +112,7 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
     ],
 )
 def test_run_headless_accepts_the_edges_of_each_setting_and_writes_where_it_was_told(tmp_path, args, settings, results):
-    clone = fresh_clone(tmp_path / "clone")
+    clone = git_clone(tmp_path / "clone")  # a new folder in it is the run's own, the default one too
     (work := tmp_path / "work").mkdir()
     (home := tmp_path / "home").mkdir()
     args = [arg.format(clone=clone) for arg in args]
