@@ -43,6 +43,7 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
         ([value], {}, f"output folder argument ({value})")
         for value in ("/proc/nspy_no_such/x", ".", "{tmp}/other", "{tmp}/link")
     ),
+    (["{clone}/plumbing/new"], {}, "a folder of its tracked files (copy a run there after it ran)"),
     (["--out"], {}, "--out"),
     (["a", "b"], {}, "a b"),
     (["--prepare-only", "EXTRA"], {}, "EXTRA"),
@@ -74,7 +75,7 @@ REFUSED_TOO = [
 
 @pytest.mark.parametrize(("args", "settings", "named"), REFUSED + REFUSED_TOO)
 def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path, args, settings, named):
-    clone = fresh_clone(tmp_path / "clone")
+    clone = git_clone(tmp_path / "clone")
     (tmp_path / "mine").mkdir()
     shutil.copy(NOTEBOOK, tmp_path / "mine")
     (tmp_path / "empty_home").mkdir()  # HOME, empty: still no output folder
@@ -225,25 +226,6 @@ def test_folders_the_recipes_make_are_ignored_by_git():
     for folder in ("wheelhouse", "record_env", "record_ncu_work", OUTPUT_FOLDER):
         done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x.whl"], cwd=ROOT)
         assert done.returncode == 0, f"{folder}/ (made by a README command) is not in .gitignore"
-
-
-@pytest.mark.parametrize(
-    "inside", ["scripts", "plumbing/new", "docs/verified/nvidia-t4-cupti", ".git", ".git/x", ".", OUTPUT_FOLDER]
-)
-def test_run_headless_refuses_the_clone_and_its_folders_of_tracked_files_but_takes_a_new_one(tmp_path, inside):
-    clone = fresh_clone(tmp_path / "clone")
-    (clone / "docs" / "verified").mkdir(parents=True)
-    (clone / "docs" / "verified" / "summary.json").write_text("{}")  # evidence, tracked
-    subprocess.run(["git", "init", "-q", str(clone)], check=True)
-    subprocess.run(["git", "-C", str(clone), "add", "scripts", "plumbing", "docs"], check=True)
-    before = files_of(clone)
-    status, output, asked = run_script(str(clone / HEADLESS), tmp_path, str(clone / inside), cwd=clone)
-    if inside == OUTPUT_FOLDER:  # the default: a folder of its own in the clone
-        assert status == 0 and (clone / inside / ".nspy_tutorial_out").is_file(), output
-        return
-    assert status == 2 and "is a git clone, its .git or in a folder of its tracked files" in output, output
-    assert "copy a run there after it ran" in output, "say how to commit a run's files instead"
-    assert not [line for line in asked if line.startswith(CHANGES)] and files_of(clone) == before, asked
 
 
 def test_the_run_uses_a_python3_kernel_of_its_own_and_leaves_the_users_kernel_spec_alone(tmp_path):
