@@ -150,24 +150,14 @@ def test_run_headless_runs_the_gpu_tests_once_with_python_records_the_run_and_ex
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert info["commit"] == (head or "unknown"), "run_info.json must name the full commit that ran"
     (call,) = [shlex.split(line) for line in asked if line.startswith("-m pytest")]  # now run for real, without a GPU
-    script_machine(no_gpu := tmp_path / "no_gpu", gpu=False)
-    os.remove(no_gpu / "bin" / "python3")
-    env = {
-        **os.environ,
-        "PATH": f"{no_gpu / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        "NSPY_TUTORIAL_OUT": str(tmp_path / "gpu_out"),
-        "NSPY_TUTORIAL_CELL_TIMEOUT": "abc",
-    }
+    env = dict(os.environ, NSPY_TUTORIAL_OUT=str(tmp_path / "gpu_out"), NSPY_TUTORIAL_CELL_TIMEOUT="abc")
+    env["PATH"] = f"{fakes.nvidia_smi(tmp_path / 'no_gpu', gpu=None).parent}{os.pathsep}{os.environ['PATH']}"
     done = subprocess.run([sys.executable, *call], cwd=ROOT, env=env, capture_output=True, text=True)
     skipped = re.search(r"(\d+) skipped", done.stdout)
     assert done.returncode == 0 and skipped and " passed" not in done.stdout, done.stdout[-2000:]
     assert "no NVIDIA GPU here" in done.stdout and not (tmp_path / "gpu_out").exists(), done.stdout[-2000:]
-    plain = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_notebook_gpu.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_notebook_gpu.py"]
+    plain = subprocess.run(collect, cwd=ROOT, capture_output=True, text=True)
     assert f"{skipped.group(1)} deselected" in plain.stdout and "::" not in plain.stdout, "CPU suite ran a GPU test"
 
 
