@@ -5,9 +5,6 @@
 
 On a machine with internet. DEST/: nsight-python, its dependencies, the harness; DEST/cupti/: requirements.txt's CUPTI
 set. On the GPU machine NSPY_TUTORIAL_WHEELHOUSE=DEST makes run_headless and the notebook install from it.
---skip-installed (the target's `pip freeze`) drops wheels this run downloaded that it has, but the notebook's pins;
-wheels that were in DEST before stay. DEST: a new or empty folder, or a wheelhouse (only wheels, or marked MARKER);
-never HOME, /, Python's own folders, a clone, its .git or a folder of its tracked files (plumbing/folders.py).
 """
 
 from __future__ import annotations
@@ -35,11 +32,12 @@ PLATFORMS = [
 ] + ["linux_x86_64"]
 
 
-def wheelhouse_problem(dest: Path, environ=os.environ) -> str | None:
+def wheelhouse_problem(dest: Path) -> str | None:
     """Why DEST is no place for wheels (None: a new or empty folder, a wheelhouse, or one this script marked): the
-    notebook's folder rules (plumbing/folders.py), but that a folder of wheels alone is a wheelhouse already."""
+    notebook's folder rules (plumbing/folders.py: never HOME, /, Python's own folders, a clone, its .git or a folder
+    of its tracked files), but that a folder of wheels alone is a wheelhouse already."""
     real = Path(os.path.realpath(dest))
-    if (place := refusal(real, MARKER, environ)) and not place.startswith("is a file, or holds files"):
+    if (place := refusal(real, MARKER)) and not place.startswith("is a file, or holds files"):
         return place
     if real.is_dir() and not (real / MARKER).exists():
         others = [p.name for p in real.iterdir() if not (p.is_file() and p.suffix == ".whl") and p.name != "cupti"]
@@ -91,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", default=str(ROOT / ".whl"), help="wheelhouse folder (default: .whl)")
     parser.add_argument("--python-version", type=python_version, default="3.12", help="the target's Python (3.12)")
-    parser.add_argument("--skip-installed", type=Path, help="pip freeze or name list of what the target has")
+    parser.add_argument("--skip-installed", type=Path, help="the target's pip freeze: skip what it has, but the pins")
     args = parser.parse_args(argv)
     try:
         installed = read_installed(args.skip_installed)
@@ -115,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     before = {*args.dest.glob("*.whl"), *(args.dest / "cupti").glob("*.whl")}  # these stay, whatever they are
     main_pins = read_requirements(ROOT / "requirements.txt")[0]
     try:
-        harness = ["-r", str(ROOT / "requirements-harness.txt")]
-        download(main_pins + harness, args.dest, args.python_version, deps=True)
+        download([*main_pins, "-r", str(ROOT / "requirements-harness.txt")], args.dest, args.python_version, deps=True)
         cupti = [f"{n}=={v}" for n, v in cupti_set(installed).items()]  # the notebook's rule
         download(cupti, args.dest / "cupti", args.python_version, deps=False)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
