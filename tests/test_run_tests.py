@@ -91,11 +91,7 @@ def test_ci_checks_the_wheels_runs_the_readmes_test_command_then_the_suite_on_a_
     for stub in stubs + ([tmp_path / "bin" / "python3.13"] if has_313 else []):
         fakes.call_logger(stub)
     calls = tmp_path / "calls.log"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("NSPY_TUTORIAL_REQUIRE_ACTIONLINT", "PYTHON", "NSPY_TUTORIAL_TEST_VENV")
-    }
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON" and not key.startswith("NSPY_")}
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", CALLS=str(calls))
     env.update(PYTHONDONTWRITEBYTECODE="1")  # as CI's machine sets it
 
