@@ -10,37 +10,32 @@ import nbformat
 import pytest
 from support import NOTEBOOK, ROOT
 
+from plumbing.setup_helpers import normalize  # PEP 503: pip treats ncu_report and ncu-report as one
+
 PIN_FILES = ("requirements.txt", "requirements-harness.txt", "requirements-dev.txt", "constraints-ci.txt")
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s#;]+)")
 PIP_PIN = re.compile(r"(?<![\w.-])([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][^\s\"']*)")
 
 
-def normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: pip treats ncu_report and ncu-report as one
-
-
 def file_pins(text: str) -> dict[str, str]:
     """{package: version} of a requirements or constraints text's `name==version` lines."""
     found = (PIN.match(line.strip()) for line in text.splitlines())
-    return {normalized(match[1]): match[2] for match in found if match}
+    return {normalize(match[1]): match[2] for match in found if match}
 
 
 def notebook_pins(notebook: nbformat.NotebookNode) -> dict[str, str]:
     """{package: version} that the notebook's own %pip / !pip lines install."""
     lines = [line for cell in notebook.cells if cell.cell_type == "code" for line in cell.source.splitlines()]
     installs = [line for line in lines if re.match(r"\s*[%!]\s*pip\s+install\b", line)]
-    return {normalized(name): version for line in installs for name, version in PIP_PIN.findall(line)}
+    return {normalize(name): version for line in installs for name, version in PIP_PIN.findall(line)}
 
 
 def every_source() -> dict[str, dict[str, str]]:
     sources = {name: file_pins((ROOT / name).read_text()) for name in PIN_FILES}
     sources[NOTEBOOK.name] = notebook_pins(nbformat.read(NOTEBOOK, as_version=4))
+    empty = [name for name, pins in sources.items() if not pins]
+    assert not empty, f"no name==version pin read from {empty}: the pins moved, so these tests read nothing"
     return sources
-
-
-def test_each_pin_file_and_the_notebook_name_packages_with_versions():
-    empty = [name for name, pins in every_source().items() if not pins]
-    assert not empty, f"no name==version pin read from {empty}: the pins moved, so this test reads nothing"
 
 
 def test_every_package_has_one_version_across_the_notebook_requirements_harness_and_ci_constraints():
