@@ -4,24 +4,18 @@ pip that logs what it was asked and lacks the wheels a test says (tests/fakes.py
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from fakes import ROOT, calls, clean_environment, pip, requirement_pins
-
-
-def check_wheels(tmp_path: Path, lacking: list[str]) -> tuple[int, str, list[list[str]]]:
-    env = {**clean_environment(), "PYTHONPATH": str(pip(tmp_path, {version: "cachebox==5.2.3" for version in lacking}))}
-    done = subprocess.run([sys.executable, ROOT / "scripts/check_wheels.py"], env=env, capture_output=True, text=True)
-    asked = [call["argv"] for call in calls(tmp_path, "pip")]
-    return done.returncode, done.stdout + done.stderr, asked
 
 
 @pytest.mark.parametrize("lacking", [[], ["3.13"], ["3.12", "3.13"]])
 def test_every_pin_is_asked_for_as_a_wheel_for_312_and_313_and_a_missing_one_fails_naming_the_version(
     tmp_path, lacking
 ):
-    status, said, asked = check_wheels(tmp_path, lacking)
+    env = {**clean_environment(), "PYTHONPATH": str(pip(tmp_path, {version: "cachebox==5.2.3" for version in lacking}))}
+    done = subprocess.run([sys.executable, ROOT / "scripts/check_wheels.py"], env=env, capture_output=True, text=True)
+    said, asked = done.stdout + done.stderr, [call["argv"] for call in calls(tmp_path, "pip")]
     pins = {f"{name}=={version}" for name, version in requirement_pins(ROOT / "requirements.txt").items()}
     versions = [args[args.index("--python-version") + 1] for args in asked]
     assert versions == ["3.12", "3.13"], f"check_wheels asked pip for {versions}"
@@ -29,7 +23,7 @@ def test_every_pin_is_asked_for_as_a_wheel_for_312_and_313_and_a_missing_one_fai
         assert {"download", "--no-deps", "--only-binary=:all:", "manylinux2014_x86_64"} <= set(args), args
         assert pins <= set(args), f"not every pin of requirements.txt was asked for: {pins - set(args)}"
         assert not os.path.exists(args[args.index("--dest") + 1]), "the temporary folder must be gone"
-    assert status == (1 if lacking else 0), said
+    assert done.returncode == (1 if lacking else 0), said
     for version in ("3.12", "3.13"):
         line = next(line for line in said.splitlines() if line.startswith(f"CPython {version}"))
         assert ("no manylinux x86_64 wheel" in line) is (version in lacking), said
