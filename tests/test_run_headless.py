@@ -33,7 +33,7 @@ def git_clone(folder: Path) -> Path:
 
 
 A_FILE = "{tmp}/results.txt"
-REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's folder, {clone}: the fresh clone
+REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's folder, {clone}: the clone
     ([], {"gpu": False}, "no NVIDIA GPU"),
     *(
         ([], {"NSPY_TUTORIAL_OUT": value}, f"NSPY_TUTORIAL_OUT={value}")  # cannot be made, a file, in a file, no user,
@@ -56,13 +56,8 @@ REFUSED = [  # (arguments, settings, what the message names); {tmp}: the test's 
         for value in ("abcdef", "a" * 41, "ABCDEF0", "main", 'abc"def0', "abcdef0\\", "abcdef0\nabcdef0")
     ),
     *(([], {"NSPY_TUTORIAL_WHEELHOUSE": v}, f"NSPY_TUTORIAL_WHEELHOUSE={v}") for v in ("{tmp}/none", "{tmp}/empty")),
-]
-
-
-OWN_NOTEBOOK = "{tmp}/mine"  # a folder of the user's own, holding a notebook of the tutorial's name
-REFUSED_TOO = [
     ([""], {}, "the output folder argument is empty"),  # not dropped for the default
-    ([OWN_NOTEBOOK], {}, "holds files this project did not make"),
+    (["{tmp}/mine"], {}, "holds files this project did not make"),  # the user's, holding a notebook of our name
     ([], {"NSPY_TUTORIAL_OUT": "~"}, "is /, HOME or a folder above HOME"),  # HOME is {tmp} here
     ([], {"NSPY_TUTORIAL_OUT": "~", "HOME": "{tmp}/empty_home"}, "is /, HOME or a folder above HOME"),
     ([], {"NSPY_TUTORIAL_OUT": "~/o", "HOME": ""}, "HOME empty or unset"),  # not /o at the root
@@ -73,7 +68,7 @@ REFUSED_TOO = [
 ]
 
 
-@pytest.mark.parametrize(("args", "settings", "named"), REFUSED + REFUSED_TOO)
+@pytest.mark.parametrize(("args", "settings", "named"), REFUSED)
 def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path, args, settings, named):
     clone = git_clone(tmp_path / "clone")
     (tmp_path / "mine").mkdir()
