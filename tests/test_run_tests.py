@@ -200,19 +200,16 @@ def test_a_failed_install_of_the_suites_packages_is_said_and_runs_no_test(tmp_pa
     assert not [line for line in asked if line.startswith("-m pytest")], "the suite ran without its packages"
 
 
-def run_tests_pytest_options() -> list[str]:
-    """The options scripts/run_tests gives pytest, and pyproject.toml's addopts."""
-    given = re.search(r'^"\$venv/bin/python" -m pytest (.*) "\$@"', (ROOT / "scripts/run_tests").read_text(), re.M)
-    assert given, "scripts/run_tests no longer runs pytest as this test reads it: update run_tests_pytest_options"
-    addopts = re.search(r'^addopts = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
-    return [*given.group(1).split(), *addopts.replace("'not gpu'", "not_gpu").split()]
-
-
 def test_dev_requirements_hold_every_plugin_the_suites_command_line_needs(tmp_path):
+    """Each plugin left out in turn: the options run_tests and addopts give pytest still parse, or it is listed."""
+    given = re.search(r'^"\$venv/bin/python" -m pytest (.*) "\$@"', (ROOT / "scripts/run_tests").read_text(), re.M)
+    assert given, "scripts/run_tests no longer runs pytest as this test reads it: update this test"
+    addopts = re.search(r'^addopts = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    options = [*given.group(1).split(), *addopts.replace("'not gpu'", "not_gpu").split(), "--co"]
     listed = set(requirement_pins(ROOT / "requirements-dev.txt"))
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     for plugin in entry_points(group="pytest11"):
-        without = [sys.executable, "-m", "pytest", "-p", f"no:{plugin.name}", *run_tests_pytest_options(), "--co"]
-        done = subprocess.run([*without, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+        without = [sys.executable, "-m", "pytest", "-p", f"no:{plugin.name}", *options, str(tmp_path)]
+        done = subprocess.run(without, capture_output=True, text=True, cwd=tmp_path)
         needed = "unrecognized arguments" in done.stderr
         assert not needed or plugin.dist.name.lower() in listed, f"requirements-dev.txt lacks {plugin.dist.name}"
