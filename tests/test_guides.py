@@ -17,9 +17,7 @@ NSIGHT = Path(importlib.util.find_spec("nsight").origin).parent  # the installed
 
 def code_texts() -> dict[Path, str]:
     files = [NOTEBOOK, *(ROOT / "plumbing").glob("*.py"), *(ROOT / "tests").glob("*.py")]
-    files += [
-        path for code in ("scripts", "tools", "recording") if (ROOT / code).is_dir() for path in (ROOT / code).iterdir()
-    ]
+    files += [path for code in ("scripts", "tools", "recording") for path in (ROOT / code).glob("*")]  # the wing may go
     return {path: path.read_text() for path in files if path.is_file() and path != Path(__file__)}
 
 
