@@ -33,14 +33,8 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
     failing_command(tmp_path / "shims/python3.13")  # fails silently
     settings = {"PYTHON": python} if python else {"FAKE_PYTHON_VERSION": version}
     settings["PATH"] = os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), os.environ["PATH"]])
-    status, output, asked = run_script(
-        script,
-        tmp_path,
-        *SCRIPTS[script],
-        FAKE_HARNESS_MISSING=1,
-        NSPY_TUTORIAL_TEST_VENV=tmp_path / "venv",
-        **settings,
-    )
+    settings.update(FAKE_HARNESS_MISSING=1, NSPY_TUTORIAL_TEST_VENV=tmp_path / "venv")
+    status, output, asked = run_script(script, tmp_path, *SCRIPTS[script], **settings)
     assert status == 2 and named in output and "Set PYTHON to" in output, f"name {named!r} and the fix:\n{output}"
     assert (version or "").startswith(f"3.{FLOOR - 1}") == ("needs Python" in output), f"old or unusable?\n{output}"
     assert not [line for line in asked if line.startswith("-m")] and not pip_installs(tmp_path), asked
@@ -50,7 +44,6 @@ def test_scripts_refuse_a_python_they_cannot_use_naming_it_and_change_nothing(tm
 def test_a_python_that_hangs_is_refused_with_a_reason(tmp_path):
     python = hanging_command(tmp_path / "python3")
     code = f'refuse() {{ echo "refused: $*"; exit 2; }}; source {ROOT}/scripts/settings.bash; PYTHON_ANSWER_S=1; '
-    done = subprocess.run(
-        ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)], capture_output=True, text=True, timeout=60
-    )
+    command = ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and f"refused: PYTHON={python} did not answer within 1 s" in done.stdout, done.stdout
