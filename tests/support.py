@@ -25,18 +25,16 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-MAGIC = "%%needs_ncu"  # the cell magic section 1 defines in view
 
 
 def load_cells(path: Path = NOTEBOOK) -> list[dict]:
-    """[{"id", "type", "source", "folded"}] of a notebook's cells, in order."""
+    """[{"id", "type", "source", "outputs"}] of a notebook's cells, in order."""
     cells = json.loads(Path(path).read_text())["cells"]
     return [
         {
             "id": cell.get("id"),
             "type": cell["cell_type"],
             "source": "".join(cell["source"]),
-            "folded": "".join(cell["source"]).lstrip().startswith("# @title"),
             "outputs": cell.get("outputs", []),
         }
         for cell in cells
@@ -52,7 +50,7 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
 def without_magic(source: str) -> str:
     """A cell's Python with its %%needs_ncu line dropped (what the magic runs under Nsight Compute)."""
     first, _, rest = source.partition("\n")
-    return rest if first.strip() == MAGIC else source
+    return rest if first.strip() == "%%needs_ncu" else source
 
 
 def python(source: str) -> str:

@@ -53,10 +53,12 @@ def _statuses(summary):
 
 def test_the_committed_cupti_run_keeps_its_statuses_and_verdicts_and_is_clean():
     folder = evidence.run_with("s2_summed")
-    merged = merge_failures(load(folder / "summary.json"), load(folder / evidence.EXECUTED))
+    notebook = load(folder / evidence.EXECUTED)
+    merged = merge_failures(load(folder / "summary.json"), notebook)
     assert _statuses(merged) == {n: "SKIPPED" if n in NCU_ONLY_SECTIONS else "ok" for n in range(1, 11)}
     assert run_problems(merged) == [], "a clean real run must have no problems"
-    said = [line for line in evidence.printed_lines(folder) if line.startswith(f"On this {evidence.gpu(folder)}: ")]
+    lines = [line for cell in notebook["cells"] for line in printed_lines(cell)]
+    said = [line for line in lines if line.startswith(f"On this {evidence.gpu(folder)}: ")]
     headlines = "\n".join(section["headline"] for section in merged["sections"])
     assert said and all(line in headlines for line in said), "every verdict printed is its section's headline"
     assert all(section["headline"] for section in merged["sections"] if section["status"] == "ok")
