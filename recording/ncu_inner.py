@@ -5,9 +5,13 @@ call k, runs it in nsight's own session and exits 0; 3 when the cells ended befo
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+
+from IPython.core.interactiveshell import InteractiveShell
+from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight  # it puts plumbing on the path
+
+from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,12 +19,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="the kernel's scratch folder for launch mode")
     parser.add_argument("--call", required=True, help="the profiled call: <section>-<k>")
     args = parser.parse_args(argv)
-    os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu launched this process
-    from IPython.core.interactiveshell import InteractiveShell
-    from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight
-
-    from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
-
     section, cells = int(args.call.split("-")[0]), load_cells()
     shell, calls = InteractiveShell.instance(), ProfiledCalls(args.work, "inner", target=args.call)
     sources = {cell["id"]: cell["source"] for cell in cells}
