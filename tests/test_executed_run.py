@@ -14,7 +14,7 @@ from fakes import fresh_clone, nvidia_smi
 from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_PLAN, SUMMARY
-from plumbing.executed_run import OUTPUT_LIMIT, finish_run, merge_failures, printed_lines, run_problems
+from plumbing.executed_run import OUTPUT_LIMIT, merge_failures, printed_lines, run_problems
 
 
 def load(path):
@@ -27,7 +27,9 @@ BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-t
     SECTION_PLAN[2]["define"][-1]: "section = 2",
     S2_RUN: "1 / 0",  # section 2's first error
     "s2-tflops": "first_row['AvgValue']",  # a NameError that follows from it: not the cause
-    S3_RUN: "import time\ntime.sleep(0.2)\nprint('section 3 ran')\nprint('On this Tesla T4: the add spread')",
+    # section 3 prints its verdict in colour, then shows (does not print) a text that reads like one
+    S3_RUN: "import time\ntime.sleep(0.2)\nprint('section 3 ran')\nprint('\\x1b[31mOn this Tesla T4: the add spread')\n"
+    "display({'text/plain': 'On this Tesla T4: shown, not printed'}, raw=True)",
     "s4-run": "print('Skipped: this cell needs Nsight Compute, and this runtime measures with CUPTI.')",
     SECTION_PLAN[5]["define"][0]: "def broken(:\n    pass",
     SECTION_PLAN[8]["run"][0]: "import sys\nsys.exit(2)",
@@ -89,13 +91,6 @@ def test_each_section_is_judged_by_what_its_cells_printed_and_its_first_error(ex
     assert {cell["cell"]: cell["section"] for cell in merged["cells"]}[SUMMARY] is None, "outside the sections"
 
 
-def test_a_run_that_wrote_no_summary_names_every_section_and_rewrites_summary_json(executed, tmp_path):
-    (tmp_path / "executed.ipynb").write_text(json.dumps(executed))
-    merged = finish_run(tmp_path / "executed.ipynb", tmp_path / "summary.json")
-    assert load(tmp_path / "summary.json") == merged and not merged["summary_written"]
-    assert _statuses(merged)[2] == "FAILED" and merged["figures"] == [] and merged["environment"] == {}
-
-
 S2_DEFINE = SECTION_PLAN[2]["define"][-1]
 FAILS_IN_ONE_CELL = {  # (a small run's cells, its cell timeout): what a cell printed before it failed must be shown
     "raises": (
@@ -136,7 +131,8 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 1, f"the GPU test must fail a run that fails in a cell:\n{output[-3000:]}"
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())  # the notebook wrote none: finish_run's
+    assert (summary["summary_written"], summary["figures"], len(summary["sections"])) == (False, [], 10), summary
     statuses = STATUS_OF[failure]
     ran = [(cell["cell"], cell["status"]) for cell in summary["cells"]]
     assert ran == list(zip(cells, statuses, strict=True)), summary
@@ -163,13 +159,3 @@ def test_the_verdict_module_imports_in_a_python_without_torch_nsight_or_jupyter(
     blocker = WITHOUT_MODULES.format(absent=absent)
     done = subprocess.run([sys.executable, "-c", blocker, str(script)], capture_output=True, text=True, cwd=tmp_path)
     assert done.stdout.strip() == "imported", f"plumbing/executed_run.py must import without {absent}:\n{done.stderr}"
-
-
-def test_a_cells_printed_lines_are_its_stdout_alone_without_colours():
-    cell = {
-        "outputs": [
-            {"output_type": "stream", "name": "stdout", "text": ["\x1b[31mOn this T4: red\x1b[0m\n", "second\n"]},
-            {"output_type": "execute_result", "data": {"text/plain": "a table"}},
-        ]
-    }
-    assert printed_lines(cell) == ["On this T4: red", "second"], "stdout only, its colours removed"
