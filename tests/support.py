@@ -76,19 +76,6 @@ def verdicts(printed: str) -> list[str]:
     return [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("On this ")]
 
 
-def frame_of(rows: dict, metrics: list):
-    """A frame as nsight's: {annotation: (value of each of `metrics`, in order)} one row per value."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        [
-            {"Annotation": name, "Metric": metric, "AvgValue": value}
-            for name, values in rows.items()
-            for metric, value in zip(metrics, values, strict=True)
-        ]
-    )
-
-
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:
     """nbmake on a copy of notebook with metadata.execution.allow_errors (every cell runs; outputs in the copy)."""
     content = json.loads(notebook.read_text())
