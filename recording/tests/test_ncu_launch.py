@@ -32,7 +32,6 @@ def test_launch_command_passes_nsights_own_settings_to_ncu_and_leaves_the_clocks
     named = ["--cache-control", "--clock-control", "--replay-mode", "--metrics", "--nvtx-include", "-o", "--log-file"]
     wanted = [cache, "none", "kernel", ",".join(metrics), "regex:nsight-python@.+", report, log_path]  # none: always
     assert [_option(command, o) for o in named] == wanted, "nsight's settings; only nsight's NVTX ranges"
-    assert command.count("--clock-control") == 1, command
     flags = [token for token in attach[1:] if token not in ("--mode", "attach", "--process-id", str(os.getpid()))]
     flags[flags.index("--clock-control") + 1] = "none"
     assert command[2:-2] == flags, "launch mode: no --mode attach --process-id; every other flag nsight's, in order"
