@@ -1,11 +1,9 @@
 """Section 3, spread over repeated runs: today's table and verdict cells on the frame a real run left."""
 
-import ast
-
 import evidence
 import pytest
 from pytest import approx
-from support import cell_source, load_cells, parse, run_cells, verdicts
+from support import defined, parse, run_cells, verdicts
 
 VERDICT = "{} spread most (RSD {}% at n=16,384, {}% at n=1,048,576, {}% at n=16,777,216)"
 
@@ -49,14 +47,10 @@ def test_nsights_own_plot_of_the_real_frame_shows_every_point_on_the_log_time_ax
     from nsight import visualization
 
     monkeypatch.chdir(tmp_path)
-    source = cell_source(load_cells(), "s3-define")
-    tree = ast.parse(source)
-    tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "log_time_axis"]
-    namespace, seen = {}, {}
-    exec(compile(tree, "<cell s3-define>", "exec"), namespace)
+    log_time_axis, seen = defined("s3-define", "log_time_axis")["log_time_axis"], {}
 
     def callback(figure):  # the notebook's, then what a reader would see
-        namespace["log_time_axis"](figure)
+        log_time_axis(figure)
         seen["ylim"], seen["scale"] = figure.axes[0].get_ylim(), figure.axes[0].get_yscale()
 
     frame = evidence.written(evidence.run_with("s3"), "s3")[0]

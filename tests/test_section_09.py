@@ -1,7 +1,5 @@
 """Section 9, CUPTI beside Nsight Compute: the child program the notebook builds, and the verdict on real frames."""
 
-import ast
-import linecache
 import shutil
 import subprocess
 import sys
@@ -10,25 +8,12 @@ import evidence
 import pandas as pd
 import pytest
 from pytest import approx
-from support import cell_source, load_cells, parse, run_cells, verdicts
+from support import defined, parse, run_cells, verdicts
 
 VERDICT = (
     "CUPTI's time over Nsight Compute's {}x at n=512, {}x at n=4096; the sweep took {} s under CUPTI, {} s under "
     "Nsight Compute"
 )
-
-
-def defined(cell_id, *names):
-    """The cell's functions `names`, defined from a file name linecache knows, as IPython does, so that inspect finds
-    their source; the rest of the cell (decorators that need a GPU's nsight) is not run."""
-    source = cell_source(load_cells(), cell_id)
-    tree = ast.parse(source)
-    tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
-    filename = f"<cell {cell_id}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {}
-    exec(compile(tree, filename, "exec"), namespace)
-    return {name: namespace[name] for name in names}
 
 
 def child_program(tmp_path, libcupti):
