@@ -91,32 +91,19 @@ def test_each_section_is_judged_by_what_its_cells_printed_and_its_first_error(ex
 
 
 S2_DEFINE = SECTION_PLAN[2]["define"][-1]
-FAILS_IN_ONE_CELL = {  # (a small run's cells, its cell timeout): what a cell printed before it failed must be shown
-    "raises": (
-        {
-            S2_DEFINE: "import time\ntime.sleep(0.5)\nprint('settings made')",
-            S2_RUN: "print('profiling the product')\nprint('.' * 9000)\nraise RuntimeError('the profiler stopped')",
-            S3_RUN: "print('section 3 ran')",
-        },
-        60,
-    ),
-    "runs past its timeout": (
-        {
-            S2_DEFINE: "print('settings made')",
-            S2_RUN: "print('profiling the product', flush=True)\nimport time\ntime.sleep(60)",
-            S3_RUN: "print('section 3 ran')",
-        },
-        3,
-    ),
+PRINTS = "print('profiling the product', flush=True)\n"  # what section 2's run cell prints before it fails
+FAILS_IN_ONE_CELL = {  # how it goes on after PRINTS, the cell timeout, each cell's status
+    "raises": ("print('.' * 9000)\nraise RuntimeError('the profiler stopped')", 60, ("ok", "error", "ok")),
+    "runs past its timeout": ("import time\ntime.sleep(60)", 3, ("ok", "unfinished", "not run")),
 }
-STATUS_OF = {"raises": ("ok", "error", "ok"), "runs past its timeout": ("ok", "unfinished", "not run")}
 
 
 @pytest.mark.parametrize("failure", FAILS_IN_ONE_CELL)
 def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells_outputs(tmp_path, failure):
     """The GPU test itself (tests/test_notebook_gpu.py), run by pytest as run_headless runs it, in a clone whose
     notebook is a small run that fails in one cell, in a real kernel, on a machine whose nvidia-smi lists a GPU."""
-    cells, timeout_s = FAILS_IN_ONE_CELL[failure]
+    goes_on, timeout_s, statuses = FAILS_IN_ONE_CELL[failure]
+    cells = {S2_DEFINE: "import time\ntime.sleep(0.5)", S2_RUN: PRINTS + goes_on, S3_RUN: "print('section 3 ran')"}
     clone = fresh_clone(tmp_path / "clone")
     shutil.copytree(ROOT / "tests", clone / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", clone / "pyproject.toml")
@@ -132,14 +119,13 @@ def test_a_failed_headless_run_names_each_cells_time_and_shows_the_failing_cells
     assert done.returncode == 1, f"the GPU test must fail a run that fails in a cell:\n{output[-3000:]}"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())  # the notebook wrote none: finish_run's
     assert (summary["summary_written"], summary["figures"], len(summary["sections"])) == (False, [], 10), summary
-    statuses = STATUS_OF[failure]
     ran = [(cell["cell"], cell["status"]) for cell in summary["cells"]]
     assert ran == list(zip(cells, statuses, strict=True)), summary
     for cell, status in zip(summary["cells"], statuses, strict=True):
         seconds = r"\d+\.\d\d s" if status in ("ok", "error") else "-"
         shown = rf"{re.escape(cell['cell'])}\s+section\s+\d+\s+{seconds}\s+{status}"
         assert re.search(shown, output), f"pytest's output must give {cell['cell']}'s time and status:\n{output}"
-    assert summary["cells"][0]["seconds"] >= (0.5 if failure == "raises" else 0), "the time must be the cell's own"
+    assert summary["cells"][0]["seconds"] >= 0.5, "the time must be the cell's own"
     (failing,) = summary["failing_cells"]
     assert failing["cell"] == S2_RUN and "profiling the product" in failing["outputs"], failing
     said = "RuntimeError: the profiler stopped" if failure == "raises" else "profiling the product"
