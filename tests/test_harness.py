@@ -73,14 +73,9 @@ def test_a_gpu_outside_the_datasheet_table_leaves_its_figures_unchecked_never_su
     assert executed_run.run_problems({"sections": [], "figures": [figure]}) == [], "an unknown GPU fails no run"
 
 
-def cupti_run():
-    folder = evidence.run_with("s2_summed")
-    return folder, evidence.gpu(folder)
-
-
 def test_the_headline_figures_come_from_the_csvs_the_run_left(harness):
-    folder, gpu = cupti_run()
-    figures = {figure["section"]: figure for figure in harness.headline_figures(folder, gpu)}
+    folder = evidence.run_with("s2_summed")
+    figures = {figure["section"]: figure for figure in harness.headline_figures(folder, evidence.gpu(folder))}
     (raw2,) = evidence.written(folder, "s2_summed", "profiled_data")
     assert figures[2]["value"] == pytest.approx(2 * 4096**3 / raw2.Value[0] / 1e3, rel=1e-4), "2 n^3 / ns / 1e3"
     assert figures[2]["peak_kind"] == "fp32_tflops" and figures[2]["check"] == "ok", figures[2]
@@ -91,7 +86,8 @@ def test_the_headline_figures_come_from_the_csvs_the_run_left(harness):
 
 
 def test_the_summary_gives_each_sections_files_and_skips_what_needs_nsight_compute_under_cupti(harness, capsys):
-    folder, gpu = cupti_run()
+    folder = evidence.run_with("s2_summed")
+    gpu = evidence.gpu(folder)
     for name in ("s2_summed", "s3", "s5_sweep"):
         shutil.copytree(folder / name, harness.OUT_DIR / name)
     summary = harness.report_summary({"gpu": gpu, "profiler": "cupti"})

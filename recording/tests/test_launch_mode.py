@@ -22,20 +22,14 @@ ROOT = WING.parent
 CELLS = {cell["id"]: cell["source"] for cell in ncu_launch.load_cells()}
 
 
-def launch_env(tmp_path: Path, ncu: Path) -> dict[str, str]:
-    """What recording/run_launch_mode exports for the kernel."""
-    env = dict(PYTHONSTARTUP=str(WING / "launch_startup.py"), NSPY_LAUNCH_WING=str(WING), MPLBACKEND="Agg")
-    return env | dict(
-        NSPY_TUTORIAL_LAUNCH_NCU=str(ncu), NSPY_TUTORIAL_OUT=str(tmp_path / "out"), NSPY_TUTORIAL_PROFILER="ncu"
-    )
-
-
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """A kernel in launch mode that ran section 1's decision, `import nsight`, and section 2's first profiled call."""
     tmp_path = tmp_path_factory.mktemp("launch")
     ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
-    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    env = dict(PYTHONSTARTUP=str(WING / "launch_startup.py"), NSPY_LAUNCH_WING=str(WING), NSPY_TUTORIAL_PROFILER="ncu")
+    env |= dict(NSPY_TUTORIAL_LAUNCH_NCU=str(ncu), NSPY_TUTORIAL_OUT=str(tmp_path / "out"), MPLBACKEND="Agg")
+    session = KernelSession(env, cwd=tmp_path)  # with what recording/run_launch_mode exports
     first = session.execute("print('a cell before section 1 helpers exist')")  # the layer must wait for them
     assert first.errors == [] and "Error in callback" not in first.stderr + first.stdout, first
     printed = {}
