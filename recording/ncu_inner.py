@@ -33,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         if cell_id == SETUP_HELPERS:  # nsight loaded for launch mode before section 1's `import nsight`
             load_nsight(calls)
     missing = [name for name in SECTION_ONE_NAMES if name not in shell.user_ns]
-    print(
-        f"[launch inner] section {section}'s cells ended before call {args.call} (unbound: {missing})", file=sys.stderr
-    )
+    print(f"[launch inner] the cells ended before call {args.call} (unbound: {missing})", file=sys.stderr)
     return 3
 
 

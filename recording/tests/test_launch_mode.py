@@ -53,8 +53,8 @@ def test_section_1_decides_for_nsight_compute_in_launch_mode_with_nothing_loaded
     decision, active_tool, mode = launched.printed["decision"]
     assert decision is True and active_tool == "Tool.NCU", f"section 1 must use Nsight Compute: {decision, active_tool}"
     assert "launch" in mode, f"summary.json's environment must say launch mode: {mode}"
-    said = launched.printed[SECTION_ONE_CELLS["choose"]]
-    assert f"Nsight Compute at {launched.ncu}, in launch mode" in said and "Measuring with Nsight Compute" in said, said
+    said, ncu = launched.printed[SECTION_ONE_CELLS["choose"]], launched.ncu  # that ncu, first on PATH
+    assert f"Nsight Compute at {ncu}, in launch mode" in said and f"Measuring with Nsight Compute: {ncu}" in said, said
 
 
 def test_the_run_lists_the_t4s_metrics_for_every_base_the_notebook_asks_for(launched):
