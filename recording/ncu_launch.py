@@ -131,19 +131,6 @@ class ProfiledCalls:
         self.key, self.where, self.done = "", (None, None), False  # the call "<section>-<k>"; the running cell
         self.per_section, self.calls, self.original = {}, [], {}  # calls started per section; what each did (outer)
 
-    def install(self):
-        from nsight.collection import ncu
-
-        if ncu.injection_load_error is not None:
-            raise LaunchError(
-                f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); launch mode "
-                "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported"
-            )
-        for module_name, name in PATCHED_FUNCTIONS:
-            module = importlib.import_module(module_name)
-            self.original[name] = getattr(module, name)
-            setattr(module, name, getattr(self, name))
-
     def log(self, text: str) -> None:  # the outer's: the inner has no `out`
         with open(self.out / "ncu_launch.log", "a") as log:
             log.write(text + "\n")
@@ -292,6 +279,7 @@ def load_nsight(calls: ProfiledCalls) -> None:
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
     import nsight
     from nsight import tools_manager
+    from nsight.collection import ncu
 
     if nsight.__version__ != NSIGHT_VERSION:
         raise LaunchError(
@@ -299,5 +287,13 @@ def load_nsight(calls: ProfiledCalls) -> None:
             f"Install nsight-python=={NSIGHT_VERSION} (requirements.txt), or port PATCHED_FUNCTIONS and ProfiledCalls "
             "(recording/ncu_launch.py) to it"
         )
-    calls.install()
+    if ncu.injection_load_error is not None:
+        raise LaunchError(
+            f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); launch mode "
+            "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported"
+        )
+    for module_name, name in PATCHED_FUNCTIONS:  # calls' methods replace nsight's functions of the same name
+        module = importlib.import_module(module_name)
+        calls.original[name] = getattr(module, name)
+        setattr(module, name, getattr(calls, name))
     tools_manager._active_tool = tools_manager.Tool.NCU
