@@ -49,10 +49,15 @@ def test_a_command_that_is_not_nsights_attach_or_would_change_the_clocks_is_refu
         ncu_launch.launch_command(attach, "ncu", ["python3"])
 
 
-def test_an_nsight_python_other_than_the_one_launch_mode_patches_is_refused_before_anything_runs(tmp_path, monkeypatch):
+def test_an_nsight_that_loaded_ncu_at_import_or_another_version_is_refused_before_anything_is_patched(
+    tmp_path, monkeypatch
+):
     """The installed, pinned one loads: test_a_child_replays_its_section_up_to_its_call_... (test_launch_mode.py)."""
     monkeypatch.setenv("NSPY_NCU_INIT_AT_IMPORT", "1")  # load_nsight sets "0": monkeypatch restores it
-    monkeypatch.setattr(nsight, "__version__", "1.2.0")
+    monkeypatch.setattr(nsight_ncu, "injection_load_error", "libnvperf loaded")  # as an import without the "0" does
+    with pytest.raises(ncu_launch.LaunchError, match="tried to load Nsight Compute .*NSPY_NCU_INIT_AT_IMPORT=0"):
+        ncu_launch.load_nsight(ncu_launch.ProfiledCalls(tmp_path, "inner"))
+    monkeypatch.setattr(nsight, "__version__", "1.2.0")  # refused first
     with pytest.raises(ncu_launch.LaunchError, match=r"nsight-python 1\.2\.0 is installed.*nsight-python==1\.1\.0"):
         ncu_launch.load_nsight(ncu_launch.ProfiledCalls(tmp_path, "inner"))
 
