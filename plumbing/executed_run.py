@@ -126,13 +126,12 @@ def section_entries(notebook):
     for number, code in cells.items():
         lines = [line for cell in code for line in printed_lines(cell)]
         verdicts = [line for line in lines if line.startswith(VERDICT)]
-        entry = dict(number=number, status="ok", reason="", environment_limit=False, headline="; ".join(verdicts))
+        entry = dict(number=number, status="ok", reason="", headline="; ".join(verdicts))
         entry["seconds"] = round(sum(cell_seconds(cell) or 0 for cell in code), 2)
         if number in errors:
             entry.update(status="FAILED", reason=f"{errors[number]['error']} (cell {errors[number]['cell']})")
         elif not verdicts and number in NCU_ONLY_SECTIONS and any(line.startswith(SKIPPED) for line in lines):
             entry.update(status="SKIPPED", reason="needs Nsight Compute; the run measured with CUPTI")
-            entry["environment_limit"] = True
         elif not verdicts:
             entry.update(status="NOT RUN", reason="it printed no verdict", seconds=None)
         entries.append(entry)

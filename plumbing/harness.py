@@ -111,8 +111,8 @@ def build_summary(environment, out_dir):
     sections = []
     for number in range(1, SECTION_COUNT + 1):
         status, reason = kernel_status(number, files.get(number), use_ncu)
-        entry = {"number": number, "status": status, "reason": reason, "environment_limit": status == "SKIPPED"}
-        sections.append(entry | {"headline": "", "seconds": None, "files": files.get(number, [])})
+        entry = {"number": number, "status": status, "reason": reason, "headline": "", "seconds": None}
+        sections.append(entry | {"files": files.get(number, [])})
     statuses = [section["status"] for section in sections]
     return {
         "notebook": "nsight_python_t4_tutorial.ipynb",

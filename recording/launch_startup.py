@@ -42,8 +42,7 @@ class LaunchLayer:
 
     def decide(self, environ=os.environ):
         """Section 1's choice in launch mode: Nsight Compute, the launch-mode ncu first on PATH; nothing installed."""
-        folder = str(Path(self.ncu).parent)
-        environ["PATH"] = os.pathsep.join([folder, *(p for p in environ["PATH"].split(os.pathsep) if p != folder)])
+        self.shell.user_ns["put_first_on_path"](Path(self.ncu).parent, environ)  # section 1's own helper
         self.environment["ncu_mode"] = ncu_launch.MODE
         said = f"launch mode: {ncu_launch.MODE}"
         self.environment.setdefault("ncu_attempts", []).append({"ncu": self.ncu, "outcome": "ok", "said": said})

@@ -5,9 +5,13 @@ call k, runs it in nsight's own session and exits 0; 3 when the cells ended befo
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+
+from IPython.core.interactiveshell import InteractiveShell
+from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight  # it puts plumbing on the path
+
+from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,12 +19,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="the kernel's scratch folder for launch mode")
     parser.add_argument("--call", required=True, help="the profiled call: <section>-<k>")
     args = parser.parse_args(argv)
-    os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"  # before nsight is imported: ncu launched this process
-    from IPython.core.interactiveshell import InteractiveShell
-    from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight
-
-    from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
-
     section, cells = int(args.call.split("-")[0]), load_cells()
     shell, calls = InteractiveShell.instance(), ProfiledCalls(args.work, "inner", target=args.call)
     sources = {cell["id"]: cell["source"] for cell in cells}
@@ -35,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         if cell_id == SETUP_HELPERS:  # nsight loaded for launch mode before section 1's `import nsight`
             load_nsight(calls)
     missing = [name for name in SECTION_ONE_NAMES if name not in shell.user_ns]
-    print(
-        f"[launch inner] section {section}'s cells ended before call {args.call} (unbound: {missing})", file=sys.stderr
-    )
+    print(f"[launch inner] the cells ended before call {args.call} (unbound: {missing})", file=sys.stderr)
     return 3
 
 

@@ -48,7 +48,7 @@ DECISION = "decide_ncu"  # section 1's helper that says whether Nsight Compute i
 SECTION_ONE_REPLAYED = ("import", "magic", "torch")
 
 # NCUCollector.collect runs unchanged; these functions it calls are replaced (module, name), as nsight-python 1.1.0
-# names and calls them: another version is refused (check_nsight_version) rather than patched blind.
+# names and calls them: another version is refused (load_nsight) rather than patched blind.
 NCU, CORE, EXTRACTION = "nsight.collection.ncu", "nsight.collection.core", "nsight.extraction"
 PATCHED_FUNCTIONS = (
     ("nsight.tools_manager", "activate"),
@@ -79,18 +79,6 @@ class LaunchError(RuntimeError):
     """Launch mode cannot go on; the message says why and what to do."""
 
 
-def check_nsight_version():
-    """Refuse an nsight-python other than the one whose internals launch mode patches, before anything runs."""
-    import nsight
-
-    if nsight.__version__ != NSIGHT_VERSION:
-        raise LaunchError(
-            f"nsight-python {nsight.__version__} is installed; launch mode patches the internals of {NSIGHT_VERSION}. "
-            f"Install nsight-python=={NSIGHT_VERSION} (requirements.txt), or port PATCHED_FUNCTIONS and ProfiledCalls "
-            "(recording/ncu_launch.py) to it"
-        )
-
-
 def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock_control, replay_mode, verbosity):
     """The ncu command nsight's own launch_ncu builds for attach mode, captured instead of started; its log path."""
     from nsight.collection import ncu
@@ -102,9 +90,8 @@ def nsight_attach_command(launch_ncu, report_path, metrics, cache_control, clock
         _, _, log_path = launch_ncu(report_path, metrics, cache_control, clock_control, replay_mode, verbosity)
     finally:
         ncu.subprocess = saved
-    if len(captured) != 1:
-        raise LaunchError(f"nsight's launch_ncu started {len(captured)} processes, launch mode expects one")
-    return list(captured[0]), log_path
+    (command,) = captured  # nsight-python 1.1.0 starts one ncu a call
+    return list(command), log_path
 
 
 def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]:
@@ -116,18 +103,7 @@ def launch_command(attach: list[str], ncu: str, program: list[str]) -> list[str]
     if "--clock-control" not in flags:
         raise LaunchError(f"nsight's ncu command has no '--clock-control ...': {' '.join(attach)}")
     flags[flags.index("--clock-control") + 1] = RUNNER_CLOCK_CONTROL  # whatever the call asked for
-    require_runner_clocks(flags)
     return [ncu, "--nvtx", *flags, *program]
-
-
-def require_runner_clocks(argv: list[str]) -> None:
-    """Refuse an ncu command that profiles without `--clock-control none` (ncu's default is base clocks)."""
-    at = argv.index("--clock-control") + 1 if "--clock-control" in argv else len(argv)
-    if argv[at : at + 1] != [RUNNER_CLOCK_CONTROL]:
-        raise LaunchError(
-            f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is shared; its "
-            f"clocks stay as they are): {' '.join(argv)}"
-        )
 
 
 class InnerDone(BaseException):
@@ -155,23 +131,9 @@ class ProfiledCalls:
         self.key, self.where, self.done = "", (None, None), False  # the call "<section>-<k>"; the running cell
         self.per_section, self.calls, self.original = {}, [], {}  # calls started per section; what each did (outer)
 
-    def install(self):
-        from nsight.collection import ncu
-
-        if ncu.injection_load_error is not None:
-            raise LaunchError(
-                f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); launch mode "
-                "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported"
-            )
-        for module_name, name in PATCHED_FUNCTIONS:
-            module = importlib.import_module(module_name)
-            self.original[name] = getattr(module, name)
-            setattr(module, name, getattr(self, name))
-
-    def log(self, text: str) -> None:
-        if self.out:
-            with open(self.out / "ncu_launch.log", "a") as log:
-                log.write(text + "\n")
+    def log(self, text: str) -> None:  # the outer's: the inner has no `out`
+        with open(self.out / "ncu_launch.log", "a") as log:
+            log.write(text + "\n")
 
     # ---- the replacements
     def activate(self, tool):
@@ -228,8 +190,7 @@ class ProfiledCalls:
         tail = output.read_text(errors="replace").splitlines()[-15:]
         call.update(ncu_wall_s=round(time.perf_counter() - started, 2), ncu_exit=returncode, output_tail=tail)
         self.log(f"call {call['call']}: ncu exit {returncode} in {call['ncu_wall_s']} s")
-        if self.out:
-            (self.out / "ncu_launch_calls.json").write_text(json.dumps(self.calls, indent=1) + "\n")
+        (self.out / "ncu_launch_calls.json").write_text(json.dumps(self.calls, indent=1) + "\n")
         if returncode != 0:  # else the report exists, or nsight's extraction says it does not
             failed = f"failed: exit {returncode}" if returncode else f"did not finish within {NCU_CALL_TIMEOUT_S} s"
             raise LaunchError(f"ncu for call {call['call']} (cell {call['cell']}) {failed}\n" + "\n".join(tail))
@@ -260,9 +221,15 @@ class NcuGuard:
         self.ncu, self.saved = ncu, subprocess.Popen
 
     def check(self, args) -> None:
+        """Refuse an ncu command that profiles without `--clock-control none` (ncu's default is base clocks)."""
         argv = [str(arg) for arg in (args if isinstance(args, (list, tuple)) else [args])]
         if argv and (Path(argv[0]).name == "ncu" or argv[0] == self.ncu) and not QUERY_OPTIONS & set(argv):
-            require_runner_clocks(argv)
+            at = argv.index("--clock-control") + 1 if "--clock-control" in argv else len(argv)
+            if argv[at : at + 1] != [RUNNER_CLOCK_CONTROL]:
+                raise LaunchError(
+                    f"refusing to start ncu without --clock-control {RUNNER_CLOCK_CONTROL} (the runner is shared; "
+                    f"its clocks stay as they are): {' '.join(argv)}"
+                )
 
     def install(self):
         guard = self
@@ -307,10 +274,26 @@ def inner_cell_ids(cells: list[dict], section: int) -> list[str]:
 
 
 def load_nsight(calls: ProfiledCalls) -> None:
-    """Import nsight with nothing loaded, patch it for launch mode and make Nsight Compute its tool."""
+    """Import nsight with nothing loaded, refuse a version other than the one whose internals launch mode patches,
+    patch it and make Nsight Compute its tool."""
     os.environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
+    import nsight
     from nsight import tools_manager
+    from nsight.collection import ncu
 
-    check_nsight_version()
-    calls.install()
+    if nsight.__version__ != NSIGHT_VERSION:
+        raise LaunchError(
+            f"nsight-python {nsight.__version__} is installed; launch mode patches the internals of {NSIGHT_VERSION}. "
+            f"Install nsight-python=={NSIGHT_VERSION} (requirements.txt), or port PATCHED_FUNCTIONS and ProfiledCalls "
+            "(recording/ncu_launch.py) to it"
+        )
+    if ncu.injection_load_error is not None:
+        raise LaunchError(
+            f"nsight tried to load Nsight Compute when it was imported ({ncu.injection_load_error}); launch mode "
+            "needs NSPY_NCU_INIT_AT_IMPORT=0 before nsight is imported"
+        )
+    for module_name, name in PATCHED_FUNCTIONS:  # calls' methods replace nsight's functions of the same name
+        module = importlib.import_module(module_name)
+        calls.original[name] = getattr(module, name)
+        setattr(module, name, getattr(calls, name))
     tools_manager._active_tool = tools_manager.Tool.NCU

@@ -42,17 +42,7 @@ def gpu(folder: Path) -> str:
     return summary(folder)["environment"]["gpu"]
 
 
-def executed_cells(folder: Path) -> dict[str, dict]:
-    """{cell id: cell} of the executed notebook, outputs as the run left them."""
-    return {cell["id"]: cell for cell in load_cells(folder / EXECUTED)}
-
-
 def printed(folder: Path, cell_id: str) -> str:
     """What a cell of the executed notebook printed (its stdout)."""
-    cell = executed_cells(folder)[cell_id]
+    (cell,) = [cell for cell in load_cells(folder / EXECUTED) if cell["id"] == cell_id]
     return "".join("".join(out.get("text", "")) for out in cell["outputs"] if out.get("output_type") == "stream")
-
-
-def printed_lines(folder: Path) -> list[str]:
-    """Every line the executed notebook's cells printed, in order."""
-    return [line for cell_id in executed_cells(folder) for line in printed(folder, cell_id).splitlines()]

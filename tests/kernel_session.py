@@ -49,22 +49,21 @@ def _shut_down(parts: dict) -> None:
 class KernelSession:
     """A python3 kernel started with env on top of base_env (default: this process's environment)."""
 
-    def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None, base_env: dict | None = None):
+    def __init__(self, env: dict[str, str], cwd: Path, base_env: dict | None = None):
         folder = Path(tempfile.mkdtemp(prefix="nspy-k-"))  # short: socket paths must stay under ~100 characters
         config = Config({"KernelManager": {"transport": "ipc", "ip": str(folder / "k")}})
         self.manager = KernelManager(kernel_name="python3", config=config)
         self._parts = {"manager": self.manager, "folder": folder, "client": None}
         self.close = weakref.finalize(self, _shut_down, self._parts)  # idempotent
         try:
-            environment = {**(os.environ if base_env is None else base_env), **(env or {})}
-            self.manager.start_kernel(env=environment, cwd=str(cwd or Path.cwd()))
+            environment = {**(os.environ if base_env is None else base_env), **env}
+            self.manager.start_kernel(env=environment, cwd=str(cwd))
             self.client = self._parts["client"] = self.manager.client()
             self.client.start_channels()
             self.client.wait_for_ready(timeout=300)  # a busy 2-core machine can take a while to import ipykernel
         except BaseException:
             self.close()
             raise
-        self.pid = self.manager.provisioner.process.pid
 
     def run(self, code: str, timeout: float = 120) -> str:  # stdout; CellError where Run all stops
         done = self.execute(code, timeout=timeout)

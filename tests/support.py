@@ -4,6 +4,7 @@ import ast
 import contextlib
 import io
 import json
+import linecache
 import os
 import re
 import subprocess
@@ -25,18 +26,16 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-MAGIC = "%%needs_ncu"  # the cell magic section 1 defines in view
 
 
 def load_cells(path: Path = NOTEBOOK) -> list[dict]:
-    """[{"id", "type", "source", "folded"}] of a notebook's cells, in order."""
+    """[{"id", "type", "source", "outputs"}] of a notebook's cells, in order."""
     cells = json.loads(Path(path).read_text())["cells"]
     return [
         {
             "id": cell.get("id"),
             "type": cell["cell_type"],
             "source": "".join(cell["source"]),
-            "folded": "".join(cell["source"]).lstrip().startswith("# @title"),
             "outputs": cell.get("outputs", []),
         }
         for cell in cells
@@ -49,10 +48,23 @@ def cell_source(cells: list[dict], cell_id: str) -> str:
     return found[0]["source"]
 
 
+def defined(cell_id, *names):
+    """The cell's functions `names`, defined from a file name linecache knows, as IPython does, so that inspect finds
+    their source; the rest of the cell (decorators that need a GPU's nsight) is not run."""
+    source = cell_source(load_cells(), cell_id)
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
+    filename = f"<cell {cell_id}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace = {}
+    exec(compile(tree, filename, "exec"), namespace)
+    return {name: namespace[name] for name in names}
+
+
 def without_magic(source: str) -> str:
     """A cell's Python with its %%needs_ncu line dropped (what the magic runs under Nsight Compute)."""
     first, _, rest = source.partition("\n")
-    return rest if first.strip() == MAGIC else source
+    return rest if first.strip() == "%%needs_ncu" else source
 
 
 def python(source: str) -> str:
@@ -76,19 +88,6 @@ def run_cells(cell_ids, namespace: dict) -> str:
 def verdicts(printed: str) -> list[str]:
     """The findings of "On this <GPU>: <finding>" lines, in order."""
     return [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("On this ")]
-
-
-def frame_of(rows: dict, metrics: list):
-    """A frame as nsight's: {annotation: (value of each of `metrics`, in order)} one row per value."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        [
-            {"Annotation": name, "Metric": metric, "AvgValue": value}
-            for name, values in rows.items()
-            for metric, value in zip(metrics, values, strict=True)
-        ]
-    )
 
 
 def run_allowing_errors(notebook: Path, copy: Path, timeout_s: int) -> tuple[int, str]:

@@ -23,7 +23,7 @@ def test_the_readme_and_maintainers_tables_are_generated_from_the_committed_evid
     assert done.returncode == 0, f"run: python tools/verified_table.py\n{done.stdout.decode()}{done.stderr.decode()}"
 
 
-def test_every_verified_run_is_complete_clean_and_names_its_gpu():
+def test_every_verified_run_is_clean_names_its_gpu_and_holds_the_figures_its_own_files_give():
     assert RUNS, "no headless run in docs/verified (run_info.json): keep one (docs/maintainers.md says how)"
     for folder in RUNS:
         summary, run_info = (json.loads((folder / name).read_text()) for name in ("summary.json", "run_info.json"))
@@ -31,18 +31,11 @@ def test_every_verified_run_is_complete_clean_and_names_its_gpu():
         assert counts["FAILED"] == counts["NOT RUN"] == summary["suspect_figures"] == 0, f"{folder}: not a clean run"
         assert run_info["pytest_exit"] == 0 and len(run_info["commit"]) == 40, "run_info.json must name a passing run"
         assert summary["environment"]["gpu"] and summary["environment"]["profiler"] in folder.name, folder.name
-
-
-@pytest.mark.parametrize("folder", RUNS, ids=[folder.name for folder in RUNS])
-def test_each_figure_of_a_run_is_the_one_its_files_give(folder):
-    """summary.json's figures are worked out again from the CSVs nsight wrote in the same folder."""
-    summary = json.loads((folder / "summary.json").read_text())
-    assert summary["figures"], f"{folder.name}: summary.json holds no figure to check against the run's files"
-    again = headline_figures(folder, summary["environment"]["gpu"])
-    assert summary["figures"] == again, (
-        f"{folder.name}: summary.json's figures are not what the run's own CSVs give: summary.json and the files "
-        "must come from the same run (scripts/run_headless, then tools/keep_run.py)"
-    )
+        again = headline_figures(folder, summary["environment"]["gpu"])  # from the CSVs nsight wrote in the folder
+        assert summary["figures"] and summary["figures"] == again, (
+            f"{folder.name}: summary.json's figures are not what the run's own CSVs give: summary.json and the files "
+            "must come from the same run (scripts/run_headless, then tools/keep_run.py)"
+        )
 
 
 LISTINGS = sorted((ROOT / "docs" / "verified").glob("*/tu104_metric_suffixes.txt"))  # a launch-mode run's

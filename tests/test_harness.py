@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import evidence
-import pandas as pd
 import pytest
 
 import plumbing.harness
@@ -72,18 +71,11 @@ def test_a_gpu_outside_the_datasheet_table_leaves_its_figures_unchecked_never_su
     assert (figure["check"], figure["peak"]) == ("unchecked", None)
     assert harness.describe_figure(figure) == "5,000,000.0 TFLOP/s (peak n/a: this GPU is not in the datasheet table)"
     assert executed_run.run_problems({"sections": [], "figures": [figure]}) == [], "an unknown GPU fails no run"
-    known = harness.check_figure(5, "fp32 matmul", 40.0, "TFLOP/s", "fp32_tflops", "NVIDIA L4")  # 132% of 30.3
-    assert executed_run.run_problems({"sections": [], "figures": [known]}), "a figure above its peak fails a run"
-
-
-def cupti_run():
-    folder = evidence.run_with("s2_summed")
-    return folder, evidence.gpu(folder)
 
 
 def test_the_headline_figures_come_from_the_csvs_the_run_left(harness):
-    folder, gpu = cupti_run()
-    figures = {figure["section"]: figure for figure in harness.headline_figures(folder, gpu)}
+    folder = evidence.run_with("s2_summed")
+    figures = {figure["section"]: figure for figure in harness.headline_figures(folder, evidence.gpu(folder))}
     (raw2,) = evidence.written(folder, "s2_summed", "profiled_data")
     assert figures[2]["value"] == pytest.approx(2 * 4096**3 / raw2.Value[0] / 1e3, rel=1e-4), "2 n^3 / ns / 1e3"
     assert figures[2]["peak_kind"] == "fp32_tflops" and figures[2]["check"] == "ok", figures[2]
@@ -93,19 +85,9 @@ def test_the_headline_figures_come_from_the_csvs_the_run_left(harness):
     assert figures[5]["name"] == "float16 product, n=8192" and figures[5]["peak_kind"] == "fp16_tflops"
 
 
-def test_a_wrong_figure_in_the_files_turns_suspect(harness, tmp_path):
-    folder, gpu = cupti_run()
-    shutil.copytree(folder / "s2_summed", tmp_path / "s2_summed")
-    (written,) = sorted((tmp_path / "s2_summed").glob("processed_data-*.csv"))
-    frame = pd.read_csv(written)
-    frame.loc[0, "AvgValue"] /= 100  # a time 100 times too short: a rate beyond the GPU's peak
-    frame.to_csv(written, index=False)
-    (figure,) = harness.headline_figures(tmp_path, gpu)
-    assert figure["check"] == "SUSPECT" and figure["pct_of_peak"] > 100, figure
-
-
 def test_the_summary_gives_each_sections_files_and_skips_what_needs_nsight_compute_under_cupti(harness, capsys):
-    folder, gpu = cupti_run()
+    folder = evidence.run_with("s2_summed")
+    gpu = evidence.gpu(folder)
     for name in ("s2_summed", "s3", "s5_sweep"):
         shutil.copytree(folder / name, harness.OUT_DIR / name)
     summary = harness.report_summary({"gpu": gpu, "profiler": "cupti"})

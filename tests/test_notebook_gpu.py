@@ -27,7 +27,7 @@ def executed() -> dict:
     copy = run_dir / NOTEBOOK.name
     summary = finish_run(copy, run_dir / "summary.json") if copy.exists() else None
     where = run_report(summary) if summary else f"no executed notebook was written in {run_dir}"
-    return {"returncode": returncode, "log": log, "summary": summary, "where": where}
+    return {"returncode": returncode, "log": log, "summary": summary, "where": where, "copy": copy}
 
 
 def test_nbmake_executed_the_whole_notebook(executed):
@@ -53,9 +53,8 @@ def test_the_run_is_clean_and_every_section_run_or_skipped_as_the_backend_requir
 
 
 def test_every_picture_the_run_drew_carries_alt_text_and_sections_3_and_8_drew_one(executed):
-    copy = choose_output_dir(os.environ, on_colab=False) / NOTEBOOK.name
     pictures = {}  # cell id -> the alt text of each PNG it showed
-    for cell in json.loads(copy.read_text())["cells"]:
+    for cell in json.loads(executed["copy"].read_text())["cells"]:
         for output in cell.get("outputs", []):
             if "image/png" in output.get("data", {}):
                 alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")

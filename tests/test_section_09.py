@@ -1,7 +1,5 @@
 """Section 9, CUPTI beside Nsight Compute: the child program the notebook builds, and the verdict on real frames."""
 
-import ast
-import linecache
 import shutil
 import subprocess
 import sys
@@ -10,25 +8,12 @@ import evidence
 import pandas as pd
 import pytest
 from pytest import approx
-from support import cell_source, load_cells, parse, run_cells, verdicts
+from support import defined, parse, run_cells, verdicts
 
 VERDICT = (
     "CUPTI's time over Nsight Compute's {}x at n=512, {}x at n=4096; the sweep took {} s under CUPTI, {} s under "
     "Nsight Compute"
 )
-
-
-def defined(cell_id, *names):
-    """The cell's functions `names`, defined from a file name linecache knows, as IPython does, so that inspect finds
-    their source; the rest of the cell (decorators that need a GPU's nsight) is not run."""
-    source = cell_source(load_cells(), cell_id)
-    tree = ast.parse(source)
-    tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
-    filename = f"<cell {cell_id}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {}
-    exec(compile(tree, filename, "exec"), namespace)
-    return {name: namespace[name] for name in names}
 
 
 def child_program(tmp_path, libcupti):
@@ -57,27 +42,10 @@ def test_the_child_puts_the_cupti_folder_first_and_loads_its_libcupti_before_nsi
     assert first == str(tmp_path / "cupti13") and str(libcupti) in maps, "the folder first, its libcupti loaded"
 
 
-def frames(ncu_wall=12.0, cupti_wall=4.0):
-    rows = lambda times: pd.DataFrame({"n": [512, 4096], "AvgValue": times})  # noqa: E731
-    return {
-        "ncu_frame": rows([10e3, 3e6]).assign(wall_s=ncu_wall),
-        "cupti_frame": rows([7e3, 3e6]).assign(wall_s=cupti_wall),
-    }
-
-
 def test_the_verdict_gives_cuptis_time_over_nsight_computes_per_size_and_each_sides_wall_time():
-    said = verdicts(run_cells(["s9-verdict"], frames() | {"gpu": "Tesla T4"}))
-    assert parse(VERDICT, said) == [0.7, 1.0, 4.0, 12.0], said
-
-
-def test_on_a_real_run_the_verdict_reads_both_frames_the_run_left():
     folder = evidence.run_with("s9_ncu")
-    ncu = pd.concat(evidence.written(folder, "s9_ncu"))
-    cupti = pd.read_csv(folder / "s9_cupti.csv")
-    said = verdicts(
-        run_cells(
-            ["s9-verdict"], {"ncu_frame": ncu.assign(wall_s=1.0), "cupti_frame": cupti, "gpu": evidence.gpu(folder)}
-        )
-    )
+    ncu = pd.concat(evidence.written(folder, "s9_ncu")).assign(wall_s=12.0)  # distinct walls: which side is which
+    cupti = pd.read_csv(folder / "s9_cupti.csv").assign(wall_s=4.0)
+    said = verdicts(run_cells(["s9-verdict"], {"ncu_frame": ncu, "cupti_frame": cupti, "gpu": evidence.gpu(folder)}))
     ratio = cupti.set_index("n").AvgValue / ncu.set_index("n").AvgValue
-    assert parse(VERDICT, said)[:2] == [approx(r, abs=0.006) for r in ratio], said
+    assert parse(VERDICT, said) == [*(approx(r, abs=0.006) for r in ratio), 4.0, 12.0], said

@@ -2,7 +2,6 @@
 
 import lzma
 import os
-import shutil
 from pathlib import Path
 
 import evidence
@@ -15,14 +14,12 @@ RULES = "the softmax's rules that fired: {}; its longest wait: {}"
 
 
 def sections_report(tmp_path):
-    """The committed s10_sections report (s10-profile's, maybe .xz-compressed), into tmp_path/s10_sections."""
-    found = sorted(ROOT.glob("docs/verified/*/s10_sections/report.ncu-rep*"))
+    """The committed s10_sections report (s10-profile's; tools/keep_run.py xz-compresses it), into tmp_path."""
+    found = sorted(ROOT.glob("docs/verified/*/s10_sections/report.ncu-rep.xz"))
     if not found:
-        pytest.skip(f"no committed s10_sections/report.ncu-rep: {evidence.RERECORD}")
+        pytest.skip(f"no committed s10_sections/report.ncu-rep.xz: {evidence.RERECORD}")
     (tmp_path / "s10_sections").mkdir()
-    opener = lzma.open if found[-1].suffix == ".xz" else open
-    with opener(found[-1], "rb") as source, open(tmp_path / "s10_sections/report.ncu-rep", "wb") as copy:
-        shutil.copyfileobj(source, copy)
+    (tmp_path / "s10_sections/report.ncu-rep").write_bytes(lzma.decompress(found[-1].read_bytes()))
 
 
 def test_the_rules_list_and_verdict_name_only_the_rules_that_fired_and_the_longest_stall(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import types
 from pathlib import Path
 
 import fakes
+import ncu_launch
 import pytest
 from kernel_session import CellError, KernelSession
 
@@ -18,18 +19,7 @@ from plumbing.cells import HARNESS, NOT_UNDER_NCU, SECTION_ONE_CELLS, SECTION_PL
 
 WING = Path(__file__).resolve().parent.parent
 ROOT = WING.parent
-CELLS = {
-    cell.get("id"): "".join(cell["source"])
-    for cell in json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())["cells"]
-}
-
-
-def launch_env(tmp_path: Path, ncu: Path) -> dict[str, str]:
-    """What recording/run_launch_mode exports for the kernel."""
-    env = dict(PYTHONSTARTUP=str(WING / "launch_startup.py"), NSPY_LAUNCH_WING=str(WING), MPLBACKEND="Agg")
-    return env | dict(
-        NSPY_TUTORIAL_LAUNCH_NCU=str(ncu), NSPY_TUTORIAL_OUT=str(tmp_path / "out"), NSPY_TUTORIAL_PROFILER="ncu"
-    )
+CELLS = {cell["id"]: cell["source"] for cell in ncu_launch.load_cells()}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +27,9 @@ def launched(tmp_path_factory):
     """A kernel in launch mode that ran section 1's decision, `import nsight`, and section 2's first profiled call."""
     tmp_path = tmp_path_factory.mktemp("launch")
     ncu = fakes.ncu(tmp_path / "bin", "2025.3.1", log=tmp_path / "ncu_args.json")  # the runner's, launch mode's
-    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
+    env = dict(PYTHONSTARTUP=str(WING / "launch_startup.py"), NSPY_LAUNCH_WING=str(WING), NSPY_TUTORIAL_PROFILER="ncu")
+    env |= dict(NSPY_TUTORIAL_LAUNCH_NCU=str(ncu), NSPY_TUTORIAL_OUT=str(tmp_path / "out"), MPLBACKEND="Agg")
+    session = KernelSession(env, cwd=tmp_path)  # with what recording/run_launch_mode exports
     first = session.execute("print('a cell before section 1 helpers exist')")  # the layer must wait for them
     assert first.errors == [] and "Error in callback" not in first.stderr + first.stdout, first
     printed = {}
@@ -53,51 +45,43 @@ def launched(tmp_path_factory):
     shutil.copy(tmp_path / "ncu_args.json", tmp_path / "ncu_args_2.json")
     with pytest.raises(CellError):  # a run cell under %%needs_ncu: its call is still section 6's
         session.run(CELLS[SECTION_PLAN[6]["run"][0]], timeout=300)
-    yield tmp_path, ncu, printed
+    yield types.SimpleNamespace(folder=tmp_path, ncu=ncu, printed=printed, session=session)
     session.close()
 
 
 def test_section_1_decides_for_nsight_compute_in_launch_mode_with_nothing_loaded_in_the_kernel(launched):
-    _, ncu, printed = launched
-    decision, active_tool, mode = printed["decision"]
-    assert decision is True and active_tool == "Tool.NCU", f"section 1 must use Nsight Compute: {printed['decision']}"
+    decision, active_tool, mode = launched.printed["decision"]
+    assert decision is True and active_tool == "Tool.NCU", f"section 1 must use Nsight Compute: {decision, active_tool}"
     assert "launch" in mode, f"summary.json's environment must say launch mode: {mode}"
-    said = printed[SECTION_ONE_CELLS["choose"]]
-    assert f"Nsight Compute at {ncu}, in launch mode" in said and "Measuring with Nsight Compute" in said, said
+    said, ncu = launched.printed[SECTION_ONE_CELLS["choose"]], launched.ncu  # that ncu, first on PATH
+    assert f"Nsight Compute at {ncu}, in launch mode" in said and f"Measuring with Nsight Compute: {ncu}" in said, said
 
 
 def test_the_run_lists_the_t4s_metrics_for_every_base_the_notebook_asks_for(launched):
-    tmp_path, _, _ = launched
-    header = (tmp_path / "out" / "tu104_metric_suffixes.txt").read_text().splitlines()[0]
+    header = (launched.folder / "out" / "tu104_metric_suffixes.txt").read_text().splitlines()[0]
     assert "--chip tu104" in header and "dram__bytes_read," in header and "gpu__time_duration" in header, header
 
 
 def test_a_profiled_call_runs_in_a_child_under_ncu_with_nsights_flags_and_the_clocks_left_alone(launched):
-    tmp_path, ncu, printed = launched
-    run_cell = SECTION_PLAN[2]["run"][0]
+    """The flags in full, attach mode's dropped: test_launch_command_passes_nsights_own_settings_to_ncu_..."""
+    tmp_path, printed, run_cell = launched.folder, launched.printed, SECTION_PLAN[2]["run"][0]
     assert isinstance(printed[run_cell], CellError), f"no GPU, no report: the call must fail here: {printed}"
     argv = json.loads((tmp_path / "ncu_args_2.json").read_text())
     assert argv[0] == "--nvtx" and argv[argv.index("--clock-control") + 1] == "none", argv
     report = Path(argv[argv.index("-o") + 1])
     assert report.is_absolute() and report.parent == tmp_path / "out" / "s2_summed", "where the kernel reads it"
-    assert "--mode" not in argv and "--process-id" not in argv, f"launch mode: ncu starts the process: {argv}"
     assert argv[-6:-4] == [sys.executable, str(WING / "ncu_inner.py")] and argv[-2:] == ["--call", "2-0"], argv
     calls = json.loads((tmp_path / "out" / "ncu_launch_calls.json").read_text())
     six = SECTION_PLAN[6]["run"][0]
     assert [(call["call"], call["cell"], call["ncu_exit"]) for call in calls] == [("2-0", run_cell, 0), ("6-0", six, 0)]
 
 
-def test_an_ncu_started_by_a_cell_without_clock_control_none_is_refused_in_the_kernel(launched, tmp_path):
-    _, ncu, _ = launched
-    session = KernelSession(launch_env(tmp_path, ncu), cwd=tmp_path)
-    try:
-        with pytest.raises(CellError, match="without --clock-control none"):
-            session.run(f"import subprocess\nsubprocess.run([{str(ncu)!r}, '-o', 'r', 'python3'])")
-        assert "2025.3.1" in session.run(
-            f"print(subprocess.run([{str(ncu)!r}, '--version'], capture_output=True, text=True).stdout)"
-        )
-    finally:
-        session.close()
+def test_an_ncu_started_by_a_cell_without_clock_control_none_is_refused_in_the_kernel(launched):
+    ncu = str(launched.ncu)
+    with pytest.raises(CellError, match="without --clock-control none"):
+        launched.session.run(f"import subprocess\nsubprocess.run([{ncu!r}, '-o', 'r', 'python3'])")
+    said = launched.session.run(f"print(subprocess.run([{ncu!r}, '--version'], capture_output=True, text=True).stdout)")
+    assert "2025.3.1" in said, "an ncu that profiles nothing is let through"
 
 
 @pytest.mark.parametrize("version", ["2024.3.1", None, "hangs"])
@@ -115,13 +99,11 @@ def test_the_wrapper_refuses_an_ncu_too_old_missing_or_silent_before_anything_ru
 
 
 def test_the_inner_replays_the_harness_section_1s_names_the_shared_cells_and_its_sections_define_and_run_cells():
-    from ncu_launch import SECTION_ONE_REPLAYED, binds_at_top, inner_cell_ids, load_cells
-
-    cells = load_cells()
-    replayed, plan = inner_cell_ids(cells, 9), SECTION_PLAN[9]
-    first = [SECTION_ONE_CELLS[role] for role in SECTION_ONE_REPLAYED]
+    cells = ncu_launch.load_cells()
+    replayed, plan = ncu_launch.inner_cell_ids(cells, 9), SECTION_PLAN[9]
+    first = [SECTION_ONE_CELLS[role] for role in ncu_launch.SECTION_ONE_REPLAYED]
     assert replayed[:5] == [HARNESS, SETUP_HELPERS, *first], f"nsight, the magic and torch first: {replayed}"
-    shared = [cell["id"] for cell in cells if binds_at_top(cell["source"], SHARED_NAMES)]
+    shared = [cell["id"] for cell in cells if ncu_launch.binds_at_top(cell["source"], SHARED_NAMES)]
     assert shared and set(shared) <= set(replayed), f"the cells binding {SHARED_NAMES}: {shared}"
     assert set(plan["define"]) <= set(replayed) and not set(NOT_UNDER_NCU) & set(replayed), replayed
 
@@ -133,7 +115,6 @@ def test_a_child_replays_its_section_up_to_its_call_and_runs_it_in_nsights_own_s
     import importlib
 
     import ncu_inner
-    import ncu_launch
     from nsight import tools_manager
     from nsight.collection import core
     from nsight.collection import ncu as nsight_ncu
