@@ -235,7 +235,6 @@ def no_gpu(start):
 
 
 STOPS = {  # setting (a T4, apt unreachable) -> (the cell that stops, what the error names)
-    "NCU_PATH no file": ({"NCU_PATH": "{root}/none"}, ROLE["prepare"], "NCU_PATH={root}/none"),
     "NCU_PATH too old": ({"NCU_PATH": "{old}"}, ROLE["prepare"], "NCU_PATH={old}"),
     "profiler typo": ({"NSPY_TUTORIAL_PROFILER": "nsys"}, ROLE["prepare"], "NSPY_TUTORIAL_PROFILER='nsys'"),
     "profiler ncu, no ncu": ({"NSPY_TUTORIAL_PROFILER": "ncu"}, ROLE["choose"], "NSPY_TUTORIAL_PROFILER=ncu, but"),
