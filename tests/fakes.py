@@ -183,12 +183,16 @@ elif tool == "apt-get":
         (ROOT / "dpkg").mkdir(exist_ok=True)
         (ROOT / "dpkg" / (package + ".list")).write_text("\\n".join(map(str, [home, *files])) + "\\n")
 """
-# A probe that stands in for ncu_probe.py where no GPU and no torch are: it profiles by running the ncu first on PATH.
-STAND_IN_PROBE = """import json, shutil, subprocess, sys
+# A probe that stands in for probe_program where no GPU and no torch are: it profiles by running the ncu first on PATH,
+# and under CUPTI (NSPY_TUTORIAL_LIBCUPTI set) it fails to, as the real one would here.
+STAND_IN_PROBE = """import json, os, shutil, subprocess, sys
 from pathlib import Path
 ncu = shutil.which("ncu")
-done = subprocess.run([ncu, "--profile-probe-kernel"], capture_output=True, text=True)
-stage, error = ("done", "") if done.returncode == 0 else ("profile one kernel", "ProfilerException: " + done.stdout)
+if os.environ.get("NSPY_TUTORIAL_LIBCUPTI"):
+    stage, error = "profile one kernel", "RuntimeError: CUPTI found no GPU here"
+else:
+    done = subprocess.run([ncu, "--profile-probe-kernel"], capture_output=True, text=True)
+    stage, error = ("done", "") if done.returncode == 0 else ("profile one kernel", "ProfilerException: " + done.stdout)
 Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
 Path(sys.argv[1], "probe.json").write_text(json.dumps({"ncu": ncu, "stage": stage, "error": error}))
 """
@@ -419,21 +423,6 @@ def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
 
 
 # ---------------------------------------------------------------- other Pythons and commands a test needs
-# A Python that stands in for section 9's CUPTI child: it records its command line and environment in `record`, and
-# writes the child's result naming the libcupti FAKE_LIBCUPTI says (else the one it was given).
-CUPTI_CHILD_PYTHON = """#!{python}
-import json, os, sys
-from pathlib import Path
-Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ)}}))
-libcupti = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
-Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "libcupti": libcupti}}))
-"""
-
-
-def cupti_child_python(path: Path, record: Path) -> Path:
-    return executable(path, CUPTI_CHILD_PYTHON.format(python=sys.executable, record=str(record)))
-
-
 def real_python(path: Path, without_pip: bool = False) -> Path:
     """The suite's own Python under another name; without_pip: one whose `-m pip` fails, as a venv without pip."""
     no_pip = '[ "$2" = pip ] && exit 1\n' if without_pip else ""

@@ -53,11 +53,12 @@ class Run:
         return self.kernel.value("shutil.which('ncu')")
 
     def assert_stopped_at_backend_naming(self, *said: str) -> None:
-        """On a CPU the CUPTI check's child cannot time a kernel: section 1 stops, naming both reasons."""
+        """On a CPU the CUPTI probe cannot time a kernel: section 1 stops, naming both reasons."""
         assert self.stopped_at == ROLE["choose"], f"stopped at {self.stopped_at}: {self.error}\n{self.printed()}"
         message = self.error.evalue
-        assert message.startswith("Neither backend can time a kernel here") and "CUPTI child failed" in message
+        assert message.startswith("Neither backend can time a kernel here") and "CUPTI: the probe failed" in message
         assert all(text in message for text in said), f"the stop must name {said}: {message}"
+        assert (self.machine.root / "out/s1_cupti/probe.json").is_file(), "the CUPTI probe writes in the output folder"
 
 
 @pytest.fixture(scope="module")
@@ -207,8 +208,8 @@ def test_the_offline_wheelhouse_run_installs_from_it_tries_no_apt_and_says_so(st
 
 def test_profiler_cupti_installs_no_nsight_compute_and_activates_cupti_with_nsights_tool(start):
     run = start("cupti", env={"NSPY_TUTORIAL_PROFILER": "cupti"})
-    cupti_child = "run_cupti_child = lambda benchmark, sizes, folder: {'rows': [{'AvgValue': 812.0}]}"
-    run.cells(run.section_1, f"{cupti_child}\npreload_libcupti = lambda folder: folder / 'libcupti.so.13'")
+    profiled = "probe_cupti = lambda *args: ''\npreload_libcupti = lambda folder: folder / 'libcupti.so.13'"
+    run.cells(run.section_1, profiled)
     assert run.machine.calls("apt-get") == [] and not (run.machine.root / "out/ncu_probe.log").exists()
     assert run.kernel.value("BACKEND['cupti_reason']") == "NSPY_TUTORIAL_PROFILER=cupti"
     assert run.kernel.value("os.environ['NSPY_NCU_INIT_AT_IMPORT']") == "0", "Nsight Compute must stay out"
