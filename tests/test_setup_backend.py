@@ -153,7 +153,10 @@ def test_the_cupti_probe_puts_the_cupti_set_first_leaves_nsight_compute_out_and_
 
 
 def test_the_real_probe_under_cupti_on_a_machine_without_cupti_python_stops_at_import_nsight(tmp_path, cupti_set):
-    """The real probe loads libcupti, imports nsight and fails to activate CUPTI (no cupti-python here)."""
+    """The real probe loads libcupti first (an empty file is no library), then fails to activate CUPTI (no
+    cupti-python here)."""
+    said = helpers.probe_cupti(f"{tmp_path}/probe/", tmp_path / "probe.log")
+    assert said.startswith("the probe failed at 'import nsight': OSError") and "libcupti.so.13" in said, said
     built = build_fake_injection_library(tmp_path / "built")
     if built is None:
         pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
