@@ -124,10 +124,9 @@ def version_text(version):
 
 
 NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
-NCU_FLOOR = version_text(NCU_MIN_VERSION)
 # ncu-report reads reports of its own year.minor and older: the newest Nsight Compute worth installing.
 NCU_CEILING = tuple(int(part) for part in PINS["ncu-report"].split(".")[:2])
-NCU_RANGE = f"{NCU_FLOOR} to {version_text(NCU_CEILING)}.x"
+NCU_RANGE = f"{version_text(NCU_MIN_VERSION)} to {version_text(NCU_CEILING)}.x"
 NCU_PATH_FIX = f"Set NCU_PATH to the ncu of Nsight Compute {NCU_RANGE} (or its folder), or unset it."
 
 
@@ -159,9 +158,9 @@ def newest_first(names):
     return sorted((name for name, version in versions.items() if ncu_accepted(version)), key=versions.get)[::-1]
 
 
-def put_first_on_path(folder, environ=os.environ):
-    others = [entry for entry in environ.get("PATH", "").split(os.pathsep) if entry and entry != str(folder)]
-    environ["PATH"] = os.pathsep.join([str(folder), *others])
+def put_first_on_path(folder, environ, variable="PATH"):
+    others = [entry for entry in environ.get(variable, "").split(os.pathsep) if entry and entry != str(folder)]
+    environ[variable] = os.pathsep.join([str(folder), *others])
 
 
 def accepted_ncu_path(environ=os.environ):
@@ -310,7 +309,7 @@ def probe_cupti(prefix, log_path):
     libcupti = find_libcupti(CUPTI_PACKAGES_DIR)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))}
     env |= {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_PACKAGES_DIR), env.get("PYTHONPATH")]))
+    put_first_on_path(CUPTI_PACKAGES_DIR, env, "PYTHONPATH")
     if (report := run_probe(prefix, log_path, env)) is None:
         return f"{ended(None, 'probe')}; see {log_path}"
     if report["stage"] != "done":
@@ -450,15 +449,6 @@ def cupti_pins(have):
     return {n: v for n, v in CUPTI_PINS.items() if n != "cuda-bindings" or not (major.isdigit() and int(major) >= 13)}
 
 
-def put_first_on_sys_path(folder):
-    """Import from folder before site-packages, in this process and in the child processes it starts."""
-    folder = str(folder)
-    sys.path[:] = [folder, *(entry for entry in sys.path if entry != folder)]
-    others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != folder]
-    os.environ["PYTHONPATH"] = os.pathsep.join([folder, *others])
-    importlib.invalidate_caches()
-
-
 def find_libcupti(cupti_dir):
     """The libcupti.so.13 that the CUPTI install put under cupti_dir."""
     for path in sorted(Path(cupti_dir).glob("nvidia/*/lib/libcupti.so.13*")):
@@ -469,8 +459,12 @@ def find_libcupti(cupti_dir):
 def preload_libcupti(cupti_dir):
     """Load libcupti.so.13 from the CUPTI folder before cupti, nsight or torch can load another one: cuda.pathfinder
     searches only site-packages (it would pick torch's older one), and reuses a library already loaded."""
-    put_first_on_sys_path(cupti_dir)  # cupti-python itself comes from there too
-    ctypes.CDLL(str(path := find_libcupti(cupti_dir)), mode=os.RTLD_GLOBAL)
+    path, folder = find_libcupti(cupti_dir), str(cupti_dir)
+    # cupti-python comes from that folder too: first on sys.path here, and on PYTHONPATH for the processes started here
+    sys.path[:] = [folder, *(entry for entry in sys.path if entry != folder)]
+    put_first_on_path(folder, os.environ, "PYTHONPATH")
+    importlib.invalidate_caches()
+    ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
     return path
 
 

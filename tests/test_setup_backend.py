@@ -1,5 +1,5 @@
-"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI, once a
-child timed a kernel with it. Each failure of the probe is told apart by what ncu printed; its time limit is ample."""
+"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI, once
+the probe profiled with it too. Each failure of the probe is told apart by what ncu printed; its time limit is ample."""
 
 import builtins
 import json
@@ -7,6 +7,7 @@ import math
 import os
 import re
 import symtable
+import sys
 from types import SimpleNamespace
 
 import nsight
@@ -177,9 +178,22 @@ def test_the_probe_program_imports_every_module_its_functions_use():
     assert used <= bound | set(dir(builtins)), f"probe_program must import {used - bound - set(dir(builtins))}"
 
 
-def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path, monkeypatch):
+def test_the_sets_libcupti_is_loaded_and_its_folder_imported_from_first_here_and_in_child_processes(
+    tmp_path, monkeypatch, cupti_set
+):
+    monkeypatch.setattr(sys, "path", ["/site"]), monkeypatch.setenv("PYTHONPATH", "/site")
     with pytest.raises(FileNotFoundError, match="run section 1 again"):
         helpers.preload_libcupti(tmp_path)
+    assert sys.path == ["/site"] and os.environ["PYTHONPATH"] == "/site", "a folder without libcupti changes nothing"
+    if (built := build_fake_injection_library(tmp_path / "built")) is None:
+        pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
+    cupti_set.write_bytes(built.read_bytes())
+    assert helpers.preload_libcupti(helpers.CUPTI_PACKAGES_DIR) == cupti_set
+    folder = str(helpers.CUPTI_PACKAGES_DIR)
+    assert sys.path == [folder, "/site"] and os.environ["PYTHONPATH"] == f"{folder}{os.pathsep}/site"
+
+
+def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path, monkeypatch):
     preloaded, other, alias = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12", tmp_path / "alias.so"
     preloaded.write_text("13"), other.write_text("12"), alias.symlink_to(preloaded)
     monkeypatch.setattr(helpers, "BACKEND", {"use_ncu": False, "libcupti": preloaded})

@@ -14,7 +14,7 @@ from packaging.version import Version
 from plumbing import setup_helpers as helpers
 from plumbing.setup_helpers import accepted_ncu_path, read_ncu_path, read_wheelhouse
 
-BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
+BAD = {  # {tmp} holds empty/, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
     "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
     "wheelhouse missing": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/no", FileNotFoundError, "make_wheel"),
     "wheelhouse empty": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/empty", FileNotFoundError, "make_wheel"),
@@ -24,8 +24,6 @@ BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executa
     "NCU_PATH too old": (accepted_ncu_path, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
     "NCU_PATH too new": (accepted_ncu_path, "NCU_PATH", "{tmp}/new", ValueError, "2026.2.1 to 2026.3.x"),
     "NCU_PATH not ncu": (accepted_ncu_path, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
-    "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
-    "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
 }
 
 
@@ -33,7 +31,6 @@ BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executa
 def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case):
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
-    (tmp_path / "a_file").write_text("")
     ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1").chmod(0o644), ncu(tmp_path / "new", "2026.4.0")
     with pytest.raises(error) as raised:
         read({name: value.format(tmp=tmp_path), "PATH": str(ncu(tmp_path / "current", "2026.3.1").parent)})
@@ -51,9 +48,6 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
         assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", f"resolve {given}"
     given = ncu(tmp_path / "given", "2026.2.1")
     assert read_ncu_path({"NCU_PATH": str(given.parent)}) == given, "NCU_PATH may name ncu's folder"
-    later = tmp_path / "new" / "cupti"
-    assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
-    assert (later / ".nspy_tutorial_out").is_file(), "the CUPTI folder is made and marked as section 1's own"
 
 
 @pytest.mark.parametrize(
