@@ -215,11 +215,10 @@ def prepare_installs(environ=os.environ):
 
 
 def check_kernel_times(times):
-    """Kernel times, refused unless each is a finite time above 0: 0 or NaN means a tool attached but measured
+    """Refuse kernel times unless each is a finite time above 0: 0 or NaN means a tool attached but measured
     nothing, and committing to it would fail later."""
     if not times or not all(math.isfinite(t) and t > 0 for t in times):
         raise RuntimeError(f"the check kernel measured {times}")
-    return times
 
 
 def probe_child(prefix):

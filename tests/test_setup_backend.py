@@ -23,7 +23,7 @@ from plumbing.setup_helpers import check_kernel_times
 def test_a_probe_kernel_time_of_zero_nan_or_none_is_refused(times):
     with pytest.raises(RuntimeError, match="the check kernel measured"):
         check_kernel_times(times)
-    assert check_kernel_times([812.0]) == [812.0]
+    check_kernel_times([812.0])  # a real time passes
 
 
 def test_the_real_probe_without_nsight_computes_injection_stops_at_import_nsight(tmp_path, monkeypatch):
