@@ -89,11 +89,8 @@ def test_the_pins_cover_everything_nsight_needs_that_colab_lacks():  # PIP_CONST
     colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
     covered = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}
     for name in set(helpers.PINS) - {"nvidia-ml-py"}:  # not in the CPU suite's Python; it requires nothing
-        needs = [
-            r
-            for r in map(Requirement, distribution(name).requires or [])
-            if r.marker is None or r.marker.evaluate({"extra": ""})
-        ]
+        requires = map(Requirement, distribution(name).requires or [])
+        needs = [r for r in requires if r.marker is None or r.marker.evaluate({"extra": ""})]
         assert {helpers.normalize(r.name) for r in needs} <= covered, f"{name} needs {needs}: pin what it lacks"
 
 
@@ -115,9 +112,8 @@ def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_says_ho
 
 @pytest.mark.parametrize("wheelhouse", [False, True])
 def test_a_pip_cell_that_left_no_pinned_nsight_stops_the_loop_saying_where_to_look(tmp_path, monkeypatch, wheelhouse):
-    environ = (
-        {"NSPY_TUTORIAL_WHEELHOUSE": str(make_wheelhouse(tmp_path / "w", {"nvtx": "0.2.17"}, {}))} if wheelhouse else {}
-    )
+    wheels = make_wheelhouse(tmp_path / "w", {"nvtx": "0.2.17"}, {})
+    environ = {"NSPY_TUTORIAL_WHEELHOUSE": str(wheels)} if wheelhouse else {}
     monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])  # a Python where pip installed nothing
     with pytest.raises(RuntimeError, match="the pip cell left no nsight-python, not nsight-python 1.1.0") as raised:
         helpers.decide_ncu(environ)
