@@ -224,7 +224,7 @@ def check_kernel_times(times):
 def probe_child(prefix):
     """The probe (run_probe runs this function's source in a fresh Python): can nsight profile one kernel with
     Nsight Compute or, where NSPY_TUTORIAL_LIBCUPTI names a libcupti, with CUPTI bound to it? probe.json in prefix
-    says how far it got ("stage"), what stopped it ("error"), the ncu on PATH and the libcupti CUPTI handed NVTX."""
+    says how far it got ("stage"), what stopped it ("error"), the ncu on PATH and the libcupti nsight gave NVTX."""
     libcupti = os.environ.get("NSPY_TUTORIAL_LIBCUPTI")
     report = {"ncu": shutil.which("ncu"), "libcupti": None, "stage": "import nsight", "error": ""}
     try:
@@ -472,8 +472,8 @@ BACKEND = {}  # choose_backend's answer: use_ncu, cupti_reason, libcupti
 
 def choose_backend(environ=os.environ):
     """Section 1's folded choice: Nsight Compute if the probe profiled with one (decide_ncu); else CUPTI, once its
-    set is in its folder and the probe profiled with it. Then NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight
-    Compute out of the `import nsight` that follows, and this process's libcupti is the CUPTI set's."""
+    set is in its folder and the probe profiled with it. Then NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out of
+    the `import nsight` that follows, and this process's libcupti is the CUPTI set's."""
     environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
     use_ncu, reason = decide_ncu(environ)
     BACKEND.update(use_ncu=use_ncu, cupti_reason=reason, libcupti=None)
