@@ -178,7 +178,6 @@ elif tool == "apt-get":
         home = ROOT / "opt/nvidia/nsight-compute" / version
         files = [fakes.ncu(folder, version, ROOT, machine["injection"])  # dpkg -L lists both
                  for folder in (home, home / "target/linux-desktop-glibc_2_11_3-x64")]
-        (ROOT / "dpkg").mkdir(exist_ok=True)
         (ROOT / "dpkg" / (package + ".list")).write_text("\\n".join(map(str, [home, *files])) + "\\n")
 """
 # A probe that stands in for probe_program where no GPU and no torch are: it profiles by running the ncu first on PATH,
