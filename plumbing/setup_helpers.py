@@ -15,14 +15,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import time  # noqa: F401 - used by no helper, but launch mode's replay of section 9 (recording/) takes it from here
 from pathlib import Path
 
 from plumbing.folders import setting_folder
 from plumbing.harness import ENVIRONMENT, OUT_DIR
 
 # Seconds before a step is given up, said by name. An update reads indexes; a probe attaches to one tiny kernel.
-TIME_LIMITS_S = {"apt-get update": 300, "apt-get install": 1800, "probe": 300, "pip": 1200, "cupti_child": 900}
+TIME_LIMITS_S = {"apt-get update": 300, "apt-get install": 1800, "probe": 300, "pip": 1200}
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the version a wheelhouse must be made for
 
 
@@ -124,10 +124,9 @@ def version_text(version):
 
 
 NCU_MIN_VERSION = (2026, 2, 1)  # nsight-python 1.1.0 refuses anything older
-NCU_FLOOR = version_text(NCU_MIN_VERSION)
 # ncu-report reads reports of its own year.minor and older: the newest Nsight Compute worth installing.
 NCU_CEILING = tuple(int(part) for part in PINS["ncu-report"].split(".")[:2])
-NCU_RANGE = f"{NCU_FLOOR} to {version_text(NCU_CEILING)}.x"
+NCU_RANGE = f"{version_text(NCU_MIN_VERSION)} to {version_text(NCU_CEILING)}.x"
 NCU_PATH_FIX = f"Set NCU_PATH to the ncu of Nsight Compute {NCU_RANGE} (or its folder), or unset it."
 
 
@@ -159,9 +158,9 @@ def newest_first(names):
     return sorted((name for name, version in versions.items() if ncu_accepted(version)), key=versions.get)[::-1]
 
 
-def put_first_on_path(folder, environ=os.environ):
-    others = [entry for entry in environ.get("PATH", "").split(os.pathsep) if entry and entry != str(folder)]
-    environ["PATH"] = os.pathsep.join([str(folder), *others])
+def put_first_on_path(folder, environ, variable="PATH"):
+    others = [entry for entry in environ.get(variable, "").split(os.pathsep) if entry and entry != str(folder)]
+    environ[variable] = os.pathsep.join([str(folder), *others])
 
 
 def accepted_ncu_path(environ=os.environ):
@@ -216,21 +215,26 @@ def prepare_installs(environ=os.environ):
 
 
 def check_kernel_times(times):
-    """Kernel times, refused unless each is a finite time above 0: 0 or NaN means a tool attached but measured
+    """Refuse kernel times unless each is a finite time above 0: 0 or NaN means a tool attached but measured
     nothing, and committing to it would fail later."""
     if not times or not all(math.isfinite(t) and t > 0 for t in times):
         raise RuntimeError(f"the check kernel measured {times}")
-    return times
 
 
 def probe_child(prefix):
-    """The probe (probe_ncu runs this function's source in a fresh Python): can nsight profile one kernel with
-    Nsight Compute? probe.json in prefix says how far it got ("stage") and what stopped it ("error")."""
-    report = {"ncu": shutil.which("ncu"), "stage": "import nsight", "error": ""}
+    """The probe (run_probe runs this function's source in a fresh Python): can nsight profile one kernel with
+    Nsight Compute or, where NSPY_TUTORIAL_LIBCUPTI names a libcupti, with CUPTI bound to it? probe.json in prefix
+    says how far it got ("stage"), what stopped it ("error"), the ncu on PATH and the libcupti nsight gave NVTX."""
+    libcupti = os.environ.get("NSPY_TUTORIAL_LIBCUPTI")
+    report = {"ncu": shutil.which("ncu"), "libcupti": None, "stage": "import nsight", "error": ""}
     try:
+        if libcupti:  # before nsight: CUPTI binds to the first libcupti loaded
+            ctypes.CDLL(libcupti, mode=os.RTLD_GLOBAL)
         import nsight
 
-        if nsight.collection.ncu.injection_load_error is not None:
+        if libcupti:
+            nsight.activate(nsight.Tool.CUPTI)
+        elif nsight.collection.ncu.injection_load_error is not None:
             raise nsight.collection.ncu.injection_load_error
         report["stage"] = "import torch"
         import torch
@@ -245,7 +249,7 @@ def probe_child(prefix):
                 x * 2.0
 
         check_kernel_times(probe(1 << 16).to_dataframe().AvgValue.tolist())
-        report["stage"] = "done"
+        report.update(stage="done", libcupti=os.environ.get("NVTX_INJECTION64_PATH"))
     except BaseException as error:  # noqa: BLE001 - every failure is the answer, reported in the file
         report["error"] = f"{type(error).__name__}: {error}"
     Path(prefix).mkdir(parents=True, exist_ok=True)
@@ -254,7 +258,8 @@ def probe_child(prefix):
 
 def probe_program():
     functions = "\n\n".join(inspect.getsource(function) for function in (check_kernel_times, probe_child))
-    return f"import json, math, shutil, sys\nfrom pathlib import Path\n\n{functions}\n\nprobe_child(sys.argv[1])\n"
+    imports = "import ctypes, json, math, os, shutil, sys\nfrom pathlib import Path"
+    return f"{imports}\n\n{functions}\n\nprobe_child(sys.argv[1])\n"
 
 
 # What a failed probe's error says -> (kind, what it means for the learner). "driver": the next version may work.
@@ -269,26 +274,48 @@ PROBE_CAUSES = {
 }
 
 
-def probe_ncu(ncu_path, prefix, log_path):
-    """Profile one tiny kernel with Nsight Compute in a child process: (kind, what happened); kind is "ok",
-    "driver", "counters", "hang", "injection" or "failed". Once loaded, Nsight Compute stays in a process, so the
-    notebook's own process commits to it only after this worked. The child writes probe.json in `prefix`."""
-    env = {key: value for key, value in os.environ.items() if key != "NSPY_NCU_INIT_AT_IMPORT"} | {"MPLBACKEND": "Agg"}
+def run_probe(prefix, log_path, env):
+    """Run the probe in a child process with env: its report (probe.json in prefix), None if it did not end in
+    time. Once loaded, a tool stays in a process, so the notebook's own process commits to one only after this."""
     answer = Path(prefix, "probe.json")
     answer.unlink(missing_ok=True)  # an earlier Run all's answer must never stand in for this one
     status = run_logged([sys.executable, "-c", probe_program(), prefix], log_path, TIME_LIMITS_S["probe"], env)
     if status is None:
-        return "hang", f"the probe attached but {ended(None, 'probe')}; see {log_path}"
+        return None
     report = json.loads(answer.read_text()) if answer.is_file() else {"stage": "start", "error": f"exit {status}"}
+    error = report["error"] or "no error text"
+    cause = [line.strip() for line in error.splitlines() if "==ERROR==" in line] or error.splitlines()[:2]
+    return report | {"said": f"the probe failed at '{report['stage']}': {' '.join(cause)[:300]}; see {log_path}"}
+
+
+def probe_ncu(ncu_path, prefix, log_path):
+    """Profile one tiny kernel with Nsight Compute in a child process: (kind, what happened); kind is "ok",
+    "driver", "counters", "hang", "injection" or "failed"."""
+    env = {key: value for key, value in os.environ.items() if key != "NSPY_NCU_INIT_AT_IMPORT"} | {"MPLBACKEND": "Agg"}
+    if (report := run_probe(prefix, log_path, env)) is None:
+        return "hang", f"the probe attached but {ended(None, 'probe')}; see {log_path}"
     if report["stage"] != "done":
-        error = report["error"] or "no error text"
-        cause = [line.strip() for line in error.splitlines() if "==ERROR==" in line] or error.splitlines()[:2]
-        kind, meaning = next((found for key, found in PROBE_CAUSES.items() if key in error), ("failed", ""))
-        said = f"the probe failed at '{report['stage']}': {' '.join(cause)[:300]}"
-        return kind, f"{meaning} ({said}; see {log_path})" if meaning else f"{said}; see {log_path}"
+        kind, meaning = next((found for key, found in PROBE_CAUSES.items() if key in report["error"]), ("failed", ""))
+        return kind, f"{meaning} ({report['said']})" if meaning else report["said"]
     if not (report["ncu"] and os.path.samefile(report["ncu"], ncu_path)):
         return "failed", f"the probe's nsight used the ncu at {report['ncu']}, not {ncu_path}"
     return "ok", "profiled a kernel"
+
+
+def probe_cupti(prefix, log_path):
+    """Profile one tiny kernel under CUPTI, bound to the CUPTI set's libcupti, in a child process that inherits none
+    of the variables Nsight Compute set here: what stopped it, or "" once it profiled."""
+    libcupti = find_libcupti(CUPTI_PACKAGES_DIR)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))}
+    env |= {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}
+    put_first_on_path(CUPTI_PACKAGES_DIR, env, "PYTHONPATH")
+    if (report := run_probe(prefix, log_path, env)) is None:
+        return f"{ended(None, 'probe')}; see {log_path}"
+    if report["stage"] != "done":
+        return report["said"]
+    if os.path.realpath(report["libcupti"] or "") != os.path.realpath(libcupti):
+        return f"CUPTI bound to {report['libcupti']!r}, not the preloaded {libcupti}"
+    return ""
 
 
 def attempted(tried, label, version, kind, said):
@@ -421,15 +448,6 @@ def cupti_pins(have):
     return {n: v for n, v in CUPTI_PINS.items() if n != "cuda-bindings" or not (major.isdigit() and int(major) >= 13)}
 
 
-def put_first_on_sys_path(folder):
-    """Import from folder before site-packages, in this process and in the child processes it starts."""
-    folder = str(folder)
-    sys.path[:] = [folder, *(entry for entry in sys.path if entry != folder)]
-    others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != folder]
-    os.environ["PYTHONPATH"] = os.pathsep.join([folder, *others])
-    importlib.invalidate_caches()
-
-
 def find_libcupti(cupti_dir):
     """The libcupti.so.13 that the CUPTI install put under cupti_dir."""
     for path in sorted(Path(cupti_dir).glob("nvidia/*/lib/libcupti.so.13*")):
@@ -440,15 +458,13 @@ def find_libcupti(cupti_dir):
 def preload_libcupti(cupti_dir):
     """Load libcupti.so.13 from the CUPTI folder before cupti, nsight or torch can load another one: cuda.pathfinder
     searches only site-packages (it would pick torch's older one), and reuses a library already loaded."""
-    put_first_on_sys_path(cupti_dir)  # cupti-python itself comes from there too
-    ctypes.CDLL(str(path := find_libcupti(cupti_dir)), mode=os.RTLD_GLOBAL)
+    path, folder = find_libcupti(cupti_dir), str(cupti_dir)
+    # cupti-python comes from that folder too: first on sys.path here, and on PYTHONPATH for the processes started here
+    sys.path[:] = [folder, *(entry for entry in sys.path if entry != folder)]
+    put_first_on_path(folder, os.environ, "PYTHONPATH")
+    importlib.invalidate_caches()
+    ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
     return path
-
-
-def cupti_check_kernel(n):  # the kernel a child times under CUPTI before the notebook relies on CUPTI
-    x = torch.ones(n, device="cuda")  # noqa: F821 - the child's program imports torch
-    with nsight.annotate("cupti check"):  # noqa: F821 - and nsight
-        x * 2.0
 
 
 BACKEND = {}  # choose_backend's answer: use_ncu, cupti_reason, libcupti
@@ -456,8 +472,8 @@ BACKEND = {}  # choose_backend's answer: use_ncu, cupti_reason, libcupti
 
 def choose_backend(environ=os.environ):
     """Section 1's folded choice: Nsight Compute if the probe profiled with one (decide_ncu); else CUPTI, once its
-    set is in its folder and a child process timed one kernel with it. Then NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight
-    Compute out of the `import nsight` that follows, and this process's libcupti is the CUPTI set's."""
+    set is in its folder and the probe profiled with it. Then NSPY_NCU_INIT_AT_IMPORT=0 keeps Nsight Compute out of
+    the `import nsight` that follows, and this process's libcupti is the CUPTI set's."""
     environ.pop("NSPY_NCU_INIT_AT_IMPORT", None)  # a leftover "0" would keep Nsight Compute out
     use_ncu, reason = decide_ncu(environ)
     BACKEND.update(use_ncu=use_ncu, cupti_reason=reason, libcupti=None)
@@ -468,12 +484,8 @@ def choose_backend(environ=os.environ):
     CUPTI_PACKAGES_DIR, wheelhouse = read_cupti_dir(environ), read_wheelhouse(environ)
     have = versions_in([entry for entry in sys.path if entry != str(CUPTI_PACKAGES_DIR)])
     install_pins(cupti_pins(have), CUPTI_PACKAGES_DIR, wheelhouse and wheelhouse / "cupti", OUT_DIR / "pip.log")
-    try:
-        timed = run_cupti_child(cupti_check_kernel, [1 << 16], OUT_DIR / "s1_cupti")
-        check_kernel_times([row["AvgValue"] for row in timed["rows"]])
-    except (RuntimeError, OSError, ValueError) as error:
-        why = f"Nsight Compute: {reason}. CUPTI: {error}"
-        raise RuntimeError(f"Neither backend can time a kernel here. {why}") from None
+    if failed := probe_cupti(f"{OUT_DIR / 's1_cupti'}/", OUT_DIR / "cupti_probe.log"):
+        raise RuntimeError(f"Neither backend can time a kernel here. Nsight Compute: {reason}. CUPTI: {failed}")
     environ["NSPY_NCU_INIT_AT_IMPORT"] = "0"
     BACKEND["libcupti"] = preload_libcupti(CUPTI_PACKAGES_DIR)
 
@@ -522,56 +534,6 @@ def environment_facts(torch, nsight):
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "python": sys.version.split()[0],
     }
-
-
-CHILD_IMPORTS = "import ctypes\nimport json\nimport os\nimport sys\nimport time\nfrom pathlib import Path\n\n"
-
-
-def cupti_child(benchmark_file, function_name, sizes, prefix):
-    """The CUPTI child program: run_cupti_child runs this function's own source in a fresh Python. It profiles
-    one benchmark (its source in benchmark_file) under nsight's CUPTI backend, one size per call, and writes the
-    rows, the wall time, the tool and the libcupti CUPTI bound to into child_result.json under prefix."""
-    ctypes.CDLL(os.environ["NSPY_TUTORIAL_LIBCUPTI"], mode=os.RTLD_GLOBAL)  # first: CUPTI binds to this copy
-    import nsight
-
-    nsight.activate(nsight.Tool.CUPTI)
-    import pandas as pd
-    import torch
-
-    namespace = {"nsight": nsight, "torch": torch, "pd": pd}
-    exec(compile(Path(benchmark_file).read_text(), benchmark_file, "exec"), namespace)
-    # Section 5's five runs, no thermal pauses, and the kernels of one call added up (cuBLAS may launch two).
-    options = {"runs": 5, "thermal_mode": "off", "combine_kernel_metrics": lambda first, second: first + second}
-    timed = nsight.analyze.kernel(**options, output_prefix=prefix, verbosity=nsight.VerbosityLevel.SILENT)
-    clock = time.perf_counter()
-    stacked = pd.concat([timed(namespace[function_name])(n).to_dataframe() for n in json.loads(sizes)])
-    rows = stacked[["Annotation", "n", "AvgValue", "RelativeStdDevPct", "Kernel"]].to_dict("records")
-    # NVTX_INJECTION64_PATH: the libcupti nsight.activate handed to NVTX, which the parent checks against its preload
-    wall_s, tool = time.perf_counter() - clock, str(nsight.get_active_tool())
-    result = {"rows": rows, "wall_s": wall_s, "tool": tool, "libcupti": os.environ.get("NVTX_INJECTION64_PATH", "")}
-    nsight.deactivate()
-    Path(prefix, "child_result.json").write_text(json.dumps(result))
-
-
-def run_cupti_child(benchmark, sizes, folder, python=sys.executable):
-    """Profile `benchmark` under CUPTI in a fresh Python (cupti_child's source, written to `folder` beside the
-    benchmark's own source); its result. The child inherits none of the variables Nsight Compute set here."""
-    folder, libcupti = Path(folder), find_libcupti(CUPTI_PACKAGES_DIR)
-    folder.mkdir(parents=True, exist_ok=True)
-    program = f"{CHILD_IMPORTS}{inspect.getsource(cupti_child)}\n\ncupti_child(*sys.argv[1:])\n"
-    (folder / "cupti_child.py").write_text(program)
-    (folder / "benchmark.py").write_text(inspect.getsource(benchmark))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))}
-    env |= {"NSPY_NCU_INIT_AT_IMPORT": "0", "NSPY_TUTORIAL_LIBCUPTI": str(libcupti), "MPLBACKEND": "Agg"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CUPTI_PACKAGES_DIR), env.get("PYTHONPATH")]))
-    command = [python, folder / "cupti_child.py", folder / "benchmark.py", benchmark.__name__, json.dumps(sizes)]
-    status = run_logged([*command, f"{folder}/"], folder / "child.log", TIME_LIMITS_S["cupti_child"], env)
-    if status != 0:
-        raise RuntimeError(f"the CUPTI child failed ({ended(status, 'cupti_child')}): {log_tail(folder / 'child.log')}")
-    result = json.loads((folder / "child_result.json").read_text())
-    if os.path.realpath(result["libcupti"]) != os.path.realpath(libcupti):
-        raise RuntimeError(f"CUPTI bound to {result['libcupti']!r}, not the preloaded {libcupti}")
-    return result
 
 
 CUPTI_PACKAGES_DIR = None  # choose_backend reads NSPY_TUTORIAL_CUPTI_DIR

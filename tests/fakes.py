@@ -1,10 +1,10 @@
 """Every fake command the suite runs, in one place. Nothing imitates nsight, torch or CUDA.
 
 ncu() makes every fake ncu: its --version says the version given; a FakeMachine's "profiles" as the machine says,
-launch mode's notes its command line and writes the report it was given. pip() is `python -m pip` (on PYTHONPATH):
-it installs name==version metadata, downloads empty wheels, and logs each call in calls.jsonl. FakeMachine
-(section 1): bin/ nvidia-smi, apt-get, apt-cache, dpkg (one program), its ncus, its pip, site/ Colab's packages.
-script_machine (the shell scripts): a python3 that logs what it is asked (its pip is script_pip), an nvidia-smi."""
+launch mode's notes its command line. pip() is `python -m pip` (on PYTHONPATH): it installs name==version metadata,
+downloads empty wheels, and logs each call in calls.jsonl. FakeMachine (section 1): bin/ nvidia-smi, apt-get,
+apt-cache, dpkg (one program), its ncus, its pip, site/ Colab's packages. script_machine (the shell scripts): a
+python3 that logs what it is asked (its pip is script_pip), an nvidia-smi."""
 
 import json
 import os
@@ -35,7 +35,7 @@ def calls(root: Path, tool: str | None = None) -> list[dict]:
 
 # ---------------------------------------------------------------- ncu
 NCU = """#!{python}
-import json, shutil, sys, time
+import json, sys
 from pathlib import Path
 
 args, version, machine, log = sys.argv[1:], {version!r}, {machine!r}, {log!r}
@@ -47,17 +47,13 @@ elif args[:1] == ["--list-injection-path-64"]:  # the folder nsight loads the in
     print({injection!r})
 elif machine:  # it profiles as the machine says for its version
     behaviour = json.loads(Path(machine, "machine.json").read_text())["profiles"].get(version, "no gpu")
-    if behaviour == "hangs":
-        time.sleep(3600)
     print({profiles!r}[behaviour])
     sys.exit(0 if behaviour == "works" else 1)
-elif "--import" in args:  # section 10's query prints a page
-    print("  Section: GPU Speed Of Light Throughput (details of " + args[args.index("--import") + 1] + ")")
 elif "--call" in args:  # a profiled call: what the inner would have written
     work = Path(args[args.index("--work") + 1])
     print("==PROF== Report:", work / "out" / "s4_all_none" / "report.ncu-rep", "by", sys.executable)  # as ncu says
-else:  # section 10's own profile
-    shutil.copy({report!r}, args[args.index("-o") + 1] + ".ncu-rep")
+else:
+    sys.exit(f"this fake ncu does not answer {{args}}")
 """
 PROFILES = {  # what the fake ncu prints when it profiles, as the real one does in each case
     "works": "==PROF== Profiling the probe kernel: 1 pass",
@@ -69,17 +65,12 @@ PROFILES = {  # what the fake ncu prints when it profiles, as the real one does 
 
 
 def ncu(
-    folder: Path,
-    version: str,
-    machine: Path | None = None,
-    injection: Path | None = None,
-    log: Path | None = None,
-    report: Path | str = "",
+    folder: Path, version: str, machine: Path | None = None, injection: Path | None = None, log: Path | None = None
 ) -> Path:
     """folder/ncu, a fake Nsight Compute `version` (2026.3.1: `--version` says 2026.3.1.0). With `machine` it
-    profiles as that FakeMachine says; else launch mode's: it notes its command line in `log`, and its -o writes
-    `report`. `injection`: the folder it names for nsight's injection library (default: folder/injection)."""
-    given = {"machine": machine and str(machine), "log": log and str(log), "report": str(report)}
+    profiles as that FakeMachine says; else launch mode's: it notes its command line in `log`. `injection`: the
+    folder it names for nsight's injection library (default: folder/injection)."""
+    given = {"machine": machine and str(machine), "log": log and str(log)}
     injection = str(injection or folder / "injection")
     text = NCU.format(python=sys.executable, version=version, injection=injection, profiles=PROFILES, **given)
     return executable(folder / "ncu", text)
@@ -173,9 +164,6 @@ elif tool == "apt-get":
         time.sleep(3600)
     if machine["apt"] == "unreachable":
         sys.exit("E: Failed to fetch https://developer.download.nvidia.com/ Could not resolve host")
-    if machine["apt"] == "update fails" and args[0] == "update":
-        print("E: The repository 'https://ppa.example.org jammy Release' does not have a Release file.")
-        sys.exit(100)
     if args[0] == "install":
         if "--yes" not in args and "-y" not in args:
             sys.exit("Do you want to continue? [Y/n] Abort.")  # without a terminal, apt-get aborts
@@ -190,15 +178,18 @@ elif tool == "apt-get":
         home = ROOT / "opt/nvidia/nsight-compute" / version
         files = [fakes.ncu(folder, version, ROOT, machine["injection"])  # dpkg -L lists both
                  for folder in (home, home / "target/linux-desktop-glibc_2_11_3-x64")]
-        (ROOT / "dpkg").mkdir(exist_ok=True)
         (ROOT / "dpkg" / (package + ".list")).write_text("\\n".join(map(str, [home, *files])) + "\\n")
 """
-# A probe that stands in for ncu_probe.py where no GPU and no torch are: it profiles by running the ncu first on PATH.
-STAND_IN_PROBE = """import json, shutil, subprocess, sys
+# A probe that stands in for probe_program where no GPU and no torch are: it profiles by running the ncu first on PATH,
+# and under CUPTI (NSPY_TUTORIAL_LIBCUPTI set) it fails to, as the real one would here.
+STAND_IN_PROBE = """import json, os, shutil, subprocess, sys
 from pathlib import Path
 ncu = shutil.which("ncu")
-done = subprocess.run([ncu, "--profile-probe-kernel"], capture_output=True, text=True)
-stage, error = ("done", "") if done.returncode == 0 else ("profile one kernel", "ProfilerException: " + done.stdout)
+if os.environ.get("NSPY_TUTORIAL_LIBCUPTI"):
+    stage, error = "profile one kernel", "RuntimeError: CUPTI found no GPU here"
+else:
+    done = subprocess.run([ncu, "--profile-probe-kernel"], capture_output=True, text=True)
+    stage, error = ("done", "") if done.returncode == 0 else ("profile one kernel", "ProfilerException: " + done.stdout)
 Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
 Path(sys.argv[1], "probe.json").write_text(json.dumps({"ncu": ncu, "stage": stage, "error": error}))
 """
@@ -229,7 +220,7 @@ class FakeMachine:
     gpu: str | None = "Tesla T4, 7.5"  # what nvidia-smi answers for name,compute_cap
     driver: str = "580.82.07"  # Colab's T4 driver (environments.md)
     path_ncus: list[str] = field(default_factory=lambda: ["2025.1.1"])  # ncu versions on PATH, in PATH order
-    apt: str = "works"  # works | update fails | unreachable | hangs
+    apt: str = "works"  # works | unreachable | hangs
     packages: list[str] = field(default_factory=lambda: list(NCU_PACKAGES))  # in NVIDIA's apt index
     broken: list[str] = field(default_factory=list)  # packages whose download fails
     profiles: dict[str, str] = field(default_factory=dict)  # ncu version -> a PROFILES key (default "no gpu")
@@ -429,21 +420,6 @@ def run_script(script, tmp_path, *args, gpu=True, cwd=None, **fake):
 
 
 # ---------------------------------------------------------------- other Pythons and commands a test needs
-# A Python that stands in for section 9's CUPTI child: it records its command line and environment in `record`, and
-# writes the child's result naming the libcupti FAKE_LIBCUPTI says (else the one it was given).
-CUPTI_CHILD_PYTHON = """#!{python}
-import json, os, sys
-from pathlib import Path
-Path({record!r}).write_text(json.dumps({{"argv": sys.argv, "env": dict(os.environ)}}))
-libcupti = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
-Path(sys.argv[-1], "child_result.json").write_text(json.dumps({{"rows": [], "libcupti": libcupti}}))
-"""
-
-
-def cupti_child_python(path: Path, record: Path) -> Path:
-    return executable(path, CUPTI_CHILD_PYTHON.format(python=sys.executable, record=str(record)))
-
-
 def real_python(path: Path, without_pip: bool = False) -> Path:
     """The suite's own Python under another name; without_pip: one whose `-m pip` fails, as a venv without pip."""
     no_pip = '[ "$2" = pip ] && exit 1\n' if without_pip else ""

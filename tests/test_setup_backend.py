@@ -1,15 +1,19 @@
-"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI, once a
-child timed a kernel with it. Each failure of the probe is told apart by what ncu printed; its time limit is ample."""
+"""Section 1's backend: Nsight Compute only if the probe profiled a real time with the chosen ncu; else CUPTI, once
+the probe profiled with it too. Each failure of the probe is told apart by what ncu printed; its time limit is ample."""
 
+import builtins
 import json
 import math
+import os
 import re
+import symtable
+import sys
 from types import SimpleNamespace
 
 import nsight
 import pytest
 from evidence import VERIFIED
-from fakes import FakeMachine
+from fakes import FakeMachine, build_fake_injection_library
 
 from plumbing import setup_helpers as helpers
 from plumbing.setup_helpers import check_kernel_times
@@ -19,7 +23,7 @@ from plumbing.setup_helpers import check_kernel_times
 def test_a_probe_kernel_time_of_zero_nan_or_none_is_refused(times):
     with pytest.raises(RuntimeError, match="the check kernel measured"):
         check_kernel_times(times)
-    assert check_kernel_times([812.0]) == [812.0]
+    check_kernel_times([812.0])  # a real time passes
 
 
 def test_the_real_probe_without_nsight_computes_injection_stops_at_import_nsight(tmp_path, monkeypatch):
@@ -90,25 +94,106 @@ def test_nsight_compute_clears_a_leftover_init_at_import_and_installs_nothing(tm
     assert helpers.BACKEND["use_ncu"] and not installed, "under Nsight Compute no CUPTI set is installed"
 
 
-def test_cupti_is_not_used_until_a_child_has_timed_a_kernel_with_it(tmp_path, monkeypatch, decided):
+def test_cupti_is_not_used_until_the_probe_has_profiled_with_it(tmp_path, monkeypatch, decided):
     monkeypatch.setattr(helpers, "install_pins", lambda *args: [])  # the CUPTI set is there
     monkeypatch.setattr(helpers, "preload_libcupti", lambda folder: folder / "libcupti.so.13")
-    timed = []
-    monkeypatch.setattr(helpers, "run_cupti_child", lambda *args: timed.append(args) or {"rows": rows})
-    rows, environ = [{"AvgValue": 0.0}], {"NSPY_TUTORIAL_CUPTI_DIR": str(tmp_path / "cupti")}  # check_kernel_times
-    with pytest.raises(RuntimeError, match="Neither backend can time a kernel here. Nsight Compute: no ncu here"):
+    failed, environ = ["measured [0.0]"], {"NSPY_TUTORIAL_CUPTI_DIR": str(tmp_path / "cupti")}
+    monkeypatch.setattr(helpers, "probe_cupti", lambda prefix, log_path: failed[0])
+    with pytest.raises(RuntimeError, match="kernel here. Nsight Compute: no ncu here. CUPTI: measured"):
         helpers.choose_backend(environ)
-    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ and timed[0][0] is helpers.cupti_check_kernel
-    rows[:] = [{"AvgValue": 812.0}]
+    assert "NSPY_NCU_INIT_AT_IMPORT" not in environ, "CUPTI failed its probe: nothing may be set for it"
+    failed[0] = ""
     helpers.choose_backend(environ)
     assert helpers.BACKEND["libcupti"] == tmp_path / "cupti/libcupti.so.13", "the CUPTI folder the setting names"
     assert (tmp_path / "cupti/.nspy_tutorial_out").is_file(), "read where it is used: made and marked there"
     assert environ["NSPY_NCU_INIT_AT_IMPORT"] == "0", "on CUPTI, Nsight Compute must stay out of the process"
 
 
-def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path, monkeypatch):
+@pytest.fixture
+def cupti_set(tmp_path, monkeypatch):
+    """The CUPTI set's folder, holding a libcupti.so.13 (a file, unless a test builds a library there)."""
+    monkeypatch.setattr(helpers, "CUPTI_PACKAGES_DIR", tmp_path / "cupti")
+    libcupti = tmp_path / "cupti/nvidia/cu13/lib/libcupti.so.13"
+    libcupti.parent.mkdir(parents=True)
+    libcupti.touch()
+    return libcupti
+
+
+# A probe that profiled under CUPTI: its report names the libcupti FAKE_LIBCUPTI says (else the one it was given).
+PROFILED_UNDER_CUPTI = """import json, os, pathlib, sys
+bound = os.environ.get("FAKE_LIBCUPTI", os.environ["NSPY_TUTORIAL_LIBCUPTI"])
+report = {"stage": "done", "error": "", "libcupti": bound, "env": dict(os.environ)}
+pathlib.Path(sys.argv[1], "probe.json").write_text(json.dumps(report))
+"""
+
+
+def test_the_cupti_probe_puts_the_cupti_set_first_leaves_nsight_compute_out_and_checks_its_libcupti(
+    tmp_path, monkeypatch, cupti_set
+):
+    monkeypatch.setattr(helpers, "probe_program", lambda: PROFILED_UNDER_CUPTI)
+    monkeypatch.setenv("PYTHONPATH", "/packages")
+    for left_by_ncu in ("NVTX_INJECTION64_PATH", "NV_COMPUTE_PROFILER_DISABLE_STOCK_FILE_DEPLOYMENT"):
+        monkeypatch.setenv(left_by_ncu, "/ncu/lib")
+    (resolved := tmp_path / "resolved.so").symlink_to(cupti_set)  # nsight may name the preloaded file by another path
+    monkeypatch.setenv("FAKE_LIBCUPTI", str(resolved))
+    parent_env, prefix = dict(os.environ), tmp_path / "s1_cupti"
+    prefix.mkdir()
+    assert helpers.probe_cupti(f"{prefix}/", tmp_path / "probe.log") == "", "the probe profiled with the preloaded copy"
+    assert os.environ == parent_env, "the parent's own environment must stay as it was"
+    env = json.loads((prefix / "probe.json").read_text())["env"]
+    assert not [k for k in env if k.startswith(("NVTX_INJECTION", "NV_COMPUTE_PROFILER"))], "Nsight Compute's leftovers"
+    wanted = {
+        "PYTHONPATH": f"{tmp_path / 'cupti'}{os.pathsep}/packages",
+        "NSPY_NCU_INIT_AT_IMPORT": "0",
+        "NSPY_TUTORIAL_LIBCUPTI": str(cupti_set),
+    }
+    assert wanted.items() <= env.items(), "CUPTI's packages first, its libcupti, no Nsight Compute"
+    monkeypatch.setenv("FAKE_LIBCUPTI", "/torch/lib/libcupti.so.12")
+    said = helpers.probe_cupti(f"{prefix}/", tmp_path / "probe.log")
+    assert re.match(r"CUPTI bound to '/torch/lib/libcupti.so.12', not the preloaded .*so\.13$", said), said
+
+
+def test_the_real_probe_under_cupti_on_a_machine_without_cupti_python_stops_at_import_nsight(tmp_path, cupti_set):
+    """The real probe loads libcupti first (an empty file is no library), then fails to activate CUPTI (no
+    cupti-python here)."""
+    said = helpers.probe_cupti(f"{tmp_path}/probe/", tmp_path / "probe.log")
+    assert said.startswith("the probe failed at 'import nsight': OSError") and "libcupti.so.13" in said, said
+    built = build_fake_injection_library(tmp_path / "built")
+    if built is None:
+        pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
+    cupti_set.write_bytes(built.read_bytes())
+    said = helpers.probe_cupti(f"{tmp_path}/probe/", tmp_path / "probe.log")
+    assert said.startswith("the probe failed at 'import nsight'") and "cupti-python is required" in said, said
+
+
+def test_the_probe_program_imports_every_module_its_functions_use():
+    """A name it lacks would fail only on a GPU, past what a CPU reaches, for Nsight Compute and CUPTI alike."""
+    top = symtable.symtable(helpers.probe_program(), "probe", "exec")
+    bound = {symbol.get_name() for symbol in top.get_symbols() if symbol.is_imported() or symbol.is_assigned()}
+    tables, used = top.get_children(), set()
+    while tables:
+        table = tables.pop()
+        tables += table.get_children()
+        used |= {symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()}
+    assert used <= bound | set(dir(builtins)), f"probe_program must import {used - bound - set(dir(builtins))}"
+
+
+def test_the_sets_libcupti_is_loaded_and_its_folder_imported_from_first_here_and_in_child_processes(
+    tmp_path, monkeypatch, cupti_set
+):
+    monkeypatch.setattr(sys, "path", ["/site"]), monkeypatch.setenv("PYTHONPATH", "/site")
     with pytest.raises(FileNotFoundError, match="run section 1 again"):
         helpers.preload_libcupti(tmp_path)
+    assert sys.path == ["/site"] and os.environ["PYTHONPATH"] == "/site", "a folder without libcupti changes nothing"
+    if (built := build_fake_injection_library(tmp_path / "built")) is None:
+        pytest.skip("no C compiler here to build a loadable libcupti.so.13 (.ci/run's image has one)")
+    cupti_set.write_bytes(built.read_bytes())
+    assert helpers.preload_libcupti(helpers.CUPTI_PACKAGES_DIR) == cupti_set
+    folder = str(helpers.CUPTI_PACKAGES_DIR)
+    assert sys.path == [folder, "/site"] and os.environ["PYTHONPATH"] == f"{folder}{os.pathsep}/site"
+
+
+def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path, monkeypatch):
     preloaded, other, alias = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12", tmp_path / "alias.so"
     preloaded.write_text("13"), other.write_text("12"), alias.symlink_to(preloaded)
     monkeypatch.setattr(helpers, "BACKEND", {"use_ncu": False, "libcupti": preloaded})

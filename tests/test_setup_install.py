@@ -14,7 +14,7 @@ from packaging.version import Version
 from plumbing import setup_helpers as helpers
 from plumbing.setup_helpers import accepted_ncu_path, read_ncu_path, read_wheelhouse
 
-BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
+BAD = {  # {tmp} holds empty/, old/ncu (2025.1.1) and x/ncu (not executable); a current ncu is on PATH
     "profiler typo": (helpers.read_profiler_choice, "NSPY_TUTORIAL_PROFILER", "nsys", ValueError, "auto, ncu"),
     "wheelhouse missing": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/no", FileNotFoundError, "make_wheel"),
     "wheelhouse empty": (read_wheelhouse, "NSPY_TUTORIAL_WHEELHOUSE", "{tmp}/empty", FileNotFoundError, "make_wheel"),
@@ -24,8 +24,6 @@ BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executa
     "NCU_PATH too old": (accepted_ncu_path, "NCU_PATH", "{tmp}/old", ValueError, "2026.2.1"),
     "NCU_PATH too new": (accepted_ncu_path, "NCU_PATH", "{tmp}/new", ValueError, "2026.2.1 to 2026.3.x"),
     "NCU_PATH not ncu": (accepted_ncu_path, "NCU_PATH", "/bin/true", ValueError, "not Nsight Compute"),
-    "CUPTI dir a file": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "{tmp}/a_file", ValueError, "a file"),
-    "CUPTI dir in /proc": (helpers.read_cupti_dir, "NSPY_TUTORIAL_CUPTI_DIR", "/proc/x", ValueError, "made"),
 }
 
 
@@ -33,7 +31,6 @@ BAD = {  # {tmp} holds empty/, a_file, old/ncu (2025.1.1) and x/ncu (not executa
 def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case):
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
-    (tmp_path / "a_file").write_text("")
     ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1").chmod(0o644), ncu(tmp_path / "new", "2026.4.0")
     with pytest.raises(error) as raised:
         read({name: value.format(tmp=tmp_path), "PATH": str(ncu(tmp_path / "current", "2026.3.1").parent)})
@@ -51,9 +48,6 @@ def test_settings_name_the_folder_or_file_they_say(tmp_path, monkeypatch):
         assert read_wheelhouse({"NSPY_TUTORIAL_WHEELHOUSE": given}) == tmp_path / "wheels", f"resolve {given}"
     given = ncu(tmp_path / "given", "2026.2.1")
     assert read_ncu_path({"NCU_PATH": str(given.parent)}) == given, "NCU_PATH may name ncu's folder"
-    later = tmp_path / "new" / "cupti"
-    assert helpers.read_cupti_dir({"NSPY_TUTORIAL_CUPTI_DIR": str(later)}) == later
-    assert (later / ".nspy_tutorial_out").is_file(), "the CUPTI folder is made and marked as section 1's own"
 
 
 @pytest.mark.parametrize(
@@ -95,11 +89,8 @@ def test_the_pins_cover_everything_nsight_needs_that_colab_lacks():  # PIP_CONST
     colab = ["numpy", "pandas", "matplotlib", "cuda-bindings", "cuda-pathfinder"]
     covered = {helpers.normalize(name) for name in [*helpers.PINS, *colab]}
     for name in set(helpers.PINS) - {"nvidia-ml-py"}:  # not in the CPU suite's Python; it requires nothing
-        needs = [
-            r
-            for r in map(Requirement, distribution(name).requires or [])
-            if r.marker is None or r.marker.evaluate({"extra": ""})
-        ]
+        requires = map(Requirement, distribution(name).requires or [])
+        needs = [r for r in requires if r.marker is None or r.marker.evaluate({"extra": ""})]
         assert {helpers.normalize(r.name) for r in needs} <= covered, f"{name} needs {needs}: pin what it lacks"
 
 
@@ -121,9 +112,8 @@ def test_an_offline_install_uses_only_the_wheelhouse_and_a_missing_wheel_says_ho
 
 @pytest.mark.parametrize("wheelhouse", [False, True])
 def test_a_pip_cell_that_left_no_pinned_nsight_stops_the_loop_saying_where_to_look(tmp_path, monkeypatch, wheelhouse):
-    environ = (
-        {"NSPY_TUTORIAL_WHEELHOUSE": str(make_wheelhouse(tmp_path / "w", {"nvtx": "0.2.17"}, {}))} if wheelhouse else {}
-    )
+    wheels = make_wheelhouse(tmp_path / "w", {"nvtx": "0.2.17"}, {})
+    environ = {"NSPY_TUTORIAL_WHEELHOUSE": str(wheels)} if wheelhouse else {}
     monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])  # a Python where pip installed nothing
     with pytest.raises(RuntimeError, match="the pip cell left no nsight-python, not nsight-python 1.1.0") as raised:
         helpers.decide_ncu(environ)
