@@ -113,12 +113,10 @@ def load_notebook(path: Path) -> dict:
         metadata = cell.get("metadata", {})
         if not isinstance(metadata, dict) or not isinstance(metadata.get("tags", []), list):
             broken.append(f"{name} has metadata that is not an object with a list of tags")
-        if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
-            broken.append(
-                f"{name} has source {json.dumps(source)[:40]}, not text"
-                if "source" in cell
-                else f"{name} has no source"
-            )
+        if "source" not in cell:
+            broken.append(f"{name} has no source")
+        elif not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            broken.append(f"{name} has source {json.dumps(source)[:40]}, not text")
     if broken:
         raise NotANotebook(
             f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw, a source "

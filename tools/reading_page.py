@@ -33,9 +33,8 @@ from verified_table import NOTEBOOK, ROOT, changed_code_cells, code_cells, profi
 PAGE = "reading_page.ipynb"
 COLAB_NOTE = (
     "*On Colab this section differs:* the project's GPU runner, which made this page, is offline, so section 1 "
-    "installed every "
-    "package from a wheelhouse and did not try apt. On Colab it downloads Nsight Compute through apt (300 to 400 MB, "
-    "a few minutes) and nsight-python attaches it to the notebook's own process."
+    "installed every package from a wheelhouse and did not try apt. On Colab it downloads Nsight Compute through apt "
+    "(300 to 400 MB, a few minutes) and nsight-python attaches it to the notebook's own process."
 )
 LAUNCH_NOTE = (
     " This runner's Nsight Compute ({version}) is too old for that, so every profiled call here ran in Nsight "
@@ -57,11 +56,9 @@ def notebook_home(cell_id: str, source: str) -> str:
 def reading_cell(cell):
     """A folded cell as Colab shows it (its title, its outputs) and where its code lives; other cells as they are."""
     cell = copy.deepcopy(cell)
-    if "remove-input" in cell.get("metadata", {}).get("tags", []) or notebook_format.is_folded(cell):
-        title = cell.source.lstrip().split("\n", 1)[0]
-        cell.source = (
-            f"{title}\n# Folded, as Colab shows it; its code: {notebook_home(cell.get('id', '?'), cell.source)}"
-        )
+    if notebook_format.is_folded(cell):  # its fold tag goes with its title (notebook_format.py)
+        title, home = cell.source.lstrip().split("\n", 1)[0], notebook_home(cell.get("id", "?"), cell.source)
+        cell.source = f"{title}\n# Folded, as Colab shows it; its code: {home}"
         cell.metadata["cellView"] = "form"
     return cell
 
@@ -81,16 +78,14 @@ def read_executed(executed: Path):
     return notebook
 
 
-def run_note(folder: Path, executed) -> str:
-    summary = json.loads((folder / "summary.json").read_text())
+def run_note(folder: Path, executed, environment: dict) -> str:
     run_info = json.loads((folder / "run_info.json").read_text())
-    environment, commit = summary["environment"], run_info["commit"]
     changed = changed_code_cells(code_cells(executed), code_cells(json.loads(NOTEBOOK.read_text())))
     since = ", ".join(f"`{cell_id}`" for cell_id in changed) or "none"
     command, profiler = run_info.get("command", "scripts/run_headless"), profiler_name(environment)
     return (
         f"> **This page is the notebook as it ran** on an **{environment['gpu']}**, measured with **{profiler}**, "
-        f"from commit `{commit[:7]}` on {run_info['started_utc'][:10]} (`{command}`). "
+        f"from commit `{run_info['commit'][:7]}` on {run_info['started_utc'][:10]} (`{command}`). "
         f"Its code cells and outputs are that run's; its prose is today's notebook's. Code cells changed since "
         f"that commit: {since}."
     )
@@ -110,8 +105,8 @@ def build(folder: Path):
             at += 1
         elif cell_id in ids:
             at = ids.index(cell_id) + 1
-    note = nbformat.v4.new_markdown_cell(run_note(folder, executed), id="page-run")
     environment = json.loads((folder / "summary.json").read_text())["environment"]
+    note = nbformat.v4.new_markdown_cell(run_note(folder, executed, environment), id="page-run")
     launch = LAUNCH_NOTE.format(version=environment.get("ncu_version")) if environment.get("ncu_mode") else ""
     colab = nbformat.v4.new_markdown_cell(COLAB_NOTE + launch, id="page-colab")
     page.cells.insert(1, note)
@@ -125,11 +120,8 @@ def page_text(folder: Path) -> str:
 
 
 def write_page(folder: Path) -> Path:
-    target = folder / PAGE
-    if target.resolve() == (folder / NOTEBOOK.name).resolve():
-        raise SystemExit(f"{target}: that is the run's executed notebook, not a page to write")
-    safe_io.write_text(target, page_text(folder), "the page")
-    return target
+    safe_io.write_text(folder / PAGE, page_text(folder), "the page")  # never through a link to the executed notebook
+    return folder / PAGE
 
 
 def run_folders() -> list[Path]:
