@@ -170,16 +170,10 @@ def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds
 
 
 def _tiny_notebook(tmp_path, *cells, metadata=None):
-    """A canonical-looking notebook of these cells at the top of a folder with plumbing/ (a clone for embedding)."""
-    (tmp_path / "plumbing").mkdir(exist_ok=True)
+    """A canonical-looking notebook of these cells (in json.dumps' layout, not nbformat's)."""
+    metadata = {**notebook_format.CANONICAL_METADATA, **(metadata or {})}
     path = tmp_path / "tiny.ipynb"
-    notebook = {
-        "cells": list(cells),
-        "metadata": {**notebook_format.CANONICAL_METADATA, **(metadata or {})},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(notebook))
+    path.write_text(json.dumps({"cells": list(cells), "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}))
     return path
 
 

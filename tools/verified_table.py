@@ -92,7 +92,6 @@ def figure_text(figure: dict) -> str:
 
 
 def code_cells(notebook: dict) -> dict[str, str]:
-    """Each code cell's id and source, in notebook order."""
     return {cell.get("id", ""): "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"}
 
 
@@ -104,7 +103,6 @@ def changed_code_cells(ran: dict[str, str], today: dict[str, str]) -> list[str]:
 
 
 def run_commit(folder: Path) -> str:
-    """The commit the run ran, 7 digits."""
     return read_json(folder / "run_info.json")["commit"][:7]
 
 
@@ -183,7 +181,7 @@ def numbers_text(numbers) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
-def replace_table(page: str, new_table: str, begin: str = BEGIN, end: str = END, inline: bool = False) -> str:
+def replace_table(page: str, new_table: str, begin: str, end: str, inline: bool) -> str:
     """The page with the text between the markers replaced; a page without the markers is returned as it was."""
     if begin not in page or end not in page:
         return page
@@ -241,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    missing = [begin for begin, *_ in generated if not any(begin in page for page in pages.values())]
-    if missing:
+    if missing := [begin for begin, *_ in generated if not any(begin in page for page in pages.values())]:
         print(f"verified_table.py: no page of {', '.join(PAGES)} holds the markers {missing}", file=sys.stderr)
         return 1
     updated = dict(pages)
