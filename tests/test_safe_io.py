@@ -79,7 +79,7 @@ def test_a_lone_surrogate_is_refused_by_line_and_column_and_the_file_is_unchange
         safe_io.write_text(target, "line one\nab\udc80c\n")
     assert target.read_text() == "kept", "an unencodable character must not leave an empty file"
     assert "U+DC80 on line 2, column 3" in str(refused.value), refused.value
-    assert safe_io.encodable("plain é ✓") is None
+    assert safe_io.unencodable("plain é ✓") is None
 
 
 def test_a_write_replaces_the_file_with_its_permissions_and_never_follows_a_symlink(tmp_path):

@@ -128,15 +128,11 @@ def load_notebook(path: Path) -> dict:
 
 def unencodable_cells(notebook: dict) -> list[str]:
     """Each cell whose source holds a character UTF-8 cannot write (a lone surrogate), named with where it is."""
-    found = []
-    for index, cell in enumerate(notebook["cells"]):
-        if (where := safe_io.encodable("".join(cell["source"]))) is not None:
-            line, column, character = where
-            found.append(
-                f"cell {index} (id {cell.get('id')!r}) holds U+{ord(character):04X} on line {line}, column "
-                f"{column}, which UTF-8 cannot write (a lone surrogate): remove it in the notebook"
-            )
-    return found
+    return [
+        f"cell {index} (id {cell.get('id')!r}) holds {where}: remove it in the notebook"
+        for index, cell in enumerate(notebook["cells"])
+        if (where := safe_io.unencodable("".join(cell["source"])))
+    ]
 
 
 def problems(path: Path, notebook: dict | None = None) -> list[str]:

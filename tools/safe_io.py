@@ -70,23 +70,20 @@ def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT)
         ) from None
 
 
-def encodable(text: str) -> tuple[int, int, str] | None:
-    """(line, column, character) of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+def unencodable(text: str) -> str | None:
+    """Where the first character UTF-8 cannot encode (a lone surrogate) is, said for a message; None if none is."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        before = text[: error.start]
-        return before.count("\n") + 1, error.start - (before.rfind("\n") + 1) + 1, text[error.start]
+        before, character = text[: error.start], text[error.start]
+        line, column = before.count("\n") + 1, error.start - before.rfind("\n")
+        return f"U+{ord(character):04X} on line {line}, column {column}, which UTF-8 cannot write (a lone surrogate)"
     return None
 
 
 def encoded(path: Path, content: str, what: str) -> bytes:
-    if (where := encodable(content)) is not None:
-        line, column, character = where
-        raise FileRefused(
-            f"{what} {path}: the character U+{ord(character):04X} on line {line}, column {column} "
-            "cannot be written as UTF-8 (a lone surrogate); remove it. The file is unchanged"
-        )
+    if where := unencodable(content):
+        raise FileRefused(f"{what} {path} holds {where}: remove it. The file is unchanged")
     return content.encode("utf-8")
 
 
