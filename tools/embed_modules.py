@@ -71,13 +71,10 @@ def module_code(text: str, path: str, constants, imported: set) -> str:
 
 
 def module_text(repo: Path, path: str, title: str) -> str:
-    """A module's text from the notebook's clone; EmbeddingError naming it when it is missing or unreadable."""
+    """A module's text from the notebook's clone; EmbeddingError if it is missing, FileRefused if unreadable."""
     if not (repo / path).is_file():
         raise EmbeddingError(f"{path} does not exist in {repo} (named in the cell {title!r})")
-    try:
-        return safe_io.read_text(repo / path, what=path)
-    except safe_io.FileRefused as error:
-        raise EmbeddingError(str(error)) from None
+    return safe_io.read_text(repo / path, what=path)
 
 
 def generated_source(source: str, repo: Path = REPO) -> str | None:
