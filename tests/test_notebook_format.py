@@ -227,22 +227,15 @@ def test_a_lone_surrogate_in_a_cell_is_refused_naming_the_cell_and_the_file_is_u
     assert "cell 0 (id 'bad') holds U+DC80 on line 2, column 3" in err, err
 
 
-def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path):
-    clone = fresh_clone(tmp_path / "clone")
+def test_fix_reads_and_writes_utf8_under_an_ascii_locale(tmp_path):  # embed_modules reads through the same safe_io
     notebook = json.loads(NOTEBOOK.read_text())
-    notebook["metadata"]["widgets"] = {}  # --fix has something to write
     notebook["cells"][0]["source"] = "# Café ✓ — non-ASCII\n"
-    (clone / NOTEBOOK.name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
+    (path := tmp_path / NOTEBOOK.name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
     ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
-    for script in ("notebook_format.py", "embed_modules.py"):
-        done = subprocess.run(
-            [sys.executable, str(clone / "tools" / script), "--fix", str(clone / NOTEBOOK.name)],
-            env={**os.environ, **ascii_locale},
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0 and "Traceback" not in done.stderr, f"{script}: {done.stderr}"
-    first = json.loads((clone / NOTEBOOK.name).read_text(encoding="utf-8"))["cells"][0]["source"]
+    command = [sys.executable, str(ROOT / "tools" / "notebook_format.py"), "--fix", str(path)]
+    done = subprocess.run(command, env={**os.environ, **ascii_locale}, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    first = json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"]
     assert "".join(first) == "# Café ✓ — non-ASCII\n", f"the text was damaged: {first}"
 
 
