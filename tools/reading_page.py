@@ -27,7 +27,7 @@ except ImportError as missing:
 
 import notebook_format
 import safe_io
-from embed_modules import EmbeddingError, embedded_modules
+from embed_modules import embedded_modules
 from verified_table import NOTEBOOK, ROOT, changed_code_cells, code_cells, profiler_name
 
 PAGE = "reading_page.ipynb"
@@ -46,11 +46,8 @@ LAUNCH_NOTE = (
 
 def notebook_home(cell_id: str, source: str) -> str:
     """Where a notebook's folded cell's code lives: the modules it embeds, else the notebook's cell itself."""
-    try:
-        modules = [path for path, _ in embedded_modules(source)]
-    except EmbeddingError:  # a Source line embed_modules.py would refuse: the cell itself holds the code
-        modules = []
-    return ", ".join(modules) or f"{NOTEBOOK.name}, cell {cell_id}"
+    modules = ", ".join(path for path, _ in embedded_modules(source))  # the run's commit passed embed_modules.py
+    return modules or f"{NOTEBOOK.name}, cell {cell_id}"
 
 
 def reading_cell(cell):
