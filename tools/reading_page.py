@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reader's page of a recorded run: its executed notebook with today's prose, nothing executed again.
 
-python tools/reading_page.py [FOLDER ...]    # default: every docs/verified/* that holds an executed notebook
+python tools/reading_page.py                  # every docs/verified/* that holds an executed notebook
 python tools/reading_page.py --executed OUT_DIR/nsight_python_t4_tutorial.ipynb    # scripts/run_headless's
 python tools/reading_page.py --check          # exit 1 when a committed page is not what this makes today
 
@@ -127,11 +127,10 @@ def run_folders() -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="*", type=Path, help="runs' folders (default: every one in docs/verified)")
     parser.add_argument("--executed", type=Path, help=f"a run's executed notebook: write {PAGE} beside it")
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed page is not what this makes")
     args = parser.parse_args(argv)
-    folders = [args.executed.parent] if args.executed else args.folders or run_folders()
+    folders = [args.executed.parent] if args.executed else run_folders()
     try:
         if args.executed and args.executed.name != NOTEBOOK.name:
             raise SystemExit(f"--executed {args.executed}: give the run's {NOTEBOOK.name}, not another file")
