@@ -262,7 +262,8 @@ def test_embed_names_a_module_missing_or_with_a_syntax_error_and_writes_nothing(
     before, module = edited.read_bytes(), edited.parent / "plumbing" / "harness.py"
     module.unlink()
     assert embed_modules.main(["--fix", str(edited)]) == 2
-    assert "plumbing/harness.py does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "plumbing/harness.py does not exist" in err and "(named in the cell '# @title Harness:" in err, err
     module.write_text("def broken(:\n")
     assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
     assert "plumbing/harness.py line 1: invalid syntax" in capsys.readouterr().err
