@@ -174,11 +174,7 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
     calls = {
         cell.get("id"): names
         for cell in visible(notebook)
-        if section_of(cell.get("id"))
-        and (
-            names := bookkeeping
-            & {node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)}
-        )
+        if section_of(cell.get("id")) and (names := bookkeeping & free_names(python(cell.source)))
     }
     assert not calls, f"visible section code calls harness bookkeeping; move it to a folded cell: {calls}"
 
