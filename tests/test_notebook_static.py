@@ -222,10 +222,9 @@ def folded_only(notebook) -> dict[str, list[str]]:
         if used:
             problems[cell.get("id")] = sorted(used)
         bound |= module_level_names(source)
-        tree = ast.parse(source)
         magics |= {  # functions a visible cell registers with @register_cell_magic
             node.name
-            for node in ast.walk(tree)
+            for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.FunctionDef)
             and any("register_cell_magic" in ast.unparse(d) for d in node.decorator_list)
         }
