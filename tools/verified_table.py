@@ -61,11 +61,11 @@ def read_json(path: Path) -> dict:
         raise unreadable(path, error) from None
 
 
-def summary_paths(root: Path) -> list[Path]:
+def summary_paths() -> list[Path]:
     """Each run's summary.json under docs/verified; a run folder without one is refused (its row would vanish)."""
-    folders = sorted(path for path in (root / "docs" / "verified").glob("*") if path.is_dir())
+    folders = sorted(path for path in (ROOT / "docs" / "verified").glob("*") if path.is_dir())
     if lacking := [folder for folder in folders if not (folder / "summary.json").is_file()]:
-        names = ", ".join(str(folder.relative_to(root)) for folder in lacking)
+        names = ", ".join(str(folder.relative_to(ROOT)) for folder in lacking)
         raise UnreadableFile(
             f"{names} holds no summary.json, so its row would be left out of the tables: restore it "
             f"(git checkout -- <folder>/summary.json), replace the folder by {AGAIN}, or move it out of docs/verified"
@@ -145,28 +145,28 @@ def row_cells(summary_path: Path) -> list:
     ]
 
 
-def table(root: Path = ROOT, columns=None, header: str = HEADER) -> str:
+def table(columns=WIDE, header: str = HEADER) -> str:
     rows = []
-    for path in summary_paths(root):
+    for path in summary_paths():
         try:
             cells = row_cells(path)
         except (KeyError, TypeError, AttributeError, ValueError) as error:  # a file lacking what the row needs
             raise unreadable(path, error) from None
-        texts = (" ".join(str(cells[i]).replace("|", "/").split()) for i in columns or WIDE)
+        texts = (" ".join(str(cells[i]).replace("|", "/").split()) for i in columns)
         rows.append("| " + " | ".join(texts) + " |")  # a newline in a GPU's name would end the row
     return header + "\n" + "\n".join(rows) if rows else "No verified run is committed yet."
 
 
-def page_link(root: Path = ROOT) -> str:
+def page_link() -> str:
     """README's link to the kept reading page with the most sections ok (the newest), its profiler and Run all."""
-    runs = [path.parent for path in summary_paths(root) if (path.parent / READING_PAGE).is_file()]
+    runs = [path.parent for path in summary_paths() if (path.parent / READING_PAGE).is_file()]
     if not runs:
         return "no run is kept yet (docs/maintainers.md: Recording the Nsight Compute half)"
     summaries = {folder: read_json(folder / "summary.json") for folder in runs}
     best = max(runs, key=lambda f: (summaries[f]["counts"]["ok"], summaries[f]["created_utc"]))
     summary, run_info = summaries[best], read_json(best / "run_info.json")
     environment, skipped = summary["environment"], summary["counts"]["SKIPPED"]
-    link = (best / READING_PAGE).relative_to(root).as_posix()
+    link = (best / READING_PAGE).relative_to(ROOT).as_posix()
     left, profiler = f", {skipped} sections skipped" if skipped else "", profiler_name(environment)
     return (
         f"[the notebook as it ran on an {environment['gpu']}, measured with {profiler}{left}]({link}); its Run all "
