@@ -65,21 +65,9 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source_nor_
     noisy["cells"][1]["id"] = "has space"  # nbformat 4.5 forbids it: --fix gives a valid one
     (path := tmp_path / "noisy.ipynb").write_text(json.dumps(noisy))
     found = "\n".join(notebook_format.problems(path))
-    missed = [
-        one
-        for one in (
-            "gpuType",
-            "widgets",
-            "has outputs",
-            "execution_count 3",
-            "executionInfo",
-            "cellView",
-            "has id None",
-            "has id 'has space'",
-            "minor is None",
-        )
-        if one not in found
-    ]
+    expected = ["gpuType", "widgets", "has outputs", "execution_count 3", "executionInfo", "cellView", "minor is None"]
+    expected += ["has id None", "has id 'has space'"]  # an id missing, and one nbformat 4.5 forbids
+    missed = [one for one in expected if one not in found]
     assert not missed, f"--check did not report {missed}:\n{found}"
     assert notebook_format.main(["--check", str(path)]) == 1
     before = path.read_bytes()  # an executed notebook: --fix would delete a run's outputs, so it refuses
@@ -92,10 +80,9 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source_nor_
     assert ["".join(c["source"]) for c in fixed["cells"]] == ["".join(c["source"]) for c in noisy["cells"]]
 
 
-@pytest.mark.parametrize("script", [notebook_format, embed_modules])
 @pytest.mark.parametrize("mode", ["--check", "--fix"])
 @pytest.mark.parametrize(
-    ("cell", "said"),
+    ("broken", "said"),
     [  # what a hand edit can leave; --fix must neither empty, guess nor drop them
         ({"cell_type": "markdown", "id": "intro"}, "cell 1 (id 'intro') has no source"),
         ({"cell_type": "code", "id": "run-it", "source": None}, "cell 1 (id 'run-it') has source null"),
@@ -104,43 +91,35 @@ def test_check_names_what_is_off_and_fix_repairs_the_metadata_but_no_source_nor_
     ],
 )
 def test_a_cell_with_no_usable_source_or_type_or_a_field_nbformat_lacks_is_named_and_left_as_it_was(
-    tmp_path, capsys, cell, said, mode, script
+    tmp_path, capsys, broken, said, mode
 ):
-    good = {"cell_type": "markdown", "id": "heading", "metadata": {}, "source": ["# Title\n"]}
-    (tmp_path / "plumbing").mkdir()  # a clone's top folder, for embed_modules
-    path = tmp_path / "edited.ipynb"
-    path.write_text(json.dumps({"cells": [good, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    path = _tiny_notebook(tmp_path, cell("markdown", "heading", "# Title"), broken)
     before = path.read_bytes()
-    assert script.main([mode, str(path)]) == 2 and path.read_bytes() == before, f"{mode}: refuse (exit 2), unchanged"
+    assert notebook_format.main([mode, str(path)]) == 2 and path.read_bytes() == before, f"{mode}: exit 2, unchanged"
     err = capsys.readouterr().err
     assert said in err and "git checkout" in err, f"{mode} must name the cell by index and id, and the way back: {err}"
 
 
-def test_embed_check_names_the_stale_cell_and_fix_restores_only_the_embedding_cells(tmp_path, capsys):
+def test_embed_names_the_stale_cell_and_fix_embeds_only_it_from_the_notebooks_own_clone(tmp_path, capsys):
     visible = SECTION_PLAN[2]["run"][0]
-    edited = _edited(
-        tmp_path,
-        lambda cell_id, s: (
-            s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0")
-            + ("\nprint('edited elsewhere')" if cell_id == visible else "")
-        ),
-    )
+    edited = _edited(tmp_path, lambda cell_id, s: s + ("\nprint('edited elsewhere')" if cell_id == visible else ""))
+    module = edited.parent / "plumbing" / "harness.py"  # that clone's module changed, not this one's
+    module.write_text(module.read_text().replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 2.5"))
     assert embed_modules.main(["--check", str(edited)]) == 1
     out = capsys.readouterr().out
     assert f"({HARNESS}) differs from plumbing/sections.py, plumbing/folders.py, plumbing/harness.py" in out, out
     assert out.count("differs from") == 1, "only the cell that differs from its modules may be named"
     assert embed_modules.main(["--fix", str(edited)]) == 0
+    assert "embedded anew from" in capsys.readouterr().out, "--fix must say it embedded, not that the cell differs"
     after, committed = _cells(edited), _cells()
-    assert after[HARNESS] == committed[HARNESS], "--fix must give back exactly the cell the modules make"
+    expected = committed[HARNESS].replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 2.5")
+    assert after[HARNESS] == expected, "--fix must give back exactly what the notebook's own clone's modules make"
     assert after[visible] == committed[visible] + "\nprint('edited elsewhere')", "--fix touched a cell it does not own"
     assert notebook_format.problems(edited) == [], "--fix must write the notebook in canonical form"
-
-
-def test_a_module_that_is_missing_is_named_and_nothing_is_written(tmp_path, capsys):
-    edited = _edited(tmp_path, lambda _, s: s.replace("plumbing/harness.py", "plumbing/harnes.py"))
-    before = edited.read_bytes()
-    assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
-    assert "plumbing/harnes.py does not exist" in capsys.readouterr().err
+    outside = tmp_path / "alone" / "tutorial.ipynb"
+    outside.parent.mkdir()
+    shutil.copy(NOTEBOOK, outside)
+    assert embed_modules.main(["--check", str(outside)]) == 2 and "holds no plumbing/" in capsys.readouterr().err
 
 
 def _statements(text: str, constants=()) -> list[str]:
@@ -191,16 +170,10 @@ def test_the_setup_helpers_cell_installs_exactly_the_pins_requirements_txt_holds
 
 
 def _tiny_notebook(tmp_path, *cells, metadata=None):
-    """A canonical-looking notebook of these cells at the top of a folder with plumbing/ (a clone for embedding)."""
-    (tmp_path / "plumbing").mkdir(exist_ok=True)
+    """A canonical-looking notebook of these cells (in json.dumps' layout, not nbformat's)."""
+    metadata = {**notebook_format.CANONICAL_METADATA, **(metadata or {})}
     path = tmp_path / "tiny.ipynb"
-    notebook = {
-        "cells": list(cells),
-        "metadata": {**notebook_format.CANONICAL_METADATA, **(metadata or {})},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(notebook))
+    path.write_text(json.dumps({"cells": list(cells), "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}))
     return path
 
 
@@ -232,23 +205,18 @@ def test_fix_keeps_attachments_tags_and_metadata_it_does_not_own_and_folds_an_ol
     assert notebook_format.problems(path) == [], "after --fix, --check must call it canonical"
 
 
-@pytest.mark.parametrize("script", [notebook_format, embed_modules])
-def test_a_full_disk_during_fix_leaves_the_notebook_whole_and_says_so(tmp_path, monkeypatch, capsys, script):
-    edited = _edited(tmp_path, lambda _, s: s.replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 1.0"))
-    noisy = json.loads(edited.read_text())
-    noisy["metadata"]["widgets"] = {}  # something for notebook_format to fix too
-    edited.write_text(json.dumps(noisy))
-    before = edited.read_bytes()
+def test_a_full_disk_during_fix_leaves_the_notebook_whole_and_says_so(tmp_path, monkeypatch, capsys):
+    path = _tiny_notebook(tmp_path, cell("code", "x", "x = 1"))  # not in nbformat's layout: --fix writes it
+    before = path.read_bytes()
 
     def disk_full(_descriptor):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(safe_io.os, "fsync", disk_full)
-    assert script.main(["--fix", str(edited)]) == 2, "a write that failed must exit 2"
-    assert edited.read_bytes() == before, "a failed write must leave the notebook as it was, not cut short"
+    monkeypatch.setattr(safe_io.os, "fsync", disk_full)  # embed_modules --fix writes through the same write_notebook
+    assert notebook_format.main(["--fix", str(path)]) == 2, "a write that failed must exit 2"
+    assert path.read_bytes() == before, "a failed write must leave the notebook as it was, not cut short"
     err = capsys.readouterr().err
     assert "No space left on device" in err and "unchanged" in err and "Traceback" not in err, err
-    assert [p.name for p in edited.parent.iterdir() if p.name.endswith(".partial")] == [], "temporary file left"
 
 
 def test_a_lone_surrogate_in_a_cell_is_refused_naming_the_cell_and_the_file_is_unchanged(tmp_path, capsys):
@@ -259,23 +227,15 @@ def test_a_lone_surrogate_in_a_cell_is_refused_naming_the_cell_and_the_file_is_u
     assert "cell 0 (id 'bad') holds U+DC80 on line 2, column 3" in err, err
 
 
-@pytest.mark.parametrize("mode", ["--check", "--fix"])
-def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path, mode):
-    clone = fresh_clone(tmp_path / "clone")
+def test_fix_reads_and_writes_utf8_under_an_ascii_locale(tmp_path):  # embed_modules reads through the same safe_io
     notebook = json.loads(NOTEBOOK.read_text())
-    notebook["metadata"]["widgets"] = {}  # --fix has something to write
     notebook["cells"][0]["source"] = "# Café ✓ — non-ASCII\n"
-    (clone / NOTEBOOK.name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
+    (path := tmp_path / NOTEBOOK.name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
     ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
-    for script in ("notebook_format.py", "embed_modules.py"):
-        done = subprocess.run(
-            [sys.executable, str(clone / "tools" / script), mode, str(clone / NOTEBOOK.name)],
-            env={**os.environ, **ascii_locale},
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, f"{script} {mode}: {done.stderr}"
-    first = json.loads((clone / NOTEBOOK.name).read_text(encoding="utf-8"))["cells"][0]["source"]
+    command = [sys.executable, str(ROOT / "tools" / "notebook_format.py"), "--fix", str(path)]
+    done = subprocess.run(command, env={**os.environ, **ascii_locale}, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    first = json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"]
     assert "".join(first) == "# Café ✓ — non-ASCII\n", f"the text was damaged: {first}"
 
 
@@ -285,9 +245,7 @@ def test_the_formatters_read_and_write_utf8_under_an_ascii_locale(tmp_path, mode
         (lambda p: p.write_text('{"cells": [{"cell_type": "code", "source": "x"'), "cannot read it as JSON"),
         (lambda p: p.write_text("[1, 2]"), "it is JSON but not a notebook"),
         (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deep"),
-        (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
-        (lambda p: p.mkdir(), "is a folder, not a regular file"),
-        (lambda p: p.write_bytes(b'{"cells": [], "x": "caf\xe9"}'), "is not UTF-8 text (byte 0xe9 on line 1)"),
+        (lambda p: p.mkdir(), "is a folder, not a regular file"),  # safe_io's refusals: test_safe_io.py
     ],
 )
 @pytest.mark.parametrize("script", ["notebook_format.py", "embed_modules.py"])
@@ -295,33 +253,20 @@ def test_an_input_that_is_no_readable_notebook_is_named_without_a_traceback(tmp_
     (tmp_path / "plumbing").mkdir()
     make(path := tmp_path / "odd.ipynb")
     command = [sys.executable, str(ROOT / "tools" / script), "--fix", str(path)]
-    try:  # a FIFO that is opened waits for a writer for ever
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{script} waited for ever on {said.split(',')[0]}: check safe_io.require_regular_file first")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_embed_names_a_module_with_a_syntax_error_and_writes_nothing(tmp_path, capsys):
+def test_embed_names_a_module_missing_or_with_a_syntax_error_and_writes_nothing(tmp_path, capsys):
     edited = _edited(tmp_path, lambda _, s: s)
-    (edited.parent / "plumbing" / "harness.py").write_text("def broken(:\n")
-    before = edited.read_bytes()
+    before, module = edited.read_bytes(), edited.parent / "plumbing" / "harness.py"
+    module.unlink()
+    assert embed_modules.main(["--fix", str(edited)]) == 2
+    err = capsys.readouterr().err
+    assert "plumbing/harness.py does not exist" in err and "(named in the cell '# @title Harness:" in err, err
+    module.write_text("def broken(:\n")
     assert embed_modules.main(["--fix", str(edited)]) == 2 and edited.read_bytes() == before
     assert "plumbing/harness.py line 1: invalid syntax" in capsys.readouterr().err
-
-
-def test_embed_reads_the_modules_of_the_clone_that_holds_the_notebook(tmp_path, capsys):
-    edited = _edited(tmp_path, lambda _, s: s)  # the tutorial, in another clone whose module changed
-    module = edited.parent / "plumbing" / "harness.py"
-    module.write_text(module.read_text().replace("SUSPECT_FLOOR_PCT = 5.0", "SUSPECT_FLOOR_PCT = 2.5"))
-    assert embed_modules.main(["--check", str(edited)]) == 1, "that clone's module differs from its cell"
-    assert embed_modules.main(["--fix", str(edited)]) == 0
-    assert "embedded anew from" in capsys.readouterr().out, "--fix must say it embedded, not that the cell differs"
-    assert "SUSPECT_FLOOR_PCT = 2.5" in _cells(edited)[HARNESS], "the notebook's own clone's module must be embedded"
-    outside = tmp_path / "alone" / "tutorial.ipynb"
-    outside.parent.mkdir()
-    shutil.copy(NOTEBOOK, outside)
-    assert embed_modules.main(["--check", str(outside)]) == 2 and "holds no plumbing/" in capsys.readouterr().err
 
 
 def test_embed_runs_on_a_notebook_without_cell_ids(tmp_path, capsys):

@@ -51,14 +51,10 @@ def dotted(node: ast.AST) -> str | None:
 
 
 def literal_keywords(value: ast.AST) -> dict[str, ast.AST] | None:
-    """{key: value} of a {...} literal or dict(key=value, ...) call whose keys are all constants (no **), else None."""
-    if isinstance(value, ast.Dict):
-        pairs = list(zip(value.keys, value.values, strict=True))
-    elif isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
-        pairs = [(keyword.arg and ast.Constant(keyword.arg), keyword.value) for keyword in value.keywords]
-    else:
+    """{key: value} of a {...} literal whose keys are all constants (no **), else None."""
+    if not isinstance(value, ast.Dict) or not all(isinstance(key, ast.Constant) for key in value.keys):
         return None
-    return {key.value: item for key, item in pairs} if all(isinstance(key, ast.Constant) for key, _ in pairs) else None
+    return {key.value: item for key, item in zip(value.keys, value.values, strict=True)}
 
 
 def calls_to(trees: list[ast.Module], name: str) -> list[tuple[ast.Call, dict[str, ast.AST]]]:
@@ -175,11 +171,7 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
     calls = {
         cell.get("id"): names
         for cell in visible(notebook)
-        if section_of(cell.get("id"))
-        and (
-            names := bookkeeping
-            & {node.id for node in ast.walk(ast.parse(python(cell.source))) if isinstance(node, ast.Name)}
-        )
+        if section_of(cell.get("id")) and (names := bookkeeping & free_names(python(cell.source)))
     }
     assert not calls, f"visible section code calls harness bookkeeping; move it to a folded cell: {calls}"
 
@@ -187,13 +179,11 @@ def test_visible_code_cells_fit_on_a_screen_and_learner_cells_do_no_harness_book
 @pytest.mark.parametrize("number", range(1, SECTION_COUNT + 1))
 def test_each_section_ends_with_a_visible_cell_that_prints_its_verdict(notebook, number):
     last = [cell for cell in code_cells(notebook) if section_of(cell.get("id")) == number][-1]
-    prints = [
-        node for node in ast.walk(ast.parse(python(last.source))) if dotted(getattr(node, "func", None)) == "print"
-    ]
     verdicts = [
         call
-        for call in prints
-        if call.args
+        for call in ast.walk(ast.parse(python(last.source)))
+        if dotted(getattr(call, "func", None)) == "print"
+        and call.args
         and isinstance(text := call.args[0], ast.JoinedStr)
         and text.values[0].value == "On this "
         and ast.unparse(text.values[1].value) == "gpu"
@@ -229,10 +219,9 @@ def folded_only(notebook) -> dict[str, list[str]]:
         if used:
             problems[cell.get("id")] = sorted(used)
         bound |= module_level_names(source)
-        tree = ast.parse(source)
         magics |= {  # functions a visible cell registers with @register_cell_magic
             node.name
-            for node in ast.walk(tree)
+            for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.FunctionDef)
             and any("register_cell_magic" in ast.unparse(d) for d in node.decorator_list)
         }
@@ -250,11 +239,8 @@ def backend_guards(notebook) -> list[str]:
 
 
 def notebook_of(*sources: str) -> nbformat.NotebookNode:
-    """A notebook of these code cells; one that starts '# @title' is folded."""
+    """A notebook of these code cells; one that starts '# @title' is folded (is_folded reads the title)."""
     cells = [nbformat.v4.new_code_cell(source, id=f"s2-{number}") for number, source in enumerate(sources)]
-    for cell in cells:
-        if cell.source.startswith("# @title"):
-            cell.metadata["cellView"] = "form"
     return nbformat.v4.new_notebook(cells=cells)
 
 

@@ -3,7 +3,6 @@ setting the learner made (or the default folder), why, and the one setting that 
 
 from __future__ import annotations
 
-import importlib
 import os
 import pwd
 import re
@@ -14,14 +13,13 @@ from pathlib import Path
 import pytest
 from support import ROOT
 
-import plumbing.harness
 from plumbing import folders, setup_helpers
 
 
 def test_an_unusable_default_folder_is_named_with_the_setting_that_moves_it(tmp_path):
     (a_file := tmp_path / "a_file").write_text("not a folder")
     with pytest.raises(ValueError) as refused:
-        importlib.reload(plumbing.harness).prepare_output_dir(a_file / "nspy_tutorial_out", {})
+        folders.prepare_output_dir(a_file / "nspy_tutorial_out", {})
     said = str(refused.value)
     assert said.startswith(f"the default folder {a_file / 'nspy_tutorial_out'}: ") and "cannot be made" in said
     assert set(re.findall(r"NSPY_TUTORIAL_\w+", said)) == {"NSPY_TUTORIAL_OUT"}, f"names another setting: {said}"

@@ -20,14 +20,6 @@ def leftovers(folder) -> list[str]:
     return sorted(path.name for path in folder.iterdir() if path.name.endswith(".partial"))
 
 
-def test_a_write_replaces_the_file_and_leaves_no_temporary_file(tmp_path):
-    target = tmp_path / "notes.md"
-    target.write_text("old\n")
-    safe_io.write_text(target, "new é\n")
-    assert target.read_bytes() == "new é\n".encode(), "write_text must write UTF-8"
-    assert leftovers(tmp_path) == [], "the temporary file beside the target must be moved over it"
-
-
 def test_a_full_disk_while_staging_leaves_every_file_as_it_was_and_says_so(tmp_path, monkeypatch):
     first, second = tmp_path / "README.md", tmp_path / "maintainers.md"
     first.write_text("the whole old page\n" * 1000)
@@ -87,10 +79,10 @@ def test_a_lone_surrogate_is_refused_by_line_and_column_and_the_file_is_unchange
         safe_io.write_text(target, "line one\nab\udc80c\n")
     assert target.read_text() == "kept", "an unencodable character must not leave an empty file"
     assert "U+DC80 on line 2, column 3" in str(refused.value), refused.value
-    assert safe_io.encodable("plain é ✓") is None
+    assert safe_io.unencodable("plain é ✓") is None
 
 
-def test_a_write_keeps_the_files_permissions_and_never_follows_a_symlink(tmp_path):
+def test_a_write_replaces_the_file_with_its_permissions_and_never_follows_a_symlink(tmp_path):
     real = tmp_path / "real.md"
     real.write_text("old")
     real.chmod(0o640)
@@ -100,8 +92,9 @@ def test_a_write_keeps_the_files_permissions_and_never_follows_a_symlink(tmp_pat
         with pytest.raises(FileRefused, match="is reached through a symbolic link"):
             safe_io.write_files({tmp_path / "other.md": "new", through: "new"})
         assert real.read_text() == "old" and not (tmp_path / "other.md").exists(), "written through a link"
-    safe_io.write_text(real, "new")
-    assert real.read_text() == "new" and oct(real.stat().st_mode & 0o777) == oct(0o640), "permissions must stay"
+    safe_io.write_text(real, "new é\n")
+    assert real.read_bytes() == "new é\n".encode() and leftovers(tmp_path) == [], "write UTF-8, then move it over"
+    assert oct(real.stat().st_mode & 0o777) == oct(0o640), "permissions must stay"
 
 
 def test_a_folder_as_write_target_or_a_folder_that_takes_no_file_is_refused(tmp_path):

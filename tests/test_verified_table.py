@@ -20,11 +20,11 @@ def test_a_gpu_name_holding_a_newline_stays_in_one_row(tmp_path, monkeypatch):
     (folder / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "wall_seconds": 2}))
     (folder / verified_table.NOTEBOOK.name).write_text(verified_table.NOTEBOOK.read_text())
     monkeypatch.setattr(verified_table, "ROOT", tmp_path)
-    rows = verified_table.table(tmp_path).splitlines()[2:]
+    rows = verified_table.table().splitlines()[2:]
     assert len(rows) == 1 and rows[0].startswith("| Tesla T4 |"), rows
 
 
-def test_readme_links_first_the_kept_run_with_the_most_sections_ok_and_its_run_all_time(tmp_path):
+def test_readme_links_first_the_kept_run_with_the_most_sections_ok_and_its_run_all_time(tmp_path, monkeypatch):
     for name, ok, wall in (("h100-cupti", 5, 22), ("h100-ncu-2025.3.1-launch", 10, 300)):
         folder = tmp_path / "docs" / "verified" / name
         folder.mkdir(parents=True)
@@ -34,7 +34,8 @@ def test_readme_links_first_the_kept_run_with_the_most_sections_ok_and_its_run_a
         (folder / "summary.json").write_text(json.dumps({**summary, "created_utc": "2026-12-06"}))
         (folder / "run_info.json").write_text(json.dumps({"wall_seconds": wall}))
         (folder / "reading_page.ipynb").write_text("{}")
-    link = verified_table.page_link(tmp_path)
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
+    link = verified_table.page_link()
     assert link.startswith(
         "[the notebook as it ran on an NVIDIA H100, measured with Nsight Compute 2025.3.1 in launch mode]"
     ), link
@@ -62,3 +63,10 @@ def test_readmes_short_list_of_changed_cells_names_a_few_and_how_many_more(tmp_p
     short, full = verified_table.changed_text(tmp_path / "run", most=6), verified_table.changed_text(tmp_path / "run")
     assert short == "since abcdef0: c0, c1, c2, c3, c4, c5, and 3 more (all in docs/maintainers.md)", short
     assert full == f"since abcdef0: {', '.join(f'c{n}' for n in range(9))}", full
+
+
+def test_pages_that_lost_a_tables_markers_are_refused_and_left_as_they_were(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
+    (readme := tmp_path / "README.md").write_text("the markers were deleted\n")
+    assert verified_table.main([]) == 1 and readme.read_text() == "the markers were deleted\n"
+    assert "holds the markers" in capsys.readouterr().err, "name the markers no page holds"

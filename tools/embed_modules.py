@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import safe_io
-from notebook_format import REPO, TITLE, NotANotebook, each_notebook, parse_args, write_notebook
+from notebook_format import REPO, TITLE, each_notebook, parse_args, write_notebook
 
 SOURCE_LINE = re.compile(r"^# Source: (?P<spec>.+?) \(embedded by tools/embed_modules\.py\)$")
 ITEM = re.compile(r"^(?P<path>plumbing/[a-z_]+\.py|requirements\.txt)(?: as (?P<name>[A-Z][A-Z0-9_]*))?$")
@@ -36,11 +36,13 @@ def embedded_modules(source: str) -> list[tuple[str, str | None]]:
     return [(parsed["path"], parsed["name"]) for _, parsed in items]
 
 
-def module_code(text: str, constants=(), imported: set | None = None) -> str:
+def module_code(text: str, path: str, constants, imported: set) -> str:
     """The module's lines less docstrings, those imports, the imports an earlier module of the cell made (`imported`,
-    which grows) and assignments to `constants` (and blank lines after)."""
-    tree = ast.parse(text)  # a SyntaxError: the caller names the module
-    imported = set() if imported is None else imported
+    which grows) and assignments to `constants` (and blank lines after); EmbeddingError naming a syntax error."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as error:
+        raise EmbeddingError(f"{path} line {error.lineno}: {error.msg}; fix the module, then embed again") from None
     dropped = [
         node
         for node in tree.body
@@ -69,20 +71,10 @@ def module_code(text: str, constants=(), imported: set | None = None) -> str:
 
 
 def module_text(repo: Path, path: str, title: str) -> str:
-    """A module's text from the notebook's clone; EmbeddingError naming it when it is missing or unreadable."""
+    """A module's text from the notebook's clone; EmbeddingError if it is missing, FileRefused if unreadable."""
     if not (repo / path).is_file():
         raise EmbeddingError(f"{path} does not exist in {repo} (named in the cell {title!r})")
-    try:
-        return safe_io.read_text(repo / path, what=path)
-    except safe_io.FileRefused as error:
-        raise EmbeddingError(str(error)) from None
-
-
-def python_code(text: str, path: str, constants, imported: set) -> str:
-    try:
-        return module_code(text, constants, imported)
-    except SyntaxError as error:
-        raise EmbeddingError(f"{path} line {error.lineno}: {error.msg}; fix the module, then embed again") from None
+    return safe_io.read_text(repo / path, what=path)
 
 
 def generated_source(source: str, repo: Path = REPO) -> str | None:
@@ -93,7 +85,7 @@ def generated_source(source: str, repo: Path = REPO) -> str | None:
     for path, name in modules:
         text = module_text(repo, path, source.splitlines()[0])
         python = path.endswith(".py")
-        code = python_code(text, path, () if name else constants, imported) if python else text.strip("\n")
+        code = module_code(text, path, () if name else constants, imported) if python else text.strip("\n")
         if name and ('"""' in code or code.endswith("\\")):
             raise EmbeddingError(f"{path} cannot be embedded as {name}: it holds a triple quote or ends with \\")
         parts.append(f'{name} = r"""\n{code}\n"""' if name else code)
@@ -135,7 +127,7 @@ def embed(path: Path, notebook: dict, fix: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, __doc__, "name the cells that differ from their modules (exit 1)", "rewrite them")
-    return each_notebook(args, embed, errors=(EmbeddingError, NotANotebook))
+    return each_notebook(args, embed, errors=(EmbeddingError,))
 
 
 if __name__ == "__main__":

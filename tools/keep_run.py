@@ -40,8 +40,7 @@ def folder_name(environment: dict) -> str:
 
 def run_of(out: Path) -> tuple[dict, dict]:
     """(summary.json, run_info.json) of a finished run; SystemExit naming what is missing and what to do."""
-    missing = [name for name in (NOTEBOOK, "summary.json", "run_info.json") if not (out / name).is_file()]
-    if missing:
+    if missing := [name for name in (NOTEBOOK, "summary.json", "run_info.json") if not (out / name).is_file()]:
         raise SystemExit(f"keep_run.py: {out} lacks {', '.join(missing)}: give the folder scripts/run_headless wrote")
     return json.loads((out / "summary.json").read_text()), json.loads((out / "run_info.json").read_text())
 

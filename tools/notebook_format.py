@@ -81,18 +81,10 @@ class NotANotebook(Exception):
     pass
 
 
-def read_notebook_text(path: Path) -> str:
-    """The file's text (a regular file, UTF-8 whatever the locale); NotANotebook naming why not."""
-    try:
-        return safe_io.read_text(path, what="the notebook")
-    except safe_io.FileRefused as error:
-        raise NotANotebook(f"{error}; nothing was changed") from None
-
-
 def load_notebook(path: Path) -> dict:
     """The notebook; NotANotebook naming what --fix would have to empty, drop or guess (a cell by index and id)."""
     restore = f"restore it (git checkout -- {safe_io.quoted(path)}) or save it again from Jupyter"
-    text = read_notebook_text(path)
+    text = safe_io.read_text(path, what="the notebook")  # FileRefused: a file that is no regular UTF-8 text
     try:
         notebook = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
@@ -113,12 +105,10 @@ def load_notebook(path: Path) -> dict:
         metadata = cell.get("metadata", {})
         if not isinstance(metadata, dict) or not isinstance(metadata.get("tags", []), list):
             broken.append(f"{name} has metadata that is not an object with a list of tags")
-        if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
-            broken.append(
-                f"{name} has source {json.dumps(source)[:40]}, not text"
-                if "source" in cell
-                else f"{name} has no source"
-            )
+        if "source" not in cell:
+            broken.append(f"{name} has no source")
+        elif not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            broken.append(f"{name} has source {json.dumps(source)[:40]}, not text")
     if broken:
         raise NotANotebook(
             f"{'; '.join(broken)}. Give each cell a cell_type of code, markdown or raw, a source "
@@ -130,15 +120,11 @@ def load_notebook(path: Path) -> dict:
 
 def unencodable_cells(notebook: dict) -> list[str]:
     """Each cell whose source holds a character UTF-8 cannot write (a lone surrogate), named with where it is."""
-    found = []
-    for index, cell in enumerate(notebook["cells"]):
-        if (where := safe_io.encodable("".join(cell["source"]))) is not None:
-            line, column, character = where
-            found.append(
-                f"cell {index} (id {cell.get('id')!r}) holds U+{ord(character):04X} on line {line}, column "
-                f"{column}, which UTF-8 cannot write (a lone surrogate): remove it in the notebook"
-            )
-    return found
+    return [
+        f"cell {index} (id {cell.get('id')!r}) holds {where}: remove it in the notebook"
+        for index, cell in enumerate(notebook["cells"])
+        if (where := safe_io.unencodable("".join(cell["source"])))
+    ]
 
 
 def problems(path: Path, notebook: dict | None = None) -> list[str]:
@@ -156,7 +142,7 @@ def problems(path: Path, notebook: dict | None = None) -> list[str]:
             for key in want
             if key != "source" and cell.get(key) != want[key]
         ]
-    if not found and read_notebook_text(path) != render(fixed):
+    if not found and safe_io.read_text(path, what="the notebook") != render(fixed):
         found.append("JSON layout differs from the canonical one")
     return found
 
@@ -176,20 +162,18 @@ def each_notebook(args: argparse.Namespace, handle, errors: tuple = ()) -> int:
     for path in args.notebooks:
         try:
             status = max(status, handle(path, load_notebook(path), args.fix))
-        except (NotANotebook, *errors) as error:
+        except (NotANotebook, safe_io.FileRefused, *errors) as error:
             print(f"{path}: {error}", file=sys.stderr)
             status = 2
     return status
 
 
 def write_notebook(path: Path, notebook: dict) -> None:
-    """The rendered notebook over path, whole or not at all; NotANotebook naming a cell it cannot write."""
+    """The rendered notebook over path, whole or not at all; NotANotebook naming a cell it cannot write, FileRefused
+    a file it cannot write."""
     if unwritable := unencodable_cells(notebook):
         raise NotANotebook("; ".join(unwritable) + ". Nothing was written")
-    try:
-        safe_io.write_text(path, render(notebook), what="the notebook")
-    except safe_io.FileRefused as error:
-        raise NotANotebook(str(error)) from None
+    safe_io.write_text(path, render(notebook), what="the notebook")
 
 
 def check_or_fix(path: Path, notebook: dict, fix: bool) -> int:

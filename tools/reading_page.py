@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reader's page of a recorded run: its executed notebook with today's prose, nothing executed again.
 
-python tools/reading_page.py [FOLDER ...]    # default: every docs/verified/* that holds an executed notebook
+python tools/reading_page.py                  # every docs/verified/* that holds an executed notebook
 python tools/reading_page.py --executed OUT_DIR/nsight_python_t4_tutorial.ipynb    # scripts/run_headless's
 python tools/reading_page.py --check          # exit 1 when a committed page is not what this makes today
 
@@ -27,15 +27,14 @@ except ImportError as missing:
 
 import notebook_format
 import safe_io
-from embed_modules import EmbeddingError, embedded_modules
+from embed_modules import embedded_modules
 from verified_table import NOTEBOOK, ROOT, changed_code_cells, code_cells, profiler_name
 
 PAGE = "reading_page.ipynb"
 COLAB_NOTE = (
     "*On Colab this section differs:* the project's GPU runner, which made this page, is offline, so section 1 "
-    "installed every "
-    "package from a wheelhouse and did not try apt. On Colab it downloads Nsight Compute through apt (300 to 400 MB, "
-    "a few minutes) and nsight-python attaches it to the notebook's own process."
+    "installed every package from a wheelhouse and did not try apt. On Colab it downloads Nsight Compute through apt "
+    "(300 to 400 MB, a few minutes) and nsight-python attaches it to the notebook's own process."
 )
 LAUNCH_NOTE = (
     " This runner's Nsight Compute ({version}) is too old for that, so every profiled call here ran in Nsight "
@@ -47,21 +46,16 @@ LAUNCH_NOTE = (
 
 def notebook_home(cell_id: str, source: str) -> str:
     """Where a notebook's folded cell's code lives: the modules it embeds, else the notebook's cell itself."""
-    try:
-        modules = [path for path, _ in embedded_modules(source)]
-    except EmbeddingError:  # a Source line embed_modules.py would refuse: the cell itself holds the code
-        modules = []
-    return ", ".join(modules) or f"{NOTEBOOK.name}, cell {cell_id}"
+    modules = ", ".join(path for path, _ in embedded_modules(source))  # the run's commit passed embed_modules.py
+    return modules or f"{NOTEBOOK.name}, cell {cell_id}"
 
 
 def reading_cell(cell):
     """A folded cell as Colab shows it (its title, its outputs) and where its code lives; other cells as they are."""
     cell = copy.deepcopy(cell)
-    if "remove-input" in cell.get("metadata", {}).get("tags", []) or notebook_format.is_folded(cell):
-        title = cell.source.lstrip().split("\n", 1)[0]
-        cell.source = (
-            f"{title}\n# Folded, as Colab shows it; its code: {notebook_home(cell.get('id', '?'), cell.source)}"
-        )
+    if notebook_format.is_folded(cell):  # its fold tag goes with its title (notebook_format.py)
+        title, home = cell.source.lstrip().split("\n", 1)[0], notebook_home(cell.get("id", "?"), cell.source)
+        cell.source = f"{title}\n# Folded, as Colab shows it; its code: {home}"
         cell.metadata["cellView"] = "form"
     return cell
 
@@ -81,16 +75,14 @@ def read_executed(executed: Path):
     return notebook
 
 
-def run_note(folder: Path, executed) -> str:
-    summary = json.loads((folder / "summary.json").read_text())
+def run_note(folder: Path, executed, environment: dict) -> str:
     run_info = json.loads((folder / "run_info.json").read_text())
-    environment, commit = summary["environment"], run_info["commit"]
     changed = changed_code_cells(code_cells(executed), code_cells(json.loads(NOTEBOOK.read_text())))
     since = ", ".join(f"`{cell_id}`" for cell_id in changed) or "none"
     command, profiler = run_info.get("command", "scripts/run_headless"), profiler_name(environment)
     return (
         f"> **This page is the notebook as it ran** on an **{environment['gpu']}**, measured with **{profiler}**, "
-        f"from commit `{commit[:7]}` on {run_info['started_utc'][:10]} (`{command}`). "
+        f"from commit `{run_info['commit'][:7]}` on {run_info['started_utc'][:10]} (`{command}`). "
         f"Its code cells and outputs are that run's; its prose is today's notebook's. Code cells changed since "
         f"that commit: {since}."
     )
@@ -110,8 +102,8 @@ def build(folder: Path):
             at += 1
         elif cell_id in ids:
             at = ids.index(cell_id) + 1
-    note = nbformat.v4.new_markdown_cell(run_note(folder, executed), id="page-run")
     environment = json.loads((folder / "summary.json").read_text())["environment"]
+    note = nbformat.v4.new_markdown_cell(run_note(folder, executed, environment), id="page-run")
     launch = LAUNCH_NOTE.format(version=environment.get("ncu_version")) if environment.get("ncu_mode") else ""
     colab = nbformat.v4.new_markdown_cell(COLAB_NOTE + launch, id="page-colab")
     page.cells.insert(1, note)
@@ -125,11 +117,8 @@ def page_text(folder: Path) -> str:
 
 
 def write_page(folder: Path) -> Path:
-    target = folder / PAGE
-    if target.resolve() == (folder / NOTEBOOK.name).resolve():
-        raise SystemExit(f"{target}: that is the run's executed notebook, not a page to write")
-    safe_io.write_text(target, page_text(folder), "the page")
-    return target
+    safe_io.write_text(folder / PAGE, page_text(folder), "the page")  # never through a link to the executed notebook
+    return folder / PAGE
 
 
 def run_folders() -> list[Path]:
@@ -138,11 +127,10 @@ def run_folders() -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="*", type=Path, help="runs' folders (default: every one in docs/verified)")
     parser.add_argument("--executed", type=Path, help=f"a run's executed notebook: write {PAGE} beside it")
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed page is not what this makes")
     args = parser.parse_args(argv)
-    folders = [args.executed.parent] if args.executed else args.folders or run_folders()
+    folders = [args.executed.parent] if args.executed else run_folders()
     try:
         if args.executed and args.executed.name != NOTEBOOK.name:
             raise SystemExit(f"--executed {args.executed}: give the run's {NOTEBOOK.name}, not another file")

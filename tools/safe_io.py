@@ -1,13 +1,6 @@
-"""Reading and writing the project's files so that no input and no failure harms them.
-
-- read_text: only a regular file (never a device, FIFO or folder), at most a size limit, UTF-8 whatever
-  the locale.
-- write_text/write_files: each file written to a temporary file beside it, then moved over it with os.replace; a set
-  of files is written all or none, never through a symbolic link. On any error (a full disk, Ctrl-C) every target is
-  as it was.
-- encodable: the first character UTF-8 cannot write (a lone surrogate), so a caller can name where it is.
-
-Every refusal is a FileRefused whose message names the file and what to do.
+"""Reading and writing the project's files so that no input and no failure harms them: read_text reads only a
+regular file of bounded size, as UTF-8 whatever the locale; write_files writes a set of files all or none (each staged
+beside its target, then moved over it), never through a symbolic link. A refusal names the file and what to do.
 """
 
 from __future__ import annotations
@@ -56,8 +49,7 @@ def require_regular_file(path: Path | str, what: str = "the file") -> Path:
 
 
 def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> str:
-    """The text of a regular file of at most `limit` bytes, decoded as UTF-8 whatever the locale says; else
-    FileRefused naming it."""
+    """The text of a regular file of at most `limit` bytes, as UTF-8 whatever the locale; else FileRefused."""
     path = require_regular_file(path, what)
     try:
         with open(path, "rb") as file:
@@ -78,23 +70,20 @@ def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT)
         ) from None
 
 
-def encodable(text: str) -> tuple[int, int, str] | None:
-    """(line, column, character) of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+def unencodable(text: str) -> str | None:
+    """Where the first character UTF-8 cannot encode (a lone surrogate) is, said for a message; None if none is."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        before = text[: error.start]
-        return before.count("\n") + 1, error.start - (before.rfind("\n") + 1) + 1, text[error.start]
+        before, character = text[: error.start], text[error.start]
+        line, column = before.count("\n") + 1, error.start - before.rfind("\n")
+        return f"U+{ord(character):04X} on line {line}, column {column}, which UTF-8 cannot write (a lone surrogate)"
     return None
 
 
 def encoded(path: Path, content: str, what: str) -> bytes:
-    if (where := encodable(content)) is not None:
-        line, column, character = where
-        raise FileRefused(
-            f"{what} {path}: the character U+{ord(character):04X} on line {line}, column {column} "
-            "cannot be written as UTF-8 (a lone surrogate); remove it. The file is unchanged"
-        )
+    if where := unencodable(content):
+        raise FileRefused(f"{what} {path} holds {where}: remove it. The file is unchanged")
     return content.encode("utf-8")
 
 
@@ -113,8 +102,9 @@ def writable_target(path: Path, what: str) -> Path:
             f"link by a file of its own (rm {quoted(path)}) or give the file itself"
         )
     if target.exists() and not target.is_file():
-        mode = os.stat(target).st_mode
-        raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: nothing was written")
+        raise FileRefused(
+            f"{what} {path} is {file_kind(os.stat(target).st_mode)}, not a regular file: nothing was written"
+        )
     if target.exists() and not os.stat(target).st_mode & 0o222:  # made read-only on purpose: a replace would not ask
         raise FileRefused(
             f"{what} {path} is read-only: nothing was written; make it writable first "
@@ -123,10 +113,9 @@ def writable_target(path: Path, what: str) -> Path:
     return target
 
 
-def staged(target: Path, data: bytes, what: str) -> Path:
+def staged(target: Path, data: bytes) -> Path:
     """A temporary file beside the target holding data, with the target's permissions; removed on any error."""
     mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else new_file_mode()
-    # A folder that takes no new file raises OSError here: write_files names the files, the error and the fix.
     descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     temporary = Path(name)
     try:
@@ -135,13 +124,8 @@ def staged(target: Path, data: bytes, what: str) -> Path:
             file.flush()
             os.fsync(file.fileno())  # a full disk may only say so here
         os.chmod(temporary, mode)
-    except BaseException as error:  # Ctrl-C included: no temporary file is left behind
+    except BaseException:  # Ctrl-C included: no temporary file is left behind; write_files names an OSError
         temporary.unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise FileRefused(
-                f"{what} {target} cannot be written ({error.strerror or error}); it is unchanged. "
-                "Free space or fix the permissions, then run the command again"
-            ) from None
         raise
     return temporary
 
@@ -154,7 +138,7 @@ def write_files(contents: dict[Path | str, str], what: str = "the file") -> None
     temporaries: list[tuple[Path, Path]] = []
     try:
         for _, target, payload in data:
-            temporaries.append((staged(target, payload, what), target))
+            temporaries.append((staged(target, payload), target))
         old = {target: target.read_bytes() if target.exists() else None for _, target in temporaries}
         done: list[Path] = []
         try:
@@ -166,7 +150,7 @@ def write_files(contents: dict[Path | str, str], what: str = "the file") -> None
                 if old[target] is None:
                     target.unlink(missing_ok=True)
                 else:
-                    os.replace(staged(target, old[target], what), target)
+                    os.replace(staged(target, old[target]), target)
             raise
     except OSError as error:
         names = ", ".join(str(path) for path, *_ in data)
@@ -182,7 +166,3 @@ def write_files(contents: dict[Path | str, str], what: str = "the file") -> None
 def write_text(path: Path | str, text: str, what: str = "the file") -> None:
     """Write text as UTF-8 atomically: on any error the file is as it was. FileRefused names what failed."""
     write_files({path: text}, what)
-
-
-if __name__ == "__main__":
-    raise SystemExit("safe_io.py is a module the scripts import, not a command (python3 <folder>/<script>.py --help)")
