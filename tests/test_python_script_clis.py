@@ -6,13 +6,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import runpy
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import safe_io
+import verified_table
 from fakes import fresh_clone
 from support import ROOT
 
@@ -106,22 +107,22 @@ def rows_after(page: Path, marker: str) -> list[dict[str, str]]:
     return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
 
 
-def verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
+def run_verified_table(repo: Path, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "tools/verified_table.py", *args], capture_output=True, text=True, cwd=repo)
 
 
 def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path):
     repo = table_repo(tmp_path)
-    stale = verified_table(repo, "--check")  # the pages' tables are the real evidence's, not these runs'
+    stale = run_verified_table(repo, "--check")  # the pages' tables are the real evidence's, not these runs'
     assert stale.returncode == 1 and "run tools/verified_table.py" in stale.stdout, stale.stdout + stale.stderr
-    done = verified_table(repo)
+    done = run_verified_table(repo)
     assert done.returncode == 0, f"a code cell changed since a run must not stop the tables: {done.stderr}"
     rows = {row["GPU"]: row for row in rows_after(repo / "docs/maintainers.md", "verified-table:begin")}
     cupti, ncu = rows["Tesla T4"], rows["NVIDIA L4"]
     assert cupti == {
         "GPU": "Tesla T4",
         "driver": "580",
-        "profiler": "cupti",
+        "profiler": "CUPTI",
         "nsight-python": "1.1.0",
         "torch": "2.9",
         "date (UTC)": "2026-11-30",
@@ -134,23 +135,23 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         "code cells changed since that run": "since abcdef0: none",
     }
     # the launch-mode row: only the columns whose rule differs from the CUPTI row's
-    assert ncu["profiler"] == "ncu 2099.1 (launch mode)", ncu
+    assert ncu["profiler"] == "Nsight Compute 2099.1 in launch mode", ncu
     assert ncu["headline figures (% of datasheet peak)"] == "scaling: 4,289.4 GB/s (n/a)", "no peak: n/a, never 0%"
     assert ncu["code cells changed since that run"] == "since 0123456: s5-run", "its s5-run differs from today's"
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")
-    assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "cupti"
+    assert [row["GPU"] for row in narrow] == ["Tesla T4", "NVIDIA L4"] and narrow[0]["measured with"] == "CUPTI"
     assert narrow[0]["sections ok / skipped / failed"] == "6 / 2 / 2", narrow[0]
     assert "SUSPECT" in narrow[0]["headline figures (% of datasheet peak)"], narrow[0]
-    assert verified_table(repo, "--check").returncode == 0, "the tables it just wrote must pass its own --check"
+    assert run_verified_table(repo, "--check").returncode == 0, "the tables it just wrote must pass its own --check"
     summary = repo / "docs" / "verified" / "t4-cupti" / "summary.json"
     summary.write_text(summary.read_text()[:25])  # a copy cut short: named, and the pages left as they were
     pages = {page: (repo / page).read_bytes() for page in ("README.md", "docs/maintainers.md")}
-    done = verified_table(repo)
+    done = run_verified_table(repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{summary} cannot be read" in done.stderr and "tools/keep_run.py" in done.stderr, done.stderr
     summary.unlink()  # a run folder without its summary: refused, never a row dropped in silence
     for mode in ([], ["--check"]):
-        done = verified_table(repo, *mode)
+        done = run_verified_table(repo, *mode)
         assert done.returncode == 2 and "docs/verified/t4-cupti holds no summary.json" in done.stderr, done.stderr
     assert {page: (repo / page).read_bytes() for page in pages} == pages, "a page was rewritten"
 
@@ -167,10 +168,10 @@ BROKEN_MARKERS = [  # (page, how the markers were broken, what the refusal says 
 @pytest.mark.parametrize("mode", [[], ["--check"]])
 def test_verified_table_refuses_a_page_whose_markers_are_broken_and_writes_nothing(tmp_path, page, edit, said, mode):
     repo = table_repo(tmp_path)
-    assert verified_table(repo).returncode == 0
+    assert run_verified_table(repo).returncode == 0
     (repo / page).write_text(edit((repo / page).read_text()).replace("| Tesla T4 |", "| edited by hand |"))
     pages = {name: (repo / name).read_bytes() for name in ("README.md", "docs/maintainers.md")}
-    done = verified_table(repo, *mode)
+    done = run_verified_table(repo, *mode)
     assert done.returncode == 2 and "match" not in done.stdout, f"a broken marker must not pass: {done.stdout}"
     assert f"{page} {said}" in done.stderr and "Put the marker lines back" in done.stderr, done.stderr
     assert {name: (repo / name).read_bytes() for name in pages} == pages, "a page was written"
@@ -179,22 +180,16 @@ def test_verified_table_refuses_a_page_whose_markers_are_broken_and_writes_nothi
 def test_verified_table_writes_both_pages_or_neither_on_a_full_disk(tmp_path, monkeypatch, capsys):
     repo = table_repo(tmp_path)
     pages = {name: (repo / name).read_bytes() for name in ("README.md", "docs/maintainers.md")}
-    real_replace, replaced = os.replace, []
+    real_replace = os.replace
 
-    def second_replace_fails(source, target):
-        replaced.append(target)
-        if len(replaced) == 2:
+    def maintainers_disk_full(source, target):  # after README.md is replaced
+        if Path(target).name == "maintainers.md":
             raise OSError(28, "No space left on device")
         real_replace(source, target)
 
-    import safe_io
-
-    monkeypatch.setattr(safe_io.os, "replace", second_replace_fails)
-    monkeypatch.syspath_prepend(str(repo / "tools"))
-    monkeypatch.setattr(sys, "argv", [str(repo / "tools" / "verified_table.py")])
-    with pytest.raises(SystemExit) as stopped:  # `python tools/verified_table.py`, in this process
-        runpy.run_path(sys.argv[0], run_name="__main__")
-    assert stopped.value.code == 2
+    monkeypatch.setattr(safe_io.os, "replace", maintainers_disk_full)
+    monkeypatch.setattr(verified_table, "ROOT", repo)
+    assert verified_table.main([]) == 2
     assert {name: (repo / name).read_bytes() for name in pages} == pages, "one page written, the other not"
     assert "No space left on device" in capsys.readouterr().err
 

@@ -74,7 +74,7 @@ def summary_paths() -> list[Path]:
 
 
 def profiler_name(environment: dict) -> str:
-    """'CUPTI', 'Nsight Compute 2025.3.1' or 'Nsight Compute 2025.3.1 in launch mode', for the pages' prose."""
+    """'CUPTI', 'Nsight Compute 2025.3.1' or 'Nsight Compute 2025.3.1 in launch mode', for the tables and pages."""
     if environment["profiler"] == "cupti":
         return "CUPTI"
     mode = " in launch mode" if environment.get("ncu_mode") else ""
@@ -120,9 +120,6 @@ def row_cells(summary_path: Path) -> list:
     summary, folder = read_json(summary_path), summary_path.parent
     env, counts = summary["environment"], summary["counts"]
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
-    profiler = env.get("profiler", "?")
-    if profiler == "ncu" and env.get("ncu_version"):
-        profiler = f"ncu {env['ncu_version']}" + (" (launch mode)" if env.get("ncu_mode") else "")
     run_info = read_json(folder / "run_info.json")  # the whole run, installs and kernel start included
     wall = f"{summary['total_seconds']:.0f} s in sections, {run_info['wall_seconds']} s whole run"
     wall += f" (commit {run_commit(folder)})"
@@ -132,7 +129,7 @@ def row_cells(summary_path: Path) -> list:
     return [
         env.get("gpu", "?"),
         env.get("driver", "?"),
-        profiler,
+        profiler_name(env),
         env.get("nsight_python", "?"),
         env.get("torch", "?"),
         summary["created_utc"][:10],
