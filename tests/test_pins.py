@@ -12,7 +12,8 @@ from support import NOTEBOOK, ROOT
 
 from plumbing.setup_helpers import normalize  # PEP 503: pip treats ncu_report and ncu-report as one
 
-PIN_FILES = ("requirements.txt", "requirements-harness.txt", "requirements-dev.txt", "constraints-ci.txt")
+CI = "constraints-ci.txt"
+PIN_FILES = ("requirements.txt", "requirements-harness.txt", "requirements-dev.txt", CI)
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s#;]+)")
 PIP_PIN = re.compile(r"(?<![\w.-])([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][^\s\"']*)")
 
@@ -52,15 +53,11 @@ def test_every_package_has_one_version_across_the_notebook_requirements_harness_
     )
 
 
-def test_what_the_notebook_installs_is_pinned_in_requirements_txt():
+@pytest.mark.parametrize(
+    ("installer", "pinner"),  # the notebook's %pip by section 1's pins; the harness and the suite by CI's constraints
+    [(NOTEBOOK.name, "requirements.txt"), ("requirements-harness.txt", CI), ("requirements-dev.txt", CI)],
+)
+def test_every_package_a_file_installs_is_pinned_where_it_must_be(installer, pinner):
     sources = every_source()
-    notebook, requirements = sources[NOTEBOOK.name], sources["requirements.txt"]
-    unpinned = sorted(set(notebook) - set(requirements))
-    assert not unpinned, f"the notebook's %pip installs {unpinned}, which requirements.txt does not pin"
-
-
-@pytest.mark.parametrize("harness_file", ["requirements-harness.txt", "requirements-dev.txt"])
-def test_ci_constrains_every_package_the_harness_and_dev_files_pin(harness_file):
-    sources = every_source()
-    loose = sorted(set(sources[harness_file]) - set(sources["constraints-ci.txt"]))
-    assert not loose, f"{harness_file} pins {loose}, which constraints-ci.txt leaves free: CI would resolve it anew"
+    loose = sorted(set(sources[installer]) - set(sources[pinner]))
+    assert not loose, f"{installer} installs {loose}, which {pinner} leaves free: pin them there too"
