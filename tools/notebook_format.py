@@ -118,15 +118,6 @@ def load_notebook(path: Path) -> dict:
     return notebook
 
 
-def unencodable_cells(notebook: dict) -> list[str]:
-    """Each cell whose source holds a character UTF-8 cannot write (a lone surrogate), named with where it is."""
-    return [
-        f"cell {index} (id {cell.get('id')!r}) holds {where}: remove it in the notebook"
-        for index, cell in enumerate(notebook["cells"])
-        if (where := safe_io.unencodable("".join(cell["source"])))
-    ]
-
-
 def problems(path: Path, notebook: dict | None = None) -> list[str]:
     """What --fix would change in a notebook (notebook: its loaded content), named ([] if canonical)."""
     notebook = load_notebook(path) if notebook is None else notebook
@@ -171,7 +162,12 @@ def each_notebook(args: argparse.Namespace, handle, errors: tuple = ()) -> int:
 def write_notebook(path: Path, notebook: dict) -> None:
     """The rendered notebook over path, whole or not at all; NotANotebook naming a cell it cannot write, FileRefused
     a file it cannot write."""
-    if unwritable := unencodable_cells(notebook):
+    unwritable = [  # a lone surrogate, named with where it is
+        f"cell {index} (id {cell.get('id')!r}) holds {where}: remove it in the notebook"
+        for index, cell in enumerate(notebook["cells"])
+        if (where := safe_io.unencodable("".join(cell["source"])))
+    ]
+    if unwritable:
         raise NotANotebook("; ".join(unwritable) + ". Nothing was written")
     safe_io.write_text(path, render(notebook), what="the notebook")
 
