@@ -68,15 +68,15 @@ def test_prose_is_refreshed_without_a_new_run_and_code_cells_stay_as_they_ran(tm
     assert "`s5-run`" in page["page-run"].source, f"the changed code cell must be named: {page['page-run'].source}"
 
 
-@pytest.mark.parametrize("given", ["never ran", "a page"])
-def test_a_notebook_that_never_ran_or_is_not_the_runs_is_refused_and_nothing_is_written(tmp_path, given):
-    if given == "never ran":
-        path, said = shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name), "no code cell of it ran .*scripts/run_headless"
-    else:  # a page never overwrites its input
-        path, said = (
-            shutil.copy(RUNS[0] / NOTEBOOK.name, tmp_path / reading_page.PAGE),
-            f"give the run's {NOTEBOOK.name}",
-        )
+@pytest.mark.parametrize(
+    ("given", "name", "said"),
+    [
+        ("never ran", NOTEBOOK.name, "no code cell of it ran .*scripts/run_headless"),
+        ("a page", reading_page.PAGE, f"give the run's {NOTEBOOK.name}"),  # a page never overwrites its input
+    ],
+)
+def test_a_notebook_that_never_ran_or_is_not_the_runs_is_refused_and_nothing_is_written(tmp_path, given, name, said):
+    path = shutil.copy(NOTEBOOK if given == "never ran" else RUNS[0] / NOTEBOOK.name, tmp_path / name)
     before = files_of(tmp_path)
     with pytest.raises(SystemExit, match=said):
         reading_page.main(["--executed", str(path)])

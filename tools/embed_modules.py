@@ -70,20 +70,15 @@ def module_code(text: str, path: str, constants, imported: set) -> str:
     return "\n".join(kept).strip("\n")
 
 
-def module_text(repo: Path, path: str, title: str) -> str:
-    """A module's text from the notebook's clone; EmbeddingError if it is missing, FileRefused if unreadable."""
-    if not (repo / path).is_file():
-        raise EmbeddingError(f"{path} does not exist in {repo} (named in the cell {title!r})")
-    return safe_io.read_text(repo / path, what=path)
-
-
 def generated_source(source: str, repo: Path = REPO) -> str | None:
     """Title, Source line and modules that an embedding cell must hold; None for other cells."""
     modules = embedded_modules(source)
     constants, imported = {name for _, name in modules if name}, set()
     parts = []
     for path, name in modules:
-        text = module_text(repo, path, source.splitlines()[0])
+        if not (repo / path).is_file():
+            raise EmbeddingError(f"{path} does not exist in {repo} (named in the cell {source.splitlines()[0]!r})")
+        text = safe_io.read_text(repo / path, what=path)
         python = path.endswith(".py")
         code = module_code(text, path, () if name else constants, imported) if python else text.strip("\n")
         if name and ('"""' in code or code.endswith("\\")):

@@ -44,17 +44,14 @@ LAUNCH_NOTE = (
 )
 
 
-def notebook_home(cell_id: str, source: str) -> str:
-    """Where a notebook's folded cell's code lives: the modules it embeds, else the notebook's cell itself."""
-    modules = ", ".join(path for path, _ in embedded_modules(source))  # the run's commit passed embed_modules.py
-    return modules or f"{NOTEBOOK.name}, cell {cell_id}"
-
-
 def reading_cell(cell):
-    """A folded cell as Colab shows it (its title, its outputs) and where its code lives; other cells as they are."""
+    """A folded cell as Colab shows it (its title, its outputs) and where its code lives (the modules it embeds, else
+    the notebook's cell itself); other cells as they are."""
     cell = copy.deepcopy(cell)
     if notebook_format.is_folded(cell):  # its fold tag goes with its title (notebook_format.py)
-        title, home = cell.source.lstrip().split("\n", 1)[0], notebook_home(cell.get("id", "?"), cell.source)
+        title = cell.source.lstrip().split("\n", 1)[0]
+        modules = ", ".join(path for path, _ in embedded_modules(cell.source))  # the run's commit passed embed_modules
+        home = modules or f"{NOTEBOOK.name}, cell {cell.get('id', '?')}"
         cell.source = f"{title}\n# Folded, as Colab shows it; its code: {home}"
         cell.metadata["cellView"] = "form"
     return cell
