@@ -101,10 +101,6 @@ def changed_code_cells(ran: dict[str, str], today: dict[str, str]) -> list[str]:
     return edited + added + [f"{cell_id} (removed)" for cell_id in ran if cell_id not in today]
 
 
-def run_commit(folder: Path) -> str:
-    return read_json(folder / "run_info.json")["commit"][:7]
-
-
 def changed_text(folder: Path, most: int | None = None) -> str:
     """'since <commit>: <ids>'; with `most`, that many ids and how many more (README's short table)."""
     ran = code_cells(read_json(folder / NOTEBOOK.name))
@@ -112,7 +108,8 @@ def changed_text(folder: Path, most: int | None = None) -> str:
     shown = changed[:most] + (
         [f"and {len(changed) - most} more (all in docs/maintainers.md)"] if most and len(changed) > most else []
     )
-    return f"since {run_commit(folder)}: {', '.join(shown) or 'none'}"
+    commit = read_json(folder / "run_info.json")["commit"][:7]
+    return f"since {commit}: {', '.join(shown) or 'none'}"
 
 
 def row_cells(summary_path: Path) -> list:
@@ -122,7 +119,7 @@ def row_cells(summary_path: Path) -> list:
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
     run_info = read_json(folder / "run_info.json")  # the whole run, installs and kernel start included
     wall = f"{summary['total_seconds']:.0f} s in sections, {run_info['wall_seconds']} s whole run"
-    wall += f" (commit {run_commit(folder)})"
+    wall += f" (commit {run_info['commit'][:7]})"
     page = folder / READING_PAGE
     link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
     figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
