@@ -214,9 +214,7 @@ def test_the_checker_finds_a_folded_only_name_and_an_undefined_magic_but_not_a_m
     helper = "# @title helper\ndef verdict(text):\n    print(text)"
     assert folded_only(notebook_of(helper, "verdict('ok')")) == {"s2-1": ["verdict"]}
     assert folded_only(notebook_of("%%needs_ncu\nx = 1")) == {"s2-0": ["%%needs_ncu"]}
-    magic = (
-        "from IPython.core.magic import register_cell_magic\n\n\n@register_cell_magic\ndef needs_ncu(line, cell): ..."
-    )
+    magic = "from IPython.core.magic import register_cell_magic\n@register_cell_magic\ndef needs_ncu(line, cell): ..."
     assert folded_only(notebook_of(magic, "%%needs_ncu\nx = 1\nprint(x)")) == {}
     assert folded_only(notebook_of("%%time\nsum(range(3))")) == {}, "IPython's own magics are the learner's too"
 
