@@ -1,10 +1,5 @@
-"""Every fake command the suite runs, in one place. Nothing imitates nsight, torch or CUDA.
-
-ncu() makes every fake ncu: its --version says the version given; a FakeMachine's "profiles" as the machine says,
-launch mode's notes its command line. pip() is `python -m pip` (on PYTHONPATH): it installs name==version metadata,
-downloads empty wheels, and logs each call in calls.jsonl. FakeMachine (section 1): bin/ nvidia-smi, apt-get,
-apt-cache, dpkg (one program), its ncus, its pip, site/ Colab's packages. script_machine (the shell scripts): a
-python3 that logs what it is asked (its pip is script_pip), an nvidia-smi."""
+"""Every fake command the suite runs, in one place (each function says what it makes). Nothing imitates nsight, torch
+or CUDA."""
 
 import json
 import os
@@ -156,7 +151,7 @@ elif tool == "dpkg":
 elif tool == "dpkg-query":
     print("".join(f"{{name}} installed\\n" for name in sorted(listed)), end="")
 elif tool == "apt-cache":
-    print("\\n".join(name for name in machine["packages"] if name.startswith(args[-1])))
+    print("\\n".join(name for name in fakes.NCU_PACKAGES if name.startswith(args[-1])))
 elif tool == "apt-get":
     (ROOT / "apt.pid").write_text(str(os.getpid()))
     if machine["apt"] == "hangs":  # real apt-get hangs in a helper (its http method)
@@ -168,7 +163,7 @@ elif tool == "apt-get":
         if "--yes" not in args and "-y" not in args:
             sys.exit("Do you want to continue? [Y/n] Abort.")  # without a terminal, apt-get aborts
         package = args[-1]
-        if package not in machine["packages"]:
+        if package not in fakes.NCU_PACKAGES:
             sys.exit(f"E: Unable to locate package {{package}}")
         if package in machine["broken"]:
             print(f"Get:1 https://developer.download.nvidia.com/ {{package}} [312 MB]")
@@ -216,12 +211,14 @@ NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in V
 
 @dataclass
 class FakeMachine:
+    """Section 1's simulated machine: bin/ nvidia-smi, apt-get, apt-cache, dpkg (one program), its ncus; its pip; site/
+    Colab's packages. apt's index lists NCU_PACKAGES."""
+
     root: Path
     gpu: str | None = "Tesla T4, 7.5"  # what nvidia-smi answers for name,compute_cap
     driver: str = "580.82.07"  # Colab's T4 driver (environments.md)
     path_ncus: list[str] = field(default_factory=lambda: ["2025.1.1"])  # ncu versions on PATH, in PATH order
     apt: str = "works"  # works | unreachable | hangs
-    packages: list[str] = field(default_factory=lambda: list(NCU_PACKAGES))  # in NVIDIA's apt index
     broken: list[str] = field(default_factory=list)  # packages whose download fails
     profiles: dict[str, str] = field(default_factory=dict)  # ncu version -> a PROFILES key (default "no gpu")
     injection: str = "missing"  # missing | loadable: whether the injection folder ncu names has the library
@@ -256,13 +253,13 @@ class FakeMachine:
         built = (self.root / "injection" / "libcuda-injection.so").exists()
         if self.injection == "loadable" and not built and build_fake_injection_library(self.root / "injection") is None:
             raise RuntimeError("no C compiler to build the fake injection library")
-        facts = {name: getattr(self, name) for name in ("gpu", "driver", "apt", "packages", "broken", "profiles")}
+        facts = {name: getattr(self, name) for name in ("gpu", "driver", "apt", "broken", "profiles")}
         facts["injection"] = str(self.root / "injection") if self.injection == "loadable" else None  # None: ncu's own
         (self.root / "machine.json").write_text(json.dumps(facts))
 
-    def ncu_folder(self, version: str, name: str = "path") -> Path:
+    def ncu_folder(self, version: str) -> Path:
         injection = json.loads((self.root / "machine.json").read_text())["injection"]
-        return ncu(self.root / f"{name}-ncu-{version}", version, self.root, injection).parent
+        return ncu(self.root / f"path-ncu-{version}", version, self.root, injection).parent
 
     def calls(self, tool: str | None = None) -> list[dict]:
         return calls(self.root, tool)

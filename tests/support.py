@@ -32,12 +32,7 @@ def load_cells(path: Path = NOTEBOOK) -> list[dict]:
     """[{"id", "type", "source", "outputs"}] of a notebook's cells, in order."""
     cells = json.loads(Path(path).read_text())["cells"]
     return [
-        {
-            "id": cell.get("id"),
-            "type": cell["cell_type"],
-            "source": "".join(cell["source"]),
-            "outputs": cell.get("outputs", []),
-        }
+        dict(id=cell.get("id"), type=cell["cell_type"], source="".join(cell["source"]), outputs=cell.get("outputs", []))
         for cell in cells
     ]
 

@@ -138,9 +138,7 @@ def test_the_verdict_module_imports_in_a_python_without_torch_nsight_or_jupyter(
     """run_headless's pytest judges the run after the kernel is gone, in a Python that may lack the notebook's own."""
     absent = ("torch", "nsight", "numpy", "pandas", "IPython", "nbformat")
     script = tmp_path / "judge.py"
-    script.write_text(
-        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport plumbing.executed_run\nprint('imported')\n"
-    )
-    blocker = WITHOUT_MODULES.format(absent=absent)
-    done = subprocess.run([sys.executable, "-c", blocker, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    script.write_text("import plumbing.executed_run\nprint('imported')\n")
+    blocker, env = WITHOUT_MODULES.format(absent=absent), dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", blocker, str(script)], capture_output=True, text=True, env=env)
     assert done.stdout.strip() == "imported", f"plumbing/executed_run.py must import without {absent}:\n{done.stderr}"

@@ -1,12 +1,12 @@
 """Section 9, CUPTI beside Nsight Compute: the child program the notebook builds, and the verdict on real frames."""
 
-import shutil
 import subprocess
 import sys
 
 import evidence
 import pandas as pd
 import pytest
+from fakes import build_fake_injection_library
 from pytest import approx
 from support import defined, parse, run_cells, verdicts
 
@@ -16,22 +16,14 @@ VERDICT = (
 )
 
 
-def child_program(tmp_path, libcupti):
+def test_the_child_puts_the_cupti_folder_first_and_loads_its_libcupti_before_nsight_or_torch(tmp_path):
+    if (built := build_fake_injection_library(tmp_path / "cupti13/nvidia/cu13/lib")) is None:
+        pytest.skip("no C compiler here to build a stand-in libcupti.so.13")
+    libcupti = built.rename(built.with_name("libcupti.so.13"))
     namespace = defined("s2-define", "add") | defined("s9-define", "square_matmul", "sweep")
     namespace |= {"cupti_dir": tmp_path / "cupti13", "libcupti": libcupti}
     run_cells(["s9-child"], namespace)
-    return namespace["child_program"]
-
-
-def test_the_child_puts_the_cupti_folder_first_and_loads_its_libcupti_before_nsight_or_torch(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler here to build a stand-in libcupti.so.13")
-    libcupti = tmp_path / "cupti13/nvidia/cu13/lib/libcupti.so.13"
-    libcupti.parent.mkdir(parents=True)
-    (source := tmp_path / "stand_in.c").write_text("int stand_in(void) { return 13; }\n")
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(libcupti), str(source)], check=True)
-    program = child_program(tmp_path, libcupti)
+    program = namespace["child_program"]
     preload, _, rest = program.partition("import nsight\n")
     assert "nsight.activate(nsight.Tool.CUPTI)" in rest.split("import pandas")[0], "CUPTI before torch's import"
     assert all(f"def {name}(" in rest for name in ("add", "square_matmul", "sweep")), "the same sweep as the parent"

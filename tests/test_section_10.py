@@ -13,17 +13,12 @@ from support import ROOT, parse, run_cells, verdicts
 RULES = "the softmax's rules that fired: {}; its longest wait: {}"
 
 
-def sections_report(tmp_path):
-    """The committed s10_sections report (s10-profile's; tools/keep_run.py xz-compresses it), into tmp_path."""
-    found = sorted(ROOT.glob("docs/verified/*/s10_sections/report.ncu-rep.xz"))
+def test_the_rules_list_and_verdict_name_only_the_rules_that_fired_and_the_longest_stall(tmp_path, monkeypatch):
+    found = sorted(ROOT.glob("docs/verified/*/s10_sections/report.ncu-rep.xz"))  # tools/keep_run.py compresses it
     if not found:
         pytest.skip(f"no committed s10_sections/report.ncu-rep.xz: {evidence.RERECORD}")
     (tmp_path / "s10_sections").mkdir()
-    (tmp_path / "s10_sections/report.ncu-rep").write_bytes(lzma.decompress(found[-1].read_bytes()))
-
-
-def test_the_rules_list_and_verdict_name_only_the_rules_that_fired_and_the_longest_stall(tmp_path, monkeypatch):
-    sections_report(tmp_path)
+    (tmp_path / "s10_sections/report.ncu-rep").write_bytes(lzma.decompress(found[-1].read_bytes()))  # s10-profile's
     monkeypatch.chdir(tmp_path)
     namespace = {"pd": pd, "ncu_report": ncu_report, "gpu": "NVIDIA H100 80GB HBM3"}
     printed = run_cells(["s10-rules", "s10-rules-verdict"], namespace)

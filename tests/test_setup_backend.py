@@ -6,7 +6,6 @@ import json
 import math
 import os
 import re
-import symtable
 import sys
 from types import SimpleNamespace
 
@@ -14,6 +13,7 @@ import nsight
 import pytest
 from evidence import VERIFIED
 from fakes import FakeMachine, build_fake_injection_library
+from support import free_names
 
 from plumbing import setup_helpers as helpers
 from plumbing.setup_helpers import check_kernel_times
@@ -168,14 +168,8 @@ def test_the_real_probe_under_cupti_on_a_machine_without_cupti_python_stops_at_i
 
 def test_the_probe_program_imports_every_module_its_functions_use():
     """A name it lacks would fail only on a GPU, past what a CPU reaches, for Nsight Compute and CUPTI alike."""
-    top = symtable.symtable(helpers.probe_program(), "probe", "exec")
-    bound = {symbol.get_name() for symbol in top.get_symbols() if symbol.is_imported() or symbol.is_assigned()}
-    tables, used = top.get_children(), set()
-    while tables:
-        table = tables.pop()
-        tables += table.get_children()
-        used |= {symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()}
-    assert used <= bound | set(dir(builtins)), f"probe_program must import {used - bound - set(dir(builtins))}"
+    lacking = free_names(helpers.probe_program()) - set(dir(builtins))
+    assert not lacking, f"probe_program must import {lacking}"
 
 
 def test_the_sets_libcupti_is_loaded_and_its_folder_imported_from_first_here_and_in_child_processes(
