@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time  # noqa: F401 - used by no helper, but launch mode's replay of section 9 (recording/) takes it from here
 from pathlib import Path
 
 from plumbing.folders import setting_folder
