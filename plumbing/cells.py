@@ -4,13 +4,10 @@ import re
 
 from plumbing.sections import CUPTI_SECTIONS, NCU_ONLY_SECTIONS, SECTION_COUNT  # noqa: F401 (the scripts' one import)
 
-# What section 1 leaves for the later sections (a launch-mode child, recording/ncu_inner.py, checks them).
-SECTION_ONE_NAMES = ("nsight", "torch", "USE_NCU", "gpu", "needs_ncu", "ENVIRONMENT", "CUPTI_PACKAGES_DIR")
-
 # The cells the scripts and tests name (their ids are spelled here only); a section's verdict cell is its last.
 GPU_CHECK = "gpu-check"  # section 1's first code cell: shows the GPU (s1-prepare stops without a usable one)
 HARNESS = "harness"  # folded: the harness (plumbing/sections.py, harness.py); the recorders run it first
-SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py, ncu_probe.py)
+SETUP_HELPERS = "setup-helpers"  # folded: section 1's helpers (plumbing/setup_helpers.py)
 SUMMARY = "summary-code"  # after section 10: writes summary.json
 # Section 1's set-up cells after SETUP_HELPERS, by role, in notebook order (from "torch" on a GPU is needed).
 SECTION_ONE_CELLS = {
@@ -36,10 +33,6 @@ SECTION_PLAN = {
     9: {"define": ("s9-define",), "run": ("s9-install", "s9-child", "s9-ncu", "s9-cupti")},
     10: {"define": ("s10-define",), "run": ("s10-run", "s10-profile")},
 }
-# Names a section's define cells bind for later sections: a launch-mode child runs those cells before its section's.
-SHARED_NAMES = ("quiet", "add")
-# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
-NOT_UNDER_NCU = ("s9-install", "s9-child", "s9-cupti", "s10-profile")
 # A cell with id s<N> or s<N>-<what> belongs to section N. These are the cells whose ids do not say it;
 # None: before section 1 or after section 10 (title, overview, summary, checklist).
 UNNUMBERED_CELLS = {

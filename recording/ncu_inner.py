@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from IPython.core.interactiveshell import InteractiveShell
-from ncu_launch import ProfiledCalls, inner_cell_ids, load_cells, load_nsight  # it puts plumbing on the path
+from ncu_launch import SECTION_ONE_NAMES, ProfiledCalls, inner_cell_ids, load_cells, load_nsight  # plumbing: on path
 
-from plumbing.cells import SECTION_ONE_NAMES, SETUP_HELPERS
+from plumbing.cells import SETUP_HELPERS
 
 
 def main(argv: list[str] | None = None) -> int:

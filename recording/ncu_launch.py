@@ -26,15 +26,19 @@ if str(ROOT) not in sys.path:  # the plumbing package, when this file runs from 
 
 from plumbing.cells import (  # noqa: E402
     HARNESS,
-    NOT_UNDER_NCU,
     SECTION_ONE_CELLS,
     SECTION_PLAN,
     SETUP_HELPERS,
-    SHARED_NAMES,
     section_of,
 )
 
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
+# What section 1 leaves for the later sections (ncu_inner.py checks them in a child).
+SECTION_ONE_NAMES = ("nsight", "torch", "USE_NCU", "gpu", "needs_ncu", "ENVIRONMENT", "CUPTI_PACKAGES_DIR")
+# Names a section's define cells bind for later sections: a child runs those cells before its section's.
+SHARED_NAMES = ("quiet", "add")
+# Run cells that start no nsight-python call under Nsight Compute: the CUPTI child and section 10's own ncu.
+NOT_UNDER_NCU = ("s9-install", "s9-child", "s9-cupti", "s10-profile")
 NSIGHT_VERSION = "1.1.0"
 INNER = Path(__file__).resolve().parent / "ncu_inner.py"
 # The GPU runner is shared: its clocks stay as they are, so every ncu there gets `--clock-control none`. A call that

@@ -15,7 +15,7 @@ import ncu_launch
 import pytest
 from kernel_session import CellError, KernelSession
 
-from plumbing.cells import HARNESS, NOT_UNDER_NCU, SECTION_ONE_CELLS, SECTION_PLAN, SETUP_HELPERS, SHARED_NAMES
+from plumbing.cells import HARNESS, SECTION_ONE_CELLS, SECTION_PLAN, SETUP_HELPERS
 
 WING = Path(__file__).resolve().parent.parent
 ROOT = WING.parent
@@ -103,9 +103,9 @@ def test_the_inner_replays_the_harness_section_1s_names_the_shared_cells_and_its
     replayed, plan = ncu_launch.inner_cell_ids(cells, 9), SECTION_PLAN[9]
     first = [SECTION_ONE_CELLS[role] for role in ncu_launch.SECTION_ONE_REPLAYED]
     assert replayed[:5] == [HARNESS, SETUP_HELPERS, *first], f"nsight, the magic and torch first: {replayed}"
-    shared = [cell["id"] for cell in cells if ncu_launch.binds_at_top(cell["source"], SHARED_NAMES)]
-    assert shared and set(shared) <= set(replayed), f"the cells binding {SHARED_NAMES}: {shared}"
-    assert set(plan["define"]) <= set(replayed) and not set(NOT_UNDER_NCU) & set(replayed), replayed
+    shared = [cell["id"] for cell in cells if ncu_launch.binds_at_top(cell["source"], ncu_launch.SHARED_NAMES)]
+    assert shared and set(shared) <= set(replayed), f"the cells binding {ncu_launch.SHARED_NAMES}: {shared}"
+    assert set(plan["define"]) <= set(replayed) and not set(ncu_launch.NOT_UNDER_NCU) & set(replayed), replayed
 
 
 @pytest.mark.parametrize("section", [2, 3, 5, 6, 7, 9, 10])  # 4 and 8 read the GPU in their define cells
