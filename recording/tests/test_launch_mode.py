@@ -4,6 +4,7 @@ refusals, and the inner's replay. Nothing imitates nsight: its real collect runs
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -98,14 +99,19 @@ def test_the_wrapper_refuses_an_ncu_too_old_missing_or_silent_before_anything_ru
     assert not (tmp_path / "out").exists(), "nothing may run or be written"
 
 
-def test_the_inner_replays_the_harness_section_1s_names_the_shared_cells_and_its_sections_define_and_run_cells():
+@pytest.mark.parametrize("section", [9, 10])  # the sections whose cells also start processes of their own
+def test_the_inner_replays_the_harness_section_1s_names_the_shared_cells_and_its_sections_define_and_run_cells(section):
     cells = ncu_launch.load_cells()
-    replayed, plan = ncu_launch.inner_cell_ids(cells, 9), SECTION_PLAN[9]
+    replayed, plan = ncu_launch.inner_cell_ids(cells, section), SECTION_PLAN[section]
     first = [SECTION_ONE_CELLS[role] for role in ncu_launch.SECTION_ONE_REPLAYED]
     assert replayed[:5] == [HARNESS, SETUP_HELPERS, *first], f"nsight, the magic and torch first: {replayed}"
     shared = [cell["id"] for cell in cells if ncu_launch.binds_at_top(cell["source"], ncu_launch.SHARED_NAMES)]
     assert shared and set(shared) <= set(replayed), f"the cells binding {ncu_launch.SHARED_NAMES}: {shared}"
     assert set(plan["define"]) <= set(replayed) and not set(ncu_launch.NOT_UNDER_NCU) & set(replayed), replayed
+    sources = {cell["id"]: cell["source"] for cell in cells}
+    own = [cell_id for cell_id in replayed if ncu_launch.section_of(cell_id) == section]
+    starters = [cell_id for cell_id in own if re.search(r"subprocess|%pip", sources[cell_id])]
+    assert not starters, f"a child under ncu must not install or start its own processes: {starters}"
 
 
 @pytest.mark.parametrize("section", [2, 3, 5, 6, 7, 9, 10])  # 4 and 8 read the GPU in their define cells
