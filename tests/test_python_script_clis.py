@@ -122,7 +122,7 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
     assert cupti == {
         "GPU": "Tesla T4",
         "driver": "580",
-        "profiler": "CUPTI",
+        "measured with": "CUPTI",
         "nsight-python": "1.1.0",
         "torch": "2.9",
         "date (UTC)": "2026-11-30",
@@ -131,11 +131,11 @@ def test_verified_table_puts_each_figure_under_the_header_that_names_it(tmp_path
         # SUSPECT beside that one figure alone
         "headline figures (% of datasheet peak)": "fp16 matmul: 795.1 TFLOP/s (80.4%); "
         "fp32 matmul: 0.8 TFLOP/s (0.1%) SUSPECT",
-        "run": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
+        "evidence": "[docs/verified/t4-cupti/reading_page.ipynb](verified/t4-cupti/reading_page.ipynb)",
         "code cells changed since that run": "since abcdef0: none",
     }
     # the launch-mode row: only the columns whose rule differs from the CUPTI row's
-    assert ncu["profiler"] == "Nsight Compute 2099.1 in launch mode", ncu
+    assert ncu["measured with"] == "Nsight Compute 2099.1 in launch mode", ncu
     assert ncu["headline figures (% of datasheet peak)"] == "scaling: 4,289.4 GB/s (n/a)", "no peak: n/a, never 0%"
     assert ncu["code cells changed since that run"] == "since 0123456: s5-run", "its s5-run differs from today's"
     narrow = sorted(rows_after(repo / "README.md", "evidence-table:begin"), key=lambda row: row["GPU"] != "Tesla T4")

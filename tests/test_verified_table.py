@@ -20,7 +20,7 @@ def test_a_gpu_name_holding_a_newline_stays_in_one_row(tmp_path, monkeypatch):
     (folder / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "wall_seconds": 2}))
     (folder / verified_table.NOTEBOOK.name).write_text(verified_table.NOTEBOOK.read_text())
     monkeypatch.setattr(verified_table, "ROOT", tmp_path)
-    rows = verified_table.table().splitlines()[2:]
+    rows = verified_table.table(wide=True).splitlines()[2:]
     assert len(rows) == 1 and rows[0].startswith("| Tesla T4 |"), rows
 
 

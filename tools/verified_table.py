@@ -26,18 +26,7 @@ EVIDENCE_BEGIN, EVIDENCE_END = f"<!-- evidence-table:begin {GENERATED} -->", "<!
 BACKENDS_BEGIN, BACKENDS_END = "<!-- backends:begin (generated from plumbing/sections.py) -->", "<!-- backends:end -->"
 PAGE_BEGIN, PAGE_END = f"<!-- page-link:begin {GENERATED} -->", "<!-- page-link:end -->"
 PAGES = ("README.md", "docs/maintainers.md")  # the files whose marked tables this script writes
-WIDE = tuple(range(11))  # every cell but the last, the short list of changed cells
-NARROW = (0, 2, 6, 8, 9, 11)  # of a row's cells: GPU, profiler, sections, headline figures, run, code changed (short)
-NARROW_HEADER = (
-    "| GPU | measured with | sections ok / skipped / failed | headline figures (% of datasheet peak) | evidence "
-    "| code cells changed since that run |\n"
-    "| --- | --- | --- | --- | --- | --- |"
-)
-HEADER = (
-    "| GPU | driver | profiler | nsight-python | torch | date (UTC) | sections ok / skipped / failed "
-    "| total wall time | headline figures (% of datasheet peak) | run | code cells changed since that run |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-)
+WIDE_ONLY = ("driver", "nsight-python", "torch", "date (UTC)", "total wall time")  # README leaves them out
 NOTEBOOK = ROOT / "nsight_python_t4_tutorial.ipynb"
 READING_PAGE = "reading_page.ipynb"  # the page a reader opens on GitHub (tools/reading_page.py writes it)
 AGAIN = "a run on the GPU runner kept by tools/keep_run.py (docs/maintainers.md)"
@@ -112,8 +101,8 @@ def changed_text(folder: Path, most: int | None = None) -> str:
     return f"since {commit}: {', '.join(shown) or 'none'}"
 
 
-def row_cells(summary_path: Path) -> list:
-    """A table row of what summary.json says; its wall time and commit from run_info.json."""
+def row_cells(summary_path: Path, most: int | None) -> dict[str, str]:
+    """{column header: text} of what summary.json says; its wall time and commit from run_info.json."""
     summary, folder = read_json(summary_path), summary_path.parent
     env, counts = summary["environment"], summary["counts"]
     failed = counts.get("FAILED", 0) + counts.get("NOT RUN", 0)
@@ -122,33 +111,35 @@ def row_cells(summary_path: Path) -> list:
     wall += f" (commit {run_info['commit'][:7]})"
     page = folder / READING_PAGE
     link = (page if page.exists() else folder).relative_to(ROOT).as_posix()
-    figures = "; ".join(figure_text(figure) for figure in summary["figures"]) or "none"
-    return [
-        env.get("gpu", "?"),
-        env.get("driver", "?"),
-        profiler_name(env),
-        env.get("nsight_python", "?"),
-        env.get("torch", "?"),
-        summary["created_utc"][:10],
-        f"{counts['ok']} / {counts['SKIPPED']} / {failed}",
-        wall,
-        figures,
-        f"[{link}]({link}{'' if page.exists() else '/'})",
-        changed_text(folder),
-        changed_text(folder, most=6),
-    ]
+    return {
+        "GPU": env.get("gpu", "?"),
+        "driver": env.get("driver", "?"),
+        "measured with": profiler_name(env),
+        "nsight-python": env.get("nsight_python", "?"),
+        "torch": env.get("torch", "?"),
+        "date (UTC)": summary["created_utc"][:10],
+        "sections ok / skipped / failed": f"{counts['ok']} / {counts['SKIPPED']} / {failed}",
+        "total wall time": wall,
+        "headline figures (% of datasheet peak)": "; ".join(map(figure_text, summary["figures"])) or "none",
+        "evidence": f"[{link}]({link}{'' if page.exists() else '/'})",
+        "code cells changed since that run": changed_text(folder, most),
+    }
 
 
-def table(columns=WIDE, header: str = HEADER) -> str:
+def table(wide: bool) -> str:
+    """docs/maintainers.md's table, or README's narrower one: less WIDE_ONLY, and a short list of changed cells."""
     rows = []
     for path in summary_paths():
         try:
-            cells = row_cells(path)
+            cells = row_cells(path, most=None if wide else 6)
         except (KeyError, TypeError, AttributeError, ValueError) as error:  # a file lacking what the row needs
             raise unreadable(path, error) from None
-        texts = (" ".join(str(cells[i]).replace("|", "/").split()) for i in columns)
+        columns = [name for name in cells if wide or name not in WIDE_ONLY]
+        texts = (" ".join(str(cells[name]).replace("|", "/").split()) for name in columns)
         rows.append("| " + " | ".join(texts) + " |")  # a newline in a GPU's name would end the row
-    return header + "\n" + "\n".join(rows) if rows else "No verified run is committed yet."
+    if not rows:
+        return "No verified run is committed yet."
+    return f"| {' | '.join(columns)} |\n|{' --- |' * len(columns)}\n" + "\n".join(rows)
 
 
 def page_link() -> str:
@@ -202,8 +193,8 @@ def tables() -> list[tuple[str, str, str, bool]]:
         "(which need Nsight Compute) are SKIPPED"
     )
     return [
-        (EVIDENCE_BEGIN, EVIDENCE_END, table(columns=NARROW, header=NARROW_HEADER), False),
-        (BEGIN, END, table(), False),
+        (EVIDENCE_BEGIN, EVIDENCE_END, table(wide=False), False),
+        (BEGIN, END, table(wide=True), False),
         (BACKENDS_BEGIN, BACKENDS_END, backends, True),
         (PAGE_BEGIN, PAGE_END, page_link(), True),
     ]
