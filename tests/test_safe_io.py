@@ -104,7 +104,7 @@ def test_a_folder_as_write_target_or_a_folder_that_takes_no_file_is_refused(tmp_
         safe_io.write_text(tmp_path / "missing" / "x.md", "text")
 
 
-def test_only_a_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path):
+def test_only_an_existing_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     answers = {}
@@ -115,7 +115,7 @@ def test_only_a_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path)
         except FileRefused as refused:
             answers[name] = str(refused)
 
-    cases = (("fifo", fifo), ("zero", "/dev/zero"), ("folder", tmp_path))
+    cases = (("fifo", fifo), ("zero", "/dev/zero"), ("folder", tmp_path), ("missing", tmp_path / "gone"))
     reader = threading.Thread(target=lambda: [read(name, path) for name, path in cases], daemon=True)
     reader.start()
     reader.join(timeout=10)
@@ -123,6 +123,7 @@ def test_only_a_regular_file_is_read_never_a_device_a_fifo_or_a_folder(tmp_path)
     assert "is a FIFO (named pipe), not a regular file" in answers["fifo"], answers
     assert "/dev/zero is a character device, not a regular file" in answers["zero"], answers
     assert "is a folder, not a regular file" in answers["folder"], answers
+    assert "gone does not exist: give the path of an existing file" in answers["missing"], answers
 
 
 def test_a_file_over_the_limit_is_refused_without_reading_it_whole(tmp_path):

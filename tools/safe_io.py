@@ -34,26 +34,15 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "not a regular file")
 
 
-def require_regular_file(path: Path | str, what: str = "the file") -> Path:
-    """The path if it names a regular file (through symlinks), else FileRefused; never opened (a FIFO would block)."""
-    path = Path(path)
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise FileRefused(f"{what} {path} does not exist: give the path of an existing file") from None
-    except OSError as error:
-        raise FileRefused(f"{what} {path} cannot be read ({error.strerror or error})") from None
-    if not stat.S_ISREG(mode):
-        raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: give the path of a file")
-    return path
-
-
 def read_text(path: Path | str, what: str = "the file", limit: int = READ_LIMIT) -> str:
     """The text of a regular file of at most `limit` bytes, as UTF-8 whatever the locale; else FileRefused."""
-    path = require_regular_file(path, what)
     try:
+        if not stat.S_ISREG(mode := os.stat(path).st_mode):  # known before it is opened: a FIFO would block
+            raise FileRefused(f"{what} {path} is {file_kind(mode)}, not a regular file: give the path of a file")
         with open(path, "rb") as file:
             data = file.read(limit + 1)  # never more: a file that grows while read is still bounded
+    except FileNotFoundError:
+        raise FileRefused(f"{what} {path} does not exist: give the path of an existing file") from None
     except OSError as error:
         raise FileRefused(f"{what} {path} cannot be read ({error.strerror or error})") from None
     if len(data) > limit:
@@ -79,12 +68,6 @@ def unencodable(text: str) -> str | None:
         line, column = before.count("\n") + 1, error.start - before.rfind("\n")
         return f"U+{ord(character):04X} on line {line}, column {column}, which UTF-8 cannot write (a lone surrogate)"
     return None
-
-
-def encoded(path: Path, content: str, what: str) -> bytes:
-    if where := unencodable(content):
-        raise FileRefused(f"{what} {path} holds {where}: remove it. The file is unchanged")
-    return content.encode("utf-8")
 
 
 def new_file_mode() -> int:
@@ -133,8 +116,10 @@ def staged(target: Path, data: bytes) -> Path:
 def write_files(contents: dict[Path | str, str], what: str = "the file") -> None:
     """Write every file's text (UTF-8) or none: all are staged beside their targets before any is replaced, and a
     replace that fails puts the ones already replaced back. FileRefused names what failed."""
-    items = [(Path(path), writable_target(Path(path), what), content) for path, content in contents.items()]
-    data = [(path, target, encoded(path, content, what)) for path, target, content in items]
+    for path, content in contents.items():
+        if where := unencodable(content):
+            raise FileRefused(f"{what} {path} holds {where}: remove it. The file is unchanged")
+    data = [(Path(path), writable_target(Path(path), what), content.encode()) for path, content in contents.items()]
     temporaries: list[tuple[Path, Path]] = []
     try:
         for _, target, payload in data:
