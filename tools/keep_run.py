@@ -19,9 +19,8 @@ import sys
 from pathlib import Path
 
 import reading_page
+from verified_table import NOTEBOOK, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = "nsight_python_t4_tutorial.ipynb"
 SKIPPED = {".nspy_tutorial_out"}  # run_headless's mark on its output folder
 INSTALLED = {"cupti13"}  # section 9's %pip --target folder: installed packages (80 MB), not evidence
 
@@ -38,15 +37,11 @@ def folder_name(environment: dict) -> str:
     return f"{slug(environment['gpu'])}-{slug(profiler)}"
 
 
-def run_of(out: Path) -> tuple[dict, dict]:
-    """(summary.json, run_info.json) of a finished run; SystemExit naming what is missing and what to do."""
-    if missing := [name for name in (NOTEBOOK, "summary.json", "run_info.json") if not (out / name).is_file()]:
-        raise SystemExit(f"keep_run.py: {out} lacks {', '.join(missing)}: give the folder scripts/run_headless wrote")
-    return json.loads((out / "summary.json").read_text()), json.loads((out / "run_info.json").read_text())
-
-
 def keep(out: Path, command: str, verified: Path = ROOT / "docs" / "verified") -> Path:
-    summary, run_info = run_of(out)
+    """The run in `out` kept in verified/<folder_name>; SystemExit naming the files a finished run has and it lacks."""
+    if missing := [name for name in (NOTEBOOK.name, "summary.json", "run_info.json") if not (out / name).is_file()]:
+        raise SystemExit(f"keep_run.py: {out} lacks {', '.join(missing)}: give the folder scripts/run_headless wrote")
+    summary, run_info = (json.loads((out / name).read_text()) for name in ("summary.json", "run_info.json"))
     environment = summary["environment"]
     dest = verified / folder_name(environment)
     staged = verified / f".{dest.name}.partial"  # whole or not at all: the old evidence stays until the new is in
