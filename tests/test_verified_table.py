@@ -11,19 +11,6 @@ def test_a_figure_that_is_not_a_number_reads_not_measured_never_nan():
     assert verified_table.figure_text({**figure, "value": 50.68}) == "fp32 product: 50.7 TFLOP/s (n/a)"
 
 
-def test_a_gpu_name_holding_a_newline_stays_in_one_row(tmp_path, monkeypatch):
-    folder = tmp_path / "docs" / "verified" / "t4-cupti"
-    folder.mkdir(parents=True)
-    summary = dict(environment={"gpu": "Tesla\nT4", "profiler": "cupti"}, counts={"ok": 1, "SKIPPED": 0}, figures=[])
-    summary |= {"total_seconds": 1.0, "created_utc": "2026-12-06"}
-    (folder / "summary.json").write_text(json.dumps(summary))
-    (folder / "run_info.json").write_text(json.dumps({"commit": "a" * 40, "wall_seconds": 2}))
-    (folder / verified_table.NOTEBOOK.name).write_text(verified_table.NOTEBOOK.read_text())
-    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
-    rows = verified_table.table(wide=True).splitlines()[2:]
-    assert len(rows) == 1 and rows[0].startswith("| Tesla T4 |"), rows
-
-
 def test_readme_links_first_the_kept_run_with_the_most_sections_ok_and_its_run_all_time(tmp_path, monkeypatch):
     for name, ok, wall in (("h100-cupti", 5, 22), ("h100-ncu-2025.3.1-launch", 10, 300)):
         folder = tmp_path / "docs" / "verified" / name
@@ -49,20 +36,24 @@ def test_readme_links_the_readers_page_before_anything_else_and_names_section_1s
     assert "300 to 400 MB" in readme and "scripts/run_headless" in readme and "scripts/run_tests" in readme
 
 
-def test_readmes_short_list_of_changed_cells_names_a_few_and_how_many_more(tmp_path, monkeypatch):
+def test_a_row_stays_one_line_and_only_readmes_table_lists_a_few_changed_cells(tmp_path, monkeypatch):
     def notebook(source):
         cells = [{"cell_type": "code", "id": f"c{n}", "source": [source], "outputs": []} for n in range(9)]
         return json.dumps({"cells": cells})
 
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / verified_table.NOTEBOOK.name).write_text(notebook("ran"))
-    (tmp_path / "run" / "run_info.json").write_text(json.dumps({"commit": "abcdef0" * 5}))
-    (today := tmp_path / "clone" / verified_table.NOTEBOOK.name).parent.mkdir()
-    today.write_text(notebook("edited since"))
+    (folder := tmp_path / "docs" / "verified" / "t4-cupti").mkdir(parents=True)
+    summary = dict(environment={"gpu": "Tesla\nT4", "profiler": "cupti"}, counts={"ok": 1, "SKIPPED": 0}, figures=[])
+    (folder / "summary.json").write_text(json.dumps(summary | {"total_seconds": 1.0, "created_utc": "2026-12-06"}))
+    (folder / "run_info.json").write_text(json.dumps({"commit": "abcdef0" * 5, "wall_seconds": 2}))
+    (folder / verified_table.NOTEBOOK.name).write_text(notebook("ran"))
+    (today := tmp_path / verified_table.NOTEBOOK.name).write_text(notebook("edited since"))
+    monkeypatch.setattr(verified_table, "ROOT", tmp_path)
     monkeypatch.setattr(verified_table, "NOTEBOOK", today)
-    short, full = verified_table.changed_text(tmp_path / "run", most=6), verified_table.changed_text(tmp_path / "run")
-    assert short == "since abcdef0: c0, c1, c2, c3, c4, c5, and 3 more (all in docs/maintainers.md)", short
-    assert full == f"since abcdef0: {', '.join(f'c{n}' for n in range(9))}", full
+    wide, narrow = (verified_table.table(wide=is_wide).splitlines()[2:] for is_wide in (True, False))
+    assert len(wide) == 1 and wide[0].startswith("| Tesla T4 |"), f"a newline in a GPU's name ended the row: {wide}"
+    assert wide[0].endswith(f"| since abcdef0: {', '.join(f'c{n}' for n in range(9))} |"), wide
+    short = "since abcdef0: c0, c1, c2, c3, c4, c5, and 3 more (all in docs/maintainers.md)"
+    assert narrow[0].endswith(f"| {short} |"), f"README's table lists six changed cells and a count: {narrow}"
 
 
 def test_pages_that_lost_a_tables_markers_are_refused_and_left_as_they_were(tmp_path, monkeypatch, capsys):
