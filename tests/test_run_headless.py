@@ -93,6 +93,7 @@ def test_run_headless_refuses_a_bad_input_naming_it_and_changes_nothing(tmp_path
         ([], {"NSPY_TUTORIAL_OUT": "~/runs/a"}, "home/runs/a"),  # ~ is HOME, not a folder named ~
         (["runs/b"], {}, "work/runs/b"),  # relative: from the current folder, not the clone
         (["{clone}/runs/c"], {}, "clone/runs/c"),  # a folder of its own inside the clone
+        (["."], {}, "work"),  # an empty folder, here the current one
         # none given: the notebook's own default, in the clone, not the current folder
         ([], {}, f"clone/{OUTPUT_FOLDER}"),
         (["out"], {"NSPY_TUTORIAL_CELL_TIMEOUT": "0900"}, "work/out"),  # decimal, not octal
