@@ -4,7 +4,6 @@ on manylinux x86_64, as Colab (3.13) and the project's runner (3.12) need them. 
 
     python scripts/check_wheels.py
 
-Each version: one `pip download --no-deps --only-binary :all:` of the pins into a temporary folder, then deleted.
 Exit 0 when every pin has a wheel for every version; 1 naming the version and pip's error otherwise.
 """
 

@@ -68,16 +68,6 @@ def test_the_notebooks_folders_are_its_own_never_home_root_the_clone_or_python_p
     assert sorted(p.name for p in (home / ".local").iterdir()) == [folders.MARK]
 
 
-def test_a_new_or_empty_folder_is_made_and_marked_and_a_marked_one_used_again(tmp_path):
-    (tmp_path / "empty").mkdir()
-    for name in ("new/out", "empty"):
-        environ = {"NSPY_TUTORIAL_OUT": str(tmp_path / name), "HOME": str(tmp_path / "home")}
-        for _ in range(2):  # the second time it finds its mark and the files of the first run
-            made = folders.prepare_output_dir(folders.choose_output_dir(environ, on_colab=False), environ)
-            (made / "summary.json").write_text("{}")
-        assert made == tmp_path / name and (made / folders.MARK).is_file()
-
-
 def test_a_home_folder_of_a_named_user_is_expanded_with_the_rest_of_the_path():  # settings.bash's: test_settings_bash
     user = pwd.getpwuid(os.getuid())
     assert folders.folder_setting("S", f"~{user.pw_name}/a/b", "fix") == Path(user.pw_dir, "a", "b")

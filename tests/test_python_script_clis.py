@@ -75,14 +75,10 @@ NCU_SUMMARY = {  # a launch-mode run's (recording/run_launch_mode): what its own
 
 
 def table_repo(tmp_path) -> Path:
-    """What tools/verified_table.py reads and writes, with a CUPTI run and a launch-mode run of our own."""
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "plumbing", repo / "plumbing", ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / "tools").mkdir()
-    for script in ("verified_table.py", "safe_io.py"):
-        shutil.copy2(ROOT / "tools" / script, repo / "tools")
-    for page in ("README.md", "docs/maintainers.md", "nsight_python_t4_tutorial.ipynb"):
-        (repo / page).parent.mkdir(exist_ok=True)
+    """A fresh clone with the pages tools/verified_table.py writes, and a CUPTI run and a launch-mode run of our own."""
+    repo = fresh_clone(tmp_path / "repo")
+    (repo / "docs").mkdir()
+    for page in ("README.md", "docs/maintainers.md"):
         shutil.copy2(ROOT / page, repo / page)
     today = json.loads((ROOT / "nsight_python_t4_tutorial.ipynb").read_text())
     older = json.loads(json.dumps(today))

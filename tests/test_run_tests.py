@@ -42,6 +42,7 @@ def test_run_tests_refuses_a_venv_setting_it_cannot_use_naming_it_and_changes_no
     assert "another" not in kind or f"rm -rf -- {venv}" in output, f"say how to make it again: {output}"
     assert "another" in kind or "rm -rf" not in output, f"never advise deleting a folder it did not make: {output}"
     assert "another" in kind or "cannot" in kind or f"mv -- {venv} {venv}.old" in output, "say how to set it aside"
+    assert "cannot" not in kind or "set it to a folder you can write to" in output, f"say where to set it: {output}"
 
 
 @pytest.mark.parametrize(
