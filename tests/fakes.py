@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COLAB_SITE = {"cuda-core": "0.3.2", "cuda-bindings": "12.9.7", "numba-cuda": "0.22.2"}  # environments.md
 
 
 def executable(path: Path, text: str) -> Path:
@@ -80,8 +79,6 @@ env = {{name: os.environ.get(name) for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS"
 with open(ROOT / "calls.jsonl", "a") as log:
     log.write(json.dumps({{"tool": "pip", "argv": args, **env}}) + "\\n")
 target, links = (Path(args[args.index(o) + 1]) if o in args else None for o in ("--target", "--find-links"))
-links = links or (env["PIP_FIND_LINKS"] and Path(env["PIP_FIND_LINKS"]))
-offline = "--no-index" in args or env["PIP_NO_INDEX"]
 pins = [arg.split("==") for arg in args if "==" in arg]
 if "-r" in args:
     lines = Path(args[args.index("-r") + 1]).read_text().splitlines()
@@ -96,7 +93,7 @@ if args[0] == "download":  # an empty wheel for each pin and (without --no-deps)
     sys.exit()
 for name, version in pins:
     wheel = re.sub(r"[-_.]+", "_", name).lower() + f"-{{version}}-*.whl"
-    if offline and not (links and list(links.glob(wheel))):
+    if "--no-index" in args and not (links and list(links.glob(wheel))):
         sys.exit(f"ERROR: No matching distribution found for {{name}}=={{version}} (no {{wheel}} in {{links}})")
 for name, version in pins:  # without --target: into the Python's own packages (Colab's site-packages)
     info = (target or ROOT / "site") / (re.sub(r"[-_.]+", "_", name) + f"-{{version}}.dist-info")
@@ -212,7 +209,7 @@ NCU_PACKAGES = ["nsight-compute", *(f"nsight-compute-{version}" for version in V
 @dataclass
 class FakeMachine:
     """Section 1's simulated machine: bin/ nvidia-smi, apt-get, apt-cache, dpkg (one program), its ncus; its pip; site/
-    Colab's packages. apt's index lists NCU_PACKAGES."""
+    the Python's own packages (empty until pip installs there). apt's index lists NCU_PACKAGES."""
 
     root: Path
     gpu: str | None = "Tesla T4, 7.5"  # what nvidia-smi answers for name,compute_cap
@@ -234,10 +231,6 @@ class FakeMachine:
         for name in ("nvidia-smi", "apt-get", "apt-cache", "dpkg", "dpkg-query"):
             executable(self.root / "bin" / name, tool)
         pip(self.root)
-        for name, version in COLAB_SITE.items():  # Colab's own packages
-            info = self.root / "site" / f"{name.replace('-', '_')}-{version}.dist-info"
-            info.mkdir(parents=True, exist_ok=True)
-            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         path = [self.root / "bin", *map(self.ncu_folder, self.path_ncus), "/usr/bin", "/bin"]
         env = {
             "PATH": os.pathsep.join(map(str, path)),

@@ -16,11 +16,6 @@ from support import NOTEBOOK, ROOT, WITHOUT_MODULES, run_allowing_errors
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_PLAN, SUMMARY
 from plumbing.executed_run import OUTPUT_LIMIT, merge_failures, printed_lines, run_problems
 
-
-def load(path):
-    return json.loads(path.read_text())
-
-
 S2_RUN, S3_RUN = SECTION_PLAN[2]["run"][0], SECTION_PLAN[3]["run"][0]
 BROKEN_RUN = {  # cells of a run with errors, under the notebook's own ids (s2-tflops: a made-up one of section 2)
     "s1-verdict": "print('On this Tesla T4: set up')",
@@ -46,7 +41,7 @@ def executed(tmp_path_factory) -> dict:
     (folder / "source.ipynb").write_text(nbformat.writes(notebook))
     returncode, log = run_allowing_errors(folder / "source.ipynb", folder / "executed.ipynb", 120)
     assert returncode == 0, f"nbmake must run every cell of a copy that allows errors:\n{log[-3000:]}"
-    return load(folder / "executed.ipynb")
+    return json.loads((folder / "executed.ipynb").read_text())
 
 
 def _statuses(summary):
@@ -55,8 +50,8 @@ def _statuses(summary):
 
 def test_the_committed_cupti_run_keeps_its_statuses_and_verdicts_and_is_clean():
     folder = evidence.run_with("s2_summed")
-    notebook = load(folder / evidence.EXECUTED)
-    merged = merge_failures(load(folder / "summary.json"), notebook)
+    notebook = json.loads((folder / evidence.EXECUTED).read_text())
+    merged = merge_failures(json.loads((folder / "summary.json").read_text()), notebook)
     assert _statuses(merged) == {n: "SKIPPED" if n in NCU_ONLY_SECTIONS else "ok" for n in range(1, 11)}
     assert run_problems(merged) == [], "a clean real run must have no problems"
     lines = [line for cell in notebook["cells"] for line in printed_lines(cell)]

@@ -20,6 +20,11 @@ from support import NOTEBOOK, ROOT, free_names, module_level_names, python
 from plumbing.cells import NCU_ONLY_SECTIONS, SECTION_COUNT, section_of
 
 
+@pytest.fixture(scope="module")
+def notebook() -> nbformat.NotebookNode:
+    return nbformat.read(NOTEBOOK, as_version=4)
+
+
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [cell for cell in nb.cells if cell.cell_type == "code"]
 
