@@ -23,7 +23,8 @@ def harness(monkeypatch, tmp_path):
 
 
 def test_importing_the_harness_creates_no_folder_and_prints_nothing(monkeypatch, tmp_path, capsys):
-    monkeypatch.chdir(tmp_path), monkeypatch.delenv("NSPY_TUTORIAL_OUT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NSPY_TUTORIAL_OUT", raising=False)
     importlib.reload(plumbing.harness)
     assert list(tmp_path.iterdir()) == [] and capsys.readouterr().out == "", "only the notebook's cell may act"
 

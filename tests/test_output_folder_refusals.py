@@ -50,7 +50,8 @@ def test_the_notebooks_folders_are_its_own_never_home_root_the_clone_or_python_p
     for folder in (home, home / ".local", home / "mine", home / "linked"):
         folder.mkdir()
     (home / "mine" / "thesis.txt").write_text("my own work")
-    (home / folders.MARK).write_text(""), (home / ".local" / folders.MARK).write_text("")
+    (home / folders.MARK).write_text("")
+    (home / ".local" / folders.MARK).write_text("")
     (home / "linked" / folders.MARK).symlink_to(home / "mine" / "thesis.txt")
     user_site = home / ".local" if place.startswith("~/.local") else tmp_path / "userbase"  # else HOME held it
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site / "lib/python3/site-packages"))

@@ -66,7 +66,8 @@ def test_the_probes_answer_is_told_apart_by_what_ncu_said_and_names_its_cause(tm
     names = {"CHOSEN": str(chosen), "OTHER": str(other), "LOG": str(tmp_path / "probe.log")}
     for name, path in names.items():
         script, said = script.replace(name, path), [text.replace(name, path) for text in said]
-    chosen.write_text(""), other.write_text("")
+    chosen.write_text("")
+    other.write_text("")
     (tmp_path / "p").mkdir()
     (tmp_path / "p/probe.json").write_text(json.dumps({"ncu": str(chosen), "stage": "done", "error": ""}))  # stale
     monkeypatch.setitem(helpers.TIME_LIMITS_S, "probe", 1)
@@ -175,7 +176,8 @@ def test_the_probe_program_imports_every_module_its_functions_use():
 def test_the_sets_libcupti_is_loaded_and_its_folder_imported_from_first_here_and_in_child_processes(
     tmp_path, monkeypatch, cupti_set
 ):
-    monkeypatch.setattr(sys, "path", ["/site"]), monkeypatch.setenv("PYTHONPATH", "/site")
+    monkeypatch.setattr(sys, "path", ["/site"])
+    monkeypatch.setenv("PYTHONPATH", "/site")
     with pytest.raises(FileNotFoundError, match="run section 1 again"):
         helpers.preload_libcupti(tmp_path)
     assert sys.path == ["/site"] and os.environ["PYTHONPATH"] == "/site", "a folder without libcupti changes nothing"
@@ -189,7 +191,9 @@ def test_the_sets_libcupti_is_loaded_and_its_folder_imported_from_first_here_and
 
 def test_libcupti_is_the_preloaded_one_or_the_check_stops_the_run(tmp_path, monkeypatch):
     preloaded, other, alias = tmp_path / "libcupti.so.13", tmp_path / "libcupti.so.12", tmp_path / "alias.so"
-    preloaded.write_text("13"), other.write_text("12"), alias.symlink_to(preloaded)
+    preloaded.write_text("13")
+    other.write_text("12")
+    alias.symlink_to(preloaded)
     monkeypatch.setattr(helpers, "BACKEND", {"use_ncu": False, "libcupti": preloaded})
     pinned = SimpleNamespace(__version__=helpers.PINS["nsight-python"])  # as the pip cell installed it
     helpers.check_backend(pinned, False, {"NVTX_INJECTION64_PATH": str(alias)})

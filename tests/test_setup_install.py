@@ -31,7 +31,9 @@ BAD = {  # {tmp} holds empty/, old/ncu (2025.1.1) and x/ncu (not executable); a 
 def test_a_bad_setting_is_refused_naming_the_setting_and_the_fix(tmp_path, case):
     read, name, value, error, fix = BAD[case]
     (tmp_path / "empty").mkdir()
-    ncu(tmp_path / "old", "2025.1.1"), ncu(tmp_path / "x", "2026.3.1").chmod(0o644), ncu(tmp_path / "new", "2026.4.0")
+    ncu(tmp_path / "old", "2025.1.1")
+    ncu(tmp_path / "x", "2026.3.1").chmod(0o644)
+    ncu(tmp_path / "new", "2026.4.0")
     with pytest.raises(error) as raised:
         read({name: value.format(tmp=tmp_path), "PATH": str(ncu(tmp_path / "current", "2026.3.1").parent)})
     assert f"{name}=" in str(raised.value) and fix in str(raised.value), f"{case}: say the setting and its fix"
@@ -67,7 +69,8 @@ def machine(tmp_path, monkeypatch):
     def build(**options) -> FakeMachine:
         made = FakeMachine(tmp_path / "machine", **options)
         env = made.build()
-        monkeypatch.setenv("PATH", env["PATH"]), monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+        monkeypatch.setenv("PATH", env["PATH"])
+        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
         return made
 
     monkeypatch.setattr(helpers, "OUT_DIR", tmp_path)

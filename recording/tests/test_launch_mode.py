@@ -89,7 +89,8 @@ def test_an_ncu_started_by_a_cell_without_clock_control_none_is_refused_in_the_k
 def test_the_wrapper_refuses_an_ncu_too_old_missing_or_silent_before_anything_runs(tmp_path, version):
     ncu = fakes.ncu(tmp_path, version) if version and version[0].isdigit() else tmp_path / "no-ncu"
     if version == "hangs":  # an ncu that never answers --version is refused after 30 s, not waited on for ever
-        ncu.write_text("#!/bin/sh\nsleep 1000\n"), ncu.chmod(0o755)
+        ncu.write_text("#!/bin/sh\nsleep 1000\n")
+        ncu.chmod(0o755)
     env = {**fakes.clean_environment(), "NSPY_TUTORIAL_LAUNCH_NCU": str(ncu), "HOME": str(tmp_path)}
     done = subprocess.run(
         [WING / "run_launch_mode", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=90
