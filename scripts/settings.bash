@@ -11,14 +11,17 @@ STEP_S=600           # seconds any other step of PYTHON's may take (a check, the
 PIP_S=1800           # seconds one pip install may take; timeout ends what it started (its own process group)
 
 # usage: absolute_folder PYTHON SETTING VALUE   the folder as the notebook reads one (plumbing/folders.py, from $repo):
-# ~ and ~user expanded (the setting quoted them), a relative folder made absolute
+# ~ and ~user expanded (the setting quoted them), a relative folder made absolute. The answer is PYTHON's stdout only:
+# a warning it prints on stderr (left to the terminal) must never become part of the path.
 absolute_folder() {
   REPLY="$(PYTHONPATH="$repo" timeout -k 5 "$PYTHON_ANSWER_S" "$1" -c 'import sys
 from plumbing.folders import folder_setting
 try:
     print(folder_setting(*sys.argv[1:]))
-except ValueError as error:  # the folder rules refused it
-    sys.exit(str(error))' "$2" "$3" "Give the folder's full path." 2>&1 </dev/null)" || refuse "${REPLY##*$'\n'}"
+except ValueError as error:  # the folder rules refused it: the answer, on stdout
+    print(error)
+    sys.exit(1)' "$2" "$3" "Give the folder's full path." </dev/null)" \
+    || refuse "${REPLY:-$2: PYTHON could not check that folder (its error is above)}"
 }
 
 # usage: check_python GIVEN WHO   PYTHON checked and made absolute; the probe must print a version (/bin/true exits 0)

@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 from fakes import failing_command, hanging_command, pip_installs, run_script
@@ -47,3 +48,15 @@ def test_a_python_that_hangs_is_refused_with_a_reason(tmp_path):
     command = ["bash", "-c", code + 'check_python "$1" WHO', "bash", str(python)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and f"refused: PYTHON={python} did not answer within 1 s" in done.stdout, done.stdout
+
+
+def test_a_warning_python_prints_on_stderr_never_becomes_part_of_a_folder_setting(tmp_path):
+    python = tmp_path / "python3"
+    python.write_text(f"#!/bin/sh\necho 'Warning: a noisy site' >&2\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    code = f'refuse() {{ echo "refused: $*"; exit 2; }}; repo={ROOT}; source {ROOT}/scripts/settings.bash; '
+    for value, said in (("runs/out", f"folder={tmp_path / 'runs/out'}"), ("~nspy_no_such_user/x", "refused: S: ")):
+        command = ["bash", "-c", code + 'absolute_folder "$1" S "$2" && echo "folder=$REPLY"', "bash", python, value]
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.stdout.strip().startswith(said) and "Warning" in done.stderr, f"{value}: {done.stdout}"
+        assert "Warning" not in done.stdout, "stderr is no part of the folder or of the refusal"
